@@ -1,0 +1,64 @@
+/*
+ * err.h: the closed set of outcomes weir's functions return.
+ *
+ * Principle: a function returns 0 when it did its work, WEIR_EAGAIN when it
+ * must wait for the next event (re-arm the watcher and return to the loop),
+ * and another negative code from the table below when it failed. Each entry
+ * carries the HTTP status weir answers with (0 when it answers nothing, the
+ * connection is just closed), the name of the counter that counts it in the
+ * shared segment, and the sentence that goes to the error log. One table, so
+ * the three can never drift apart.
+ */
+#ifndef WEIR_COMMON_ERR_H
+#define WEIR_COMMON_ERR_H
+
+/*  name                  status  counter name            log sentence */
+#define WEIR_ERR_TABLE(X)                                                           \
+	X(AGAIN, 0, "again", "operation would block")                                    \
+	X(NOMEM, 503, "no_memory", "out of buffer memory")                               \
+	X(CONN_LIMIT, 0, "connection_limit", "worker connection limit reached")          \
+	X(BAD_REQUEST, 400, "bad_request", "malformed request")                         \
+	X(SMUGGLING, 400, "bad_framing", "ambiguous or invalid message framing")        \
+	X(NO_ROUTE, 404, "no_route", "no route for host and path")                      \
+	X(HEADER_TIMEOUT, 408, "header_timeout", "request head not received in time")   \
+	X(BODY_TIMEOUT, 408, "body_timeout", "request body not received in time")       \
+	X(BODY_TOO_LARGE, 413, "body_too_large", "request body too large")              \
+	X(URI_TOO_LONG, 414, "uri_too_long", "request target too long")                 \
+	X(HEADERS_TOO_LARGE, 431, "headers_too_large", "request headers too large")     \
+	X(UPSTREAM_REFUSED, 502, "upstream_refused", "upstream refused the connection") \
+	X(UPSTREAM_CLOSED, 502, "upstream_closed", "upstream closed the connection early") \
+	X(UPSTREAM_BAD_RESPONSE, 502, "upstream_bad_response", "upstream sent an invalid response") \
+	X(NO_SERVER, 503, "no_server", "no upstream server available")                  \
+	X(UPSTREAM_TIMEOUT, 504, "upstream_timeout", "upstream did not answer in time") \
+	X(CLIENT_CLOSED, 0, "client_closed", "client closed the connection mid-request") \
+	X(CLIENT_TIMEOUT, 0, "client_timeout", "client stopped reading or sending")     \
+	X(RESPONSE_CUT, 0, "response_cut", "response cut short after it had started")   \
+	X(DRAIN_CUT, 0, "drain_cut", "connection cut by the drain timeout")
+
+#define WEIR_OK 0
+
+/* Table indexes: WEIR_EAGAIN_INDEX is 0, and so on. */
+enum weir_err {
+#define WEIR_ERR_ENUM(name, status, counter, text) WEIR_E##name##_INDEX,
+	WEIR_ERR_TABLE(WEIR_ERR_ENUM)
+#undef WEIR_ERR_ENUM
+	WEIR_ERR_COUNT
+};
+
+/* The returned codes are the negated index plus one, so 0 stays "ok". */
+#define WEIR_ERR(name) (-(int)WEIR_E##name##_INDEX - 1)
+#define WEIR_EAGAIN WEIR_ERR(AGAIN)
+
+/* Index of code <rc> (negative) in the table, or -1 if it is not one. */
+static inline int weir_err_index(int rc)
+{
+	int i = -rc - 1;
+	return (rc < 0 && i < WEIR_ERR_COUNT) ? i : -1;
+}
+
+/* The log sentence, counter name and HTTP status of <rc>; rc must be < 0. */
+const char *weir_err_text(int rc);
+const char *weir_err_counter(int rc);
+int weir_err_status(int rc);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * log.h: the error log and the access log.
+ *
+ * Principle: one error log with levels and one access log, each a file path
+ * or "stderr", opened in the master and inherited by the workers, reopened
+ * by everyone on USR1 (logrotate moves the file, we open the path anew).
+ * Error lines are written at once with one write(2) each. Access lines are
+ * gathered in a per-process buffer and written when it fills or when
+ * log_flush() is called (the worker does so every second and on exit), so a
+ * busy worker spends one system call on many requests.
+ *
+ * Line shape: "2026-11-30T05:40:00.123Z [warn] worker 1: message".
+ */
+#ifndef WEIR_COMMON_LOG_H
+#define WEIR_COMMON_LOG_H
+
+#include <stddef.h>
+
+#include "common/config.h"
+
+/* Opens the logs named in <cfg>. <who> names this process in every line
+ * ("master", "worker 3"). Returns 0, or -1 with errno if a file cannot be
+ * opened (the previous files, if any, stay open). */
+int log_open(const struct config_log *cfg);
+
+/* Sets the name this process writes in front of its messages. */
+void log_set_who(const char *who);
+
+/* Reopens the same paths (USR1). */
+int log_reopen(void);
+
+/* Sends error lines to stderr only, before any config is loaded. */
+void log_init_stderr(enum log_level level);
+
+extern enum log_level log_level_min;
+
+void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_debug(...) do { if (log_level_min <= LOG_LEVEL_DEBUG) log_write(LOG_LEVEL_DEBUG, __VA_ARGS__); } while (0)
+#define log_info(...) do { if (log_level_min <= LOG_LEVEL_INFO) log_write(LOG_LEVEL_INFO, __VA_ARGS__); } while (0)
+#define log_notice(...) do { if (log_level_min <= LOG_LEVEL_NOTICE) log_write(LOG_LEVEL_NOTICE, __VA_ARGS__); } while (0)
+#define log_warn(...) do { if (log_level_min <= LOG_LEVEL_WARN) log_write(LOG_LEVEL_WARN, __VA_ARGS__); } while (0)
+#define log_error(...) log_write(LOG_LEVEL_ERROR, __VA_ARGS__)
+
+/* Access log: is it on, and append one line (without the newline). */
+int log_access_enabled(void);
+void log_access(const char *line, size_t len);
+void log_flush(void);
+
+/* The current time as "2026-11-30T05:40:00.123Z" (24 bytes plus NUL),
+ * from a per-second cache. */
+const char *log_time_iso(void);
+
+#endif
