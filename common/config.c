@@ -1,0 +1,1000 @@
+/*
+ * config.c: weir's configuration file format (libconfig syntax) and its checks.
+ *
+ * Principle: walk the libconfig tree once, group by group. Every group's
+ * children are compared against the keys it allows, every value is checked
+ * for its type and range, and every problem is recorded with its file and
+ * line while the walk goes on, so one run of `weir -t` reports everything
+ * that is wrong, not just the first thing. Only when nothing was recorded
+ * does the caller get the struct; otherwise it is freed and zeroed.
+ *
+ * docs/config.md is the reference for the format; keep the two together.
+ *
+ * Known limit: libconfig 1.5 silently truncates an integer literal above
+ * 2147483647 unless it carries the L suffix; sizes that large are better
+ * written as strings ("5g"), which this file parses itself.
+ */
+#include "common/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libconfig.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The state of one load: where errors go, kept sorted by line. */
+struct loader {
+	const char *file;
+	struct config *cfg;
+	struct config_errors *errs;
+	int lines[CONFIG_MAX_ERRORS]; /* line of each kept message */
+};
+
+/* A value read from the file: absent, present and valid, or present and
+ * wrong (already reported). */
+enum got {
+	GOT_NONE,
+	GOT_OK,
+	GOT_BAD,
+};
+
+/* ---- errors ------------------------------------------------------------ */
+
+/*
+ * Records "FILE:LINE: message" (or "FILE: message" when <line> is 0). Kept
+ * messages stay sorted by line, so an operator reads them top to bottom;
+ * when CONFIG_MAX_ERRORS are kept already, a message for an earlier line
+ * pushes out the last one. errs->count counts every message.
+ */
+static void fail(struct loader *ld, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void fail(struct loader *ld, int line, const char *fmt, ...)
+{
+	struct config_errors *e = ld->errs;
+	int kept = e->count < CONFIG_MAX_ERRORS ? e->count : CONFIG_MAX_ERRORS;
+	int at = kept;
+	size_t cap = sizeof e->msg[0];
+	char *m;
+	int n;
+	va_list ap;
+
+	e->count++;
+	while (at > 0 && ld->lines[at - 1] > line)
+		at--;
+	if (at == CONFIG_MAX_ERRORS)
+		return;
+	if (kept == CONFIG_MAX_ERRORS)
+		kept--; /* the last one makes room */
+	memmove(&e->msg[at + 1], &e->msg[at], (size_t)(kept - at) * cap);
+	memmove(&ld->lines[at + 1], &ld->lines[at], (size_t)(kept - at) * sizeof ld->lines[0]);
+	ld->lines[at] = line;
+
+	m = e->msg[at];
+	if (line > 0)
+		n = snprintf(m, cap, "%s:%d: ", ld->file, line);
+	else
+		n = snprintf(m, cap, "%s: ", ld->file);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= cap)
+		return; /* the path alone filled it */
+	va_start(ap, fmt);
+	vsnprintf(m + n, cap - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+static int line_of(const config_setting_t *s)
+{
+	return s ? (int)config_setting_source_line(s) : 0;
+}
+
+/* ---- value parsers ----------------------------------------------------- */
+
+/* Reads the decimal digits at <*p> into <*v>. Returns -1 if there are none or
+ * the number does not fit 64 bits. */
+static int parse_digits(const char **p, uint64_t *v)
+{
+	const char *s = *p;
+	uint64_t n = 0;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		unsigned d = (unsigned)(*s - '0');
+		if (n > (UINT64_MAX - d) / 10)
+			return -1;
+		n = n * 10 + d;
+	}
+	*p = s;
+	*v = n;
+	return 0;
+}
+
+/*
+ * A duration: digits followed by "ms", "s", "m" or "h" (lower case), or bare
+ * digits meaning milliseconds. Every duration in weir is a timeout, so 0 is
+ * refused here, as is anything above UINT32_MAX ms (about 49 days).
+ */
+int config_parse_duration(const char *text, uint32_t *ms)
+{
+	const char *p = text;
+	uint64_t n, unit;
+
+	if (!text || parse_digits(&p, &n) < 0)
+		return -1;
+	if (*p == '\0' || strcmp(p, "ms") == 0)
+		unit = 1;
+	else if (strcmp(p, "s") == 0)
+		unit = 1000;
+	else if (strcmp(p, "m") == 0)
+		unit = 60 * 1000;
+	else if (strcmp(p, "h") == 0)
+		unit = 60 * 60 * 1000;
+	else
+		return -1;
+	if (n == 0 || n > UINT32_MAX / unit)
+		return -1;
+	*ms = (uint32_t)(n * unit);
+	return 0;
+}
+
+/* A size: digits with an optional k, m or g (powers of 1024, either case). */
+int config_parse_size(const char *text, uint64_t *bytes)
+{
+	const char *p = text;
+	uint64_t n;
+	int shift;
+
+	if (!text || parse_digits(&p, &n) < 0)
+		return -1;
+	switch (*p) {
+	case '\0':
+		shift = 0;
+		break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		break;
+	default:
+		return -1;
+	}
+	if (shift && p[1] != '\0')
+		return -1;
+	if (n > (UINT64_MAX >> shift))
+		return -1;
+	*bytes = n << shift;
+	return 0;
+}
+
+static int is_alpha(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static int is_digit(int c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int to_lower(int c)
+{
+	return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
+}
+
+/*
+ * Parses an address into <a>. Returns NULL, or the reason it is not one,
+ * worded to follow the address in a message.
+ */
+static const char *addr_parse(const char *text, struct config_addr *a)
+{
+	const char *host, *port, *colon;
+	size_t hlen;
+	char hbuf[INET6_ADDRSTRLEN];
+	char ip[INET6_ADDRSTRLEN];
+	uint64_t pnum;
+	int v6 = 0;
+
+	memset(a, 0, sizeof *a);
+	if (text[0] == '[') {
+		const char *end = strchr(text, ']');
+		if (!end)
+			return "lacks the closing ']'";
+		host = text + 1;
+		hlen = (size_t)(end - host);
+		if (end[1] != ':')
+			return "has no port: write it as [::1]:80";
+		port = end + 2;
+		v6 = 1;
+	} else {
+		colon = strrchr(text, ':');
+		if (colon && strchr(text, ':') != colon)
+			return "is an IPv6 address without brackets: write it as [::1]:80";
+		host = text;
+		hlen = colon ? (size_t)(colon - text) : strlen(text);
+		for (size_t i = 0; i < hlen; i++)
+			if (is_alpha(host[i]) || host[i] == '-' || host[i] == '_')
+				return "is a host name: use an IP address, such as 127.0.0.1:80";
+		if (!colon)
+			return "has no port: write it as 127.0.0.1:80, [::1]:80 or *:80";
+		port = colon + 1;
+	}
+
+	if (strlen(port) > 5 || parse_digits(&port, &pnum) < 0 || *port != '\0' || pnum < 1 || pnum > 65535)
+		return "has a bad port: it must be a number from 1 to 65535";
+	if (hlen == 0 || hlen >= sizeof hbuf)
+		return v6 ? "is not an IPv6 address" : "is not an IPv4 address";
+	memcpy(hbuf, host, hlen);
+	hbuf[hlen] = '\0';
+
+	if (v6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&a->sa;
+		if (inet_pton(AF_INET6, hbuf, &sin6->sin6_addr) != 1)
+			return "is not an IPv6 address";
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)pnum);
+		a->len = sizeof *sin6;
+		inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof ip);
+		snprintf(a->text, sizeof a->text, "[%s]:%u", ip, (unsigned)pnum);
+	} else {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&a->sa;
+		if (strcmp(hbuf, "*") == 0)
+			sin->sin_addr.s_addr = htonl(INADDR_ANY);
+		else if (inet_pton(AF_INET, hbuf, &sin->sin_addr) != 1)
+			return "is not an IPv4 address";
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)pnum);
+		a->len = sizeof *sin;
+		inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof ip);
+		snprintf(a->text, sizeof a->text, "%s:%u", ip, (unsigned)pnum);
+	}
+	return NULL;
+}
+
+int config_parse_addr(const char *text, struct config_addr *addr)
+{
+	if (!text || addr_parse(text, addr)) {
+		memset(addr, 0, sizeof *addr);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *const level_names[] = {
+	[LOG_LEVEL_DEBUG] = "debug", [LOG_LEVEL_INFO] = "info",   [LOG_LEVEL_NOTICE] = "notice",
+	[LOG_LEVEL_WARN] = "warn",   [LOG_LEVEL_ERROR] = "error",
+};
+
+const char *config_log_level_name(enum log_level level)
+{
+	if ((unsigned)level >= sizeof level_names / sizeof level_names[0])
+		return "unknown";
+	return level_names[level];
+}
+
+/* ---- typed getters ----------------------------------------------------- */
+
+/* Reports every child of <group> whose name is not in <allowed>. <where>
+ * ends the message: "at top level", "in listeners entry". */
+static void check_keys(struct loader *ld, const config_setting_t *group, const char *const *allowed,
+                       const char *where)
+{
+	int n = config_setting_length(group);
+
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *s = config_setting_get_elem(group, (unsigned)i);
+		const char *name = config_setting_name(s);
+		const char *const *k;
+
+		for (k = allowed; *k && strcmp(*k, name) != 0; k++)
+			;
+		if (!*k)
+			fail(ld, line_of(s), "unknown key \"%s\" %s", name, where);
+	}
+}
+
+static int is_int(const config_setting_t *s)
+{
+	return config_setting_type(s) == CONFIG_TYPE_INT || config_setting_type(s) == CONFIG_TYPE_INT64;
+}
+
+/* <key> of <group> as a group, reported under <what> if it is not one. */
+static config_setting_t *get_group(struct loader *ld, const config_setting_t *group, const char *key,
+                                   const char *what)
+{
+	config_setting_t *s = config_setting_get_member(group, key);
+
+	if (s && !config_setting_is_group(s)) {
+		fail(ld, line_of(s), "%s must be a group: %s = { ... };", what, key);
+		return NULL;
+	}
+	return s;
+}
+
+/* <key> of <group> as a list of groups with at most <max> entries; reports
+ * an absent (when <required>), mistyped or empty list. */
+static config_setting_t *get_list(struct loader *ld, const config_setting_t *group, const char *key,
+                                  const char *what, int required, int max)
+{
+	config_setting_t *s = config_setting_get_member(group, key);
+	int n;
+
+	if (!s) {
+		if (required)
+			fail(ld, line_of(group), "%s is required", what);
+		return NULL;
+	}
+	if (!config_setting_is_list(s)) {
+		fail(ld, line_of(s), "%s must be a list of groups: %s = ( { ... }, { ... } );", what, key);
+		return NULL;
+	}
+	n = config_setting_length(s);
+	if (n == 0) {
+		fail(ld, line_of(s), "%s must have at least one entry", what);
+		return NULL;
+	}
+	if (n > max) {
+		fail(ld, line_of(s), "%s has %d entries, at most %d are allowed", what, n, max);
+		return NULL;
+	}
+	return s;
+}
+
+/* Entry <i> of <list>, reported under <what> if it is not a group. */
+static config_setting_t *get_entry(struct loader *ld, const config_setting_t *list, int i, const char *what)
+{
+	config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
+
+	if (!config_setting_is_group(e)) {
+		fail(ld, line_of(e), "%s entry must be a group: { ... }", what);
+		return NULL;
+	}
+	return e;
+}
+
+static enum got get_string(struct loader *ld, const config_setting_t *group, const char *key, const char *what,
+                           const char **out, size_t max_len)
+{
+	config_setting_t *s = config_setting_get_member(group, key);
+
+	if (!s)
+		return GOT_NONE;
+	if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+		fail(ld, line_of(s), "%s must be a string", what);
+		return GOT_BAD;
+	}
+	*out = config_setting_get_string(s);
+	if (strlen(*out) > max_len) {
+		fail(ld, line_of(s), "%s is too long (at most %zu bytes)", what, max_len);
+		return GOT_BAD;
+	}
+	return GOT_OK;
+}
+
+static enum got get_int(struct loader *ld, const config_setting_t *group, const char *key, const char *what,
+                        long long min, long long max, int *out)
+{
+	config_setting_t *s = config_setting_get_member(group, key);
+	long long v;
+
+	if (!s)
+		return GOT_NONE;
+	if (!is_int(s)) {
+		fail(ld, line_of(s), "%s must be an integer", what);
+		return GOT_BAD;
+	}
+	v = config_setting_get_int64(s);
+	if (v < min || v > max) {
+		fail(ld, line_of(s), "%s must be from %lld to %lld (got %lld)", what, min, max, v);
+		return GOT_BAD;
+	}
+	*out = (int)v;
+	return GOT_OK;
+}
+
+static enum got get_duration(struct loader *ld, const config_setting_t *group, const char *key, const char *what,
+                             uint32_t *out)
+{
+	config_setting_t *s = config_setting_get_member(group, key);
+
+	if (!s)
+		return GOT_NONE;
+	if (is_int(s)) {
+		long long v = config_setting_get_int64(s);
+		if (v < 1 || v > (long long)UINT32_MAX) {
+			fail(ld, line_of(s), "%s must be from 1 to %u milliseconds (got %lld)", what, UINT32_MAX, v);
+			return GOT_BAD;
+		}
+		*out = (uint32_t)v;
+		return GOT_OK;
+	}
+	if (config_setting_type(s) == CONFIG_TYPE_STRING) {
+		const char *t = config_setting_get_string(s);
+		if (config_parse_duration(t, out) == 0)
+			return GOT_OK;
+		fail(ld, line_of(s),
+		     "%s \"%s\" is not a duration: write a number with ms, s, m or h (\"250ms\", \"5s\"), "
+		     "more than 0 and at most 49 days",
+		     what, t);
+		return GOT_BAD;
+	}
+	fail(ld, line_of(s), "%s must be a duration such as \"5s\" or a number of milliseconds", what);
+	return GOT_BAD;
+}
+
+static enum got get_size(struct loader *ld, const config_setting_t *group, const char *key, const char *what,
+                         uint64_t min, uint64_t max, uint64_t *out)
+{
+	config_setting_t *s = config_setting_get_member(group, key);
+	uint64_t v;
+
+	if (!s)
+		return GOT_NONE;
+	if (is_int(s)) {
+		long long i = config_setting_get_int64(s);
+		if (i < 0) {
+			fail(ld, line_of(s), "%s must not be negative (got %lld)", what, i);
+			return GOT_BAD;
+		}
+		v = (uint64_t)i;
+	} else if (config_setting_type(s) == CONFIG_TYPE_STRING) {
+		const char *t = config_setting_get_string(s);
+		if (config_parse_size(t, &v) < 0) {
+			fail(ld, line_of(s), "%s \"%s\" is not a size: write a number of bytes with an optional k, m or g",
+			     what, t);
+			return GOT_BAD;
+		}
+	} else {
+		fail(ld, line_of(s), "%s must be a size such as \"16k\" or a number of bytes", what);
+		return GOT_BAD;
+	}
+	if (v < min || v > max) {
+		fail(ld, line_of(s), "%s must be from %llu to %llu bytes (got %llu)", what, (unsigned long long)min,
+		     (unsigned long long)max, (unsigned long long)v);
+		return GOT_BAD;
+	}
+	*out = v;
+	return GOT_OK;
+}
+
+/* <key> of <group> as an address; reports a missing one when <required>. */
+static enum got get_addr(struct loader *ld, const config_setting_t *group, const char *key, const char *what,
+                         int required, struct config_addr *out)
+{
+	const char *text, *why;
+	enum got g = get_string(ld, group, key, what, &text, 255);
+
+	if (g == GOT_NONE && required)
+		fail(ld, line_of(group), "%s is required", what);
+	if (g != GOT_OK)
+		return g == GOT_NONE && required ? GOT_BAD : g;
+	why = addr_parse(text, out);
+	if (why) {
+		fail(ld, line_of(config_setting_get_member(group, key)), "%s \"%s\" %s", what, text, why);
+		return GOT_BAD;
+	}
+	return GOT_OK;
+}
+
+/* ---- sections ---------------------------------------------------------- */
+
+static void load_workers(struct loader *ld, const config_setting_t *root)
+{
+	config_setting_t *s = config_setting_get_member(root, "workers");
+	int n;
+
+	if (s && is_int(s)) {
+		get_int(ld, root, "workers", "workers", 1, CONFIG_MAX_WORKERS, &ld->cfg->workers);
+		return;
+	}
+	if (s && (config_setting_type(s) != CONFIG_TYPE_STRING || strcmp(config_setting_get_string(s), "auto") != 0)) {
+		fail(ld, line_of(s), "workers must be \"auto\" or a number from 1 to %d", CONFIG_MAX_WORKERS);
+		return;
+	}
+	n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	ld->cfg->workers = n < 1 ? 1 : n > CONFIG_MAX_WORKERS ? CONFIG_MAX_WORKERS : n;
+}
+
+static void load_log(struct loader *ld, const config_setting_t *root)
+{
+	static const char *const keys[] = {"error", "access", "level", NULL};
+	struct config_log *log = &ld->cfg->log;
+	config_setting_t *g = get_group(ld, root, "log", "log");
+	const char *v;
+
+	strcpy(log->error_path, "stderr");
+	strcpy(log->access_path, "stderr");
+	log->level = LOG_LEVEL_INFO;
+	if (!g)
+		return;
+	check_keys(ld, g, keys, "in log");
+
+	if (get_string(ld, g, "error", "log.error", &v, sizeof log->error_path - 1) == GOT_OK) {
+		if (*v == '\0' || strcmp(v, "off") == 0)
+			fail(ld, line_of(config_setting_get_member(g, "error")),
+			     "log.error must be \"stderr\" or a file path");
+		else
+			strcpy(log->error_path, v);
+	}
+	if (get_string(ld, g, "access", "log.access", &v, sizeof log->access_path - 1) == GOT_OK) {
+		if (*v == '\0')
+			fail(ld, line_of(config_setting_get_member(g, "access")),
+			     "log.access must be \"stderr\", \"off\" or a file path");
+		else
+			strcpy(log->access_path, v);
+	}
+	if (get_string(ld, g, "level", "log.level", &v, 255) == GOT_OK) {
+		int i, n = (int)(sizeof level_names / sizeof level_names[0]);
+		for (i = 0; i < n && strcmp(v, level_names[i]) != 0; i++)
+			;
+		if (i == n)
+			fail(ld, line_of(config_setting_get_member(g, "level")),
+			     "log.level \"%s\" is not one of debug, info, notice, warn, error", v);
+		else
+			log->level = (enum log_level)i;
+	}
+}
+
+static void load_stats(struct loader *ld, const config_setting_t *root)
+{
+	static const char *const keys[] = {"listen", NULL};
+	config_setting_t *g = get_group(ld, root, "stats", "stats");
+
+	if (!g)
+		return;
+	check_keys(ld, g, keys, "in stats");
+	if (get_addr(ld, g, "listen", "stats.listen", 1, &ld->cfg->stats) == GOT_OK)
+		ld->cfg->has_stats = 1;
+}
+
+static void load_listeners(struct loader *ld, const config_setting_t *root)
+{
+	static const char *const keys[] = {"address", "backlog", NULL};
+	struct config *cfg = ld->cfg;
+	config_setting_t *list = get_list(ld, root, "listeners", "listeners", 1, CONFIG_MAX_LISTENERS);
+	int n = list ? config_setting_length(list) : 0;
+
+	for (int i = 0; i < n; i++) {
+		config_setting_t *e = get_entry(ld, list, i, "listeners");
+		struct config_listener *l = &cfg->listeners[cfg->nlisteners];
+
+		if (!e)
+			continue;
+		check_keys(ld, e, keys, "in listeners entry");
+		l->backlog = 511;
+		l->line = line_of(e);
+		get_int(ld, e, "backlog", "listeners.backlog", 1, 65535, &l->backlog);
+		if (get_addr(ld, e, "address", "listeners.address", 1, &l->addr) != GOT_OK)
+			continue;
+		for (int j = 0; j < cfg->nlisteners; j++) {
+			if (strcmp(cfg->listeners[j].addr.text, l->addr.text) == 0) {
+				fail(ld, line_of(config_setting_get_member(e, "address")),
+				     "listeners.address \"%s\" is already used on line %d", l->addr.text,
+				     cfg->listeners[j].line);
+				break;
+			}
+		}
+		cfg->nlisteners++;
+	}
+}
+
+/* An upstream name: 1..63 of [A-Za-z0-9_.-]. */
+static int valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= CONFIG_NAME_MAX)
+		return 0;
+	for (; *s; s++)
+		if (!is_alpha(*s) && !is_digit(*s) && *s != '_' && *s != '.' && *s != '-')
+			return 0;
+	return 1;
+}
+
+static void load_servers(struct loader *ld, const config_setting_t *ue, struct config_upstream *u, int capacity)
+{
+	static const char *const keys[] = {"address", "weight", NULL};
+	struct config *cfg = ld->cfg;
+	config_setting_t *list = get_list(ld, ue, "servers", "upstreams.servers", 1, CONFIG_MAX_SERVERS);
+	int n = list ? config_setting_length(list) : 0;
+
+	u->first_server = cfg->nservers;
+	for (int i = 0; i < n; i++) {
+		config_setting_t *e = get_entry(ld, list, i, "upstreams.servers");
+		struct config_server srv = {.weight = 1};
+
+		if (!e)
+			continue;
+		check_keys(ld, e, keys, "in servers entry");
+		get_int(ld, e, "weight", "upstreams.servers.weight", 1, 1000, &srv.weight);
+		get_addr(ld, e, "address", "upstreams.servers.address", 1, &srv.addr);
+		if (cfg->nservers < capacity) {
+			cfg->servers[cfg->nservers++] = srv;
+			u->nservers++;
+		}
+	}
+}
+
+/* Counts the servers the upstreams declare, before they are checked, so the
+ * array can be allocated once. */
+static int count_servers(const config_setting_t *list)
+{
+	int total = 0, n = config_setting_length(list);
+
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
+		const config_setting_t *s;
+
+		if (!config_setting_is_group(e))
+			continue;
+		s = config_setting_get_member(e, "servers");
+		if (s && config_setting_is_list(s))
+			total += config_setting_length(s);
+	}
+	return total;
+}
+
+static int load_upstreams(struct loader *ld, const config_setting_t *root)
+{
+	static const char *const keys[] = {"name", "keepalive", "servers", NULL};
+	struct config *cfg = ld->cfg;
+	config_setting_t *list = get_list(ld, root, "upstreams", "upstreams", 1, CONFIG_MAX_UPSTREAMS);
+	int n, total;
+
+	if (!list)
+		return 0;
+	n = config_setting_length(list);
+	total = count_servers(list);
+	if (total > CONFIG_MAX_SERVERS) {
+		fail(ld, line_of(list), "upstreams have %d servers in all, at most %d are allowed", total,
+		     CONFIG_MAX_SERVERS);
+		total = CONFIG_MAX_SERVERS;
+	}
+	cfg->upstreams = calloc((size_t)n, sizeof *cfg->upstreams);
+	cfg->servers = calloc((size_t)(total > 0 ? total : 1), sizeof *cfg->servers);
+	if (!cfg->upstreams || !cfg->servers)
+		return -1;
+	cfg->nupstreams = n;
+
+	for (int i = 0; i < n; i++) {
+		config_setting_t *e = get_entry(ld, list, i, "upstreams");
+		struct config_upstream *u = &cfg->upstreams[i];
+		const char *name;
+		enum got g;
+
+		if (!e)
+			continue;
+		check_keys(ld, e, keys, "in upstreams entry");
+		u->keepalive = 32;
+		get_int(ld, e, "keepalive", "upstreams.keepalive", 0, 10000, &u->keepalive);
+		g = get_string(ld, e, "name", "upstreams.name", &name, 255);
+		if (g == GOT_NONE)
+			fail(ld, line_of(e), "upstreams.name is required");
+		if (g == GOT_OK && !valid_name(name))
+			fail(ld, line_of(config_setting_get_member(e, "name")),
+			     "upstreams.name \"%s\" must be 1 to %d letters, digits, '_', '.' or '-'", name,
+			     CONFIG_NAME_MAX - 1);
+		else if (g == GOT_OK) {
+			for (int j = 0; j < i; j++) {
+				if (strcmp(cfg->upstreams[j].name, name) == 0) {
+					fail(ld, line_of(config_setting_get_member(e, "name")),
+					     "upstream \"%s\" is already defined on line %d", name,
+					     line_of(config_setting_get_elem(list, (unsigned)j)));
+					break;
+				}
+			}
+			strcpy(u->name, name);
+		}
+		load_servers(ld, e, u, total);
+	}
+	return 0;
+}
+
+/*
+ * Checks a route host and stores its kind and form in <r>. Returns NULL or
+ * what is wrong with it.
+ */
+static const char *route_host(const char *text, struct config_route *r)
+{
+	const char *h = text;
+	size_t len, label = 0;
+	char *out = r->host;
+
+	if (strcmp(text, "*") == 0) {
+		r->host_kind = CONFIG_HOST_ANY;
+		r->host[0] = '\0';
+		return NULL;
+	}
+	r->host_kind = CONFIG_HOST_EXACT;
+	if (h[0] == '*' && h[1] == '.') {
+		r->host_kind = CONFIG_HOST_WILDCARD;
+		*out++ = '.';
+		h += 2;
+	}
+	len = strlen(h);
+	if (len == 0 || len > 253)
+		return "must be a host name of 1 to 253 characters";
+	for (const char *p = h; *p; p++) {
+		if (*p == ':')
+			return "must not include a port: routes match the host without it";
+		if (*p == '*')
+			return "may use '*' only alone or as the first label (\"*.example.com\")";
+		if (*p == '.') {
+			if (label == 0)
+				return "has an empty label";
+			label = 0;
+		} else if (is_alpha(*p) || is_digit(*p) || *p == '-') {
+			if (++label > 63)
+				return "has a label longer than 63 characters";
+		} else {
+			return "may hold only letters, digits, '-' and '.'";
+		}
+		*out++ = (char)to_lower(*p);
+	}
+	if (label == 0)
+		return "has an empty label";
+	*out = '\0';
+	return NULL;
+}
+
+static const char *route_path(const char *text)
+{
+	if (text[0] != '/')
+		return "must start with '/'";
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		if (*p <= ' ' || *p == 0x7f)
+			return "must not contain spaces or control characters";
+		if (*p == '?' || *p == '#')
+			return "must not contain a query or fragment ('?', '#')";
+	}
+	return NULL;
+}
+
+static int find_upstream(const struct config *cfg, const char *name)
+{
+	for (int i = 0; i < cfg->nupstreams; i++)
+		if (cfg->upstreams[i].name[0] && strcmp(cfg->upstreams[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static const char *host_shown(const struct config_route *r, char *buf, size_t cap)
+{
+	if (r->host_kind == CONFIG_HOST_ANY)
+		return "*";
+	if (r->host_kind == CONFIG_HOST_WILDCARD) {
+		snprintf(buf, cap, "*%s", r->host);
+		return buf;
+	}
+	return r->host;
+}
+
+static int load_routes(struct loader *ld, const config_setting_t *root)
+{
+	static const char *const keys[] = {"host", "path", "upstream", NULL};
+	struct config *cfg = ld->cfg;
+	config_setting_t *list = get_list(ld, root, "routes", "routes", 1, CONFIG_MAX_ROUTES);
+	char ok[CONFIG_MAX_ROUTES] = {0};
+	int n;
+
+	if (!list)
+		return 0;
+	n = config_setting_length(list);
+	cfg->routes = calloc((size_t)n, sizeof *cfg->routes);
+	if (!cfg->routes)
+		return -1;
+	cfg->nroutes = n;
+
+	for (int i = 0; i < n; i++) {
+		config_setting_t *e = get_entry(ld, list, i, "routes");
+		struct config_route *r = &cfg->routes[i];
+		const char *v, *why = NULL;
+		enum got g;
+		int good = 1;
+
+		r->upstream = -1;
+		if (!e)
+			continue;
+		r->line = line_of(e);
+		check_keys(ld, e, keys, "in routes entry");
+
+		r->host_kind = CONFIG_HOST_ANY;
+		g = get_string(ld, e, "host", "routes.host", &v, CONFIG_HOST_MAX - 1);
+		if (g == GOT_OK && (why = route_host(v, r)) != NULL)
+			fail(ld, line_of(config_setting_get_member(e, "host")), "routes.host \"%s\" %s", v, why);
+		good &= g != GOT_BAD && !(g == GOT_OK && why);
+
+		strcpy(r->path, "/");
+		g = get_string(ld, e, "path", "routes.path", &v, CONFIG_PATH_MAX - 1);
+		if (g == GOT_OK && (why = route_path(v)) != NULL)
+			fail(ld, line_of(config_setting_get_member(e, "path")), "routes.path \"%s\" %s", v, why);
+		else if (g == GOT_OK)
+			strcpy(r->path, v);
+		good &= g != GOT_BAD && !(g == GOT_OK && why);
+
+		g = get_string(ld, e, "upstream", "routes.upstream", &v, 255);
+		if (g == GOT_NONE)
+			fail(ld, line_of(e), "routes.upstream is required");
+		if (g == GOT_OK && (r->upstream = find_upstream(cfg, v)) < 0)
+			fail(ld, line_of(config_setting_get_member(e, "upstream")), "route upstream \"%s\" is not defined",
+			     v);
+
+		if (!good)
+			continue;
+		for (int j = 0; j < i; j++) {
+			const struct config_route *o = &cfg->routes[j];
+			char buf[CONFIG_HOST_MAX + 1];
+			if (ok[j] && o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 &&
+			    strcmp(o->path, r->path) == 0) {
+				fail(ld, r->line, "route for host \"%s\" and path \"%s\" is already defined on line %d",
+				     host_shown(r, buf, sizeof buf), r->path, o->line);
+				good = 0;
+				break;
+			}
+		}
+		ok[i] = (char)good;
+	}
+	return 0;
+}
+
+static void load_timeouts(struct loader *ld, const config_setting_t *root)
+{
+	static const char *const keys[] = {"client_header", "client_body", "client_keepalive",
+	                                   "client_send", "upstream_connect", "upstream_send",
+	                                   "upstream_read", "upstream_keepalive", "drain", NULL};
+	struct config_timeouts *t = &ld->cfg->timeouts;
+	config_setting_t *g = get_group(ld, root, "timeouts", "timeouts");
+
+	*t = (struct config_timeouts){
+		.client_header = 10000,
+		.client_body = 30000,
+		.client_keepalive = 60000,
+		.client_send = 30000,
+		.upstream_connect = 5000,
+		.upstream_send = 60000,
+		.upstream_read = 60000,
+		.upstream_keepalive = 60000,
+		.drain = 30000,
+	};
+	if (!g)
+		return;
+	check_keys(ld, g, keys, "in timeouts");
+	get_duration(ld, g, "client_header", "timeouts.client_header", &t->client_header);
+	get_duration(ld, g, "client_body", "timeouts.client_body", &t->client_body);
+	get_duration(ld, g, "client_keepalive", "timeouts.client_keepalive", &t->client_keepalive);
+	get_duration(ld, g, "client_send", "timeouts.client_send", &t->client_send);
+	get_duration(ld, g, "upstream_connect", "timeouts.upstream_connect", &t->upstream_connect);
+	get_duration(ld, g, "upstream_send", "timeouts.upstream_send", &t->upstream_send);
+	get_duration(ld, g, "upstream_read", "timeouts.upstream_read", &t->upstream_read);
+	get_duration(ld, g, "upstream_keepalive", "timeouts.upstream_keepalive", &t->upstream_keepalive);
+	get_duration(ld, g, "drain", "timeouts.drain", &t->drain);
+}
+
+static void load_limits(struct loader *ld, const config_setting_t *root)
+{
+	static const char *const keys[] = {"header_size", "headers",     "uri_size", "body_size",
+	                                   "connections", "response_header_size", NULL};
+	struct config_limits *l = &ld->cfg->limits;
+	config_setting_t *g = get_group(ld, root, "limits", "limits");
+	uint64_t v;
+	int i;
+
+	*l = (struct config_limits){
+		.header_size = 16384,
+		.headers = 100,
+		.uri_size = 8192,
+		.body_size = 104857600,
+		.connections = 16384,
+		.response_header_size = 16384,
+	};
+	if (!g)
+		return;
+	check_keys(ld, g, keys, "in limits");
+	if (get_size(ld, g, "header_size", "limits.header_size", 1024, 65536, &v) == GOT_OK)
+		l->header_size = (uint32_t)v;
+	if (get_int(ld, g, "headers", "limits.headers", 1, 1000, &i) == GOT_OK)
+		l->headers = (uint32_t)i;
+	if (get_size(ld, g, "uri_size", "limits.uri_size", 64, 65536, &v) == GOT_OK) {
+		if (v > l->header_size)
+			fail(ld, line_of(config_setting_get_member(g, "uri_size")),
+			     "limits.uri_size (%llu) must not exceed limits.header_size (%u)", (unsigned long long)v,
+			     l->header_size);
+		else
+			l->uri_size = (uint32_t)v;
+	}
+	get_size(ld, g, "body_size", "limits.body_size", 0, UINT64_MAX, &l->body_size);
+	if (get_int(ld, g, "connections", "limits.connections", 1, 1000000, &i) == GOT_OK)
+		l->connections = (uint32_t)i;
+	if (get_size(ld, g, "response_header_size", "limits.response_header_size", 1024, 65536, &v) == GOT_OK)
+		l->response_header_size = (uint32_t)v;
+}
+
+/* ---- entry points ------------------------------------------------------ */
+
+static int load_tree(struct loader *ld, const config_setting_t *root)
+{
+	static const char *const keys[] = {"workers", "pid_file",  "log",      "stats",  "listeners",
+	                                   "upstreams", "routes", "timeouts", "limits", NULL};
+	const char *v;
+
+	check_keys(ld, root, keys, "at top level");
+	load_workers(ld, root);
+	if (get_string(ld, root, "pid_file", "pid_file", &v, sizeof ld->cfg->pid_file - 1) == GOT_OK)
+		strcpy(ld->cfg->pid_file, v);
+	load_log(ld, root);
+	load_stats(ld, root);
+	load_listeners(ld, root);
+	if (load_upstreams(ld, root) < 0 || load_routes(ld, root) < 0)
+		return -1;
+	load_timeouts(ld, root);
+	load_limits(ld, root);
+	return 0;
+}
+
+int config_load(const char *path, struct config *cfg, struct config_errors *errs)
+{
+	struct loader ld = {.file = path, .cfg = cfg, .errs = errs};
+	struct stat st;
+	config_t lc;
+	FILE *f;
+
+	memset(cfg, 0, sizeof *cfg);
+	memset(errs, 0, sizeof *errs);
+
+	f = fopen(path, "r");
+	if (!f) {
+		fail(&ld, 0, "cannot read: %s", strerror(errno));
+		return -1;
+	}
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(f);
+		fail(&ld, 0, "cannot read: %s", strerror(EISDIR));
+		return -1;
+	}
+	config_init(&lc);
+	if (config_read(&lc, f) != CONFIG_TRUE) {
+		const char *text = config_error_text(&lc) ? config_error_text(&lc) : "unknown";
+		if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
+			fail(&ld, 0, "cannot read: %s", text);
+		else if (strncmp(text, "syntax error", 12) == 0)
+			fail(&ld, config_error_line(&lc), "%s", text);
+		else
+			fail(&ld, config_error_line(&lc), "syntax error: %s", text);
+		config_destroy(&lc);
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+
+	if (load_tree(&ld, config_root_setting(&lc)) < 0)
+		fail(&ld, 0, "out of memory");
+	config_destroy(&lc);
+	if (errs->count == 0 && !(cfg->file = strdup(path)))
+		fail(&ld, 0, "out of memory");
+	if (errs->count) {
+		config_free(cfg);
+		return -1;
+	}
+	return 0;
+}
+
+void config_free(struct config *cfg)
+{
+	free(cfg->file);
+	free(cfg->upstreams);
+	free(cfg->servers);
+	free(cfg->routes);
+	memset(cfg, 0, sizeof *cfg);
+}

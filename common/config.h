@@ -1,0 +1,164 @@
+/*
+ * config.h: weir's configuration, read from a libconfig file.
+ *
+ * Principle: loading never exits and never half-succeeds. config_load()
+ * either fills a complete struct config (every default applied, every value
+ * checked, every route resolved to an upstream index) or returns the list of
+ * everything that is wrong, each as "FILE:LINE: what is wrong". The master
+ * uses it for start-up, for `weir -t` and for reload alike, so a reload is
+ * all or nothing: a bad file changes nothing.
+ *
+ * The struct is plain data allocated with malloc (it lives in the master and
+ * is inherited by forked workers); config_free() releases it.
+ */
+#ifndef WEIR_COMMON_CONFIG_H
+#define WEIR_COMMON_CONFIG_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
+#define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
+#define CONFIG_PATH_MAX 256   /* route path prefix, including the NUL */
+#define CONFIG_ADDR_STR_MAX 64 /* "[v6]:port" text, including the NUL */
+#define CONFIG_MAX_WORKERS 64
+#define CONFIG_MAX_LISTENERS 32
+#define CONFIG_MAX_UPSTREAMS 256
+#define CONFIG_MAX_SERVERS 1024 /* over all upstreams */
+#define CONFIG_MAX_ROUTES 1024
+#define CONFIG_MAX_ERRORS 32
+
+/* A socket address as parsed from "1.2.3.4:80" or "[::1]:80". <text> keeps
+ * the address as written back in canonical form, for logs. */
+struct config_addr {
+	struct sockaddr_storage sa;
+	socklen_t len;
+	char text[CONFIG_ADDR_STR_MAX];
+};
+
+struct config_listener {
+	struct config_addr addr;
+	int backlog; /* default 511 */
+	int line;    /* line of the entry in the file, for messages */
+};
+
+struct config_server {
+	struct config_addr addr;
+	int weight; /* 1..1000, default 1 */
+};
+
+struct config_upstream {
+	char name[CONFIG_NAME_MAX];
+	int first_server; /* index into config.servers */
+	int nservers;     /* at least 1 */
+	int keepalive;    /* idle connections kept per server per worker, default 32, 0 = none */
+};
+
+enum config_host_kind {
+	CONFIG_HOST_ANY,      /* "*" or host omitted: matches every host */
+	CONFIG_HOST_EXACT,    /* "api.example.com" */
+	CONFIG_HOST_WILDCARD, /* "*.example.com": any host ending in ".example.com" */
+};
+
+struct config_route {
+	enum config_host_kind host_kind;
+	/* lower-case; for WILDCARD the suffix with its leading dot (".example.com");
+	 * for ANY the empty string */
+	char host[CONFIG_HOST_MAX];
+	char path[CONFIG_PATH_MAX]; /* prefix, starts with '/', default "/" */
+	int upstream;               /* index into config.upstreams */
+	int line;
+};
+
+/* All durations in milliseconds. */
+struct config_timeouts {
+	uint32_t client_header;    /* whole request head must arrive: 10 s, else 408 */
+	uint32_t client_body;      /* idle gap while reading a request body: 30 s, else 408 */
+	uint32_t client_keepalive; /* idle client connection between requests: 60 s */
+	uint32_t client_send;      /* client not taking our bytes: 30 s, then close */
+	uint32_t upstream_connect; /* 5 s, then the next server; 504 when none is left */
+	uint32_t upstream_send;    /* upstream not taking the request: 60 s, 504 */
+	uint32_t upstream_read;    /* idle gap while waiting for response bytes: 60 s, 504 */
+	uint32_t upstream_keepalive; /* pooled idle upstream connection: 60 s */
+	uint32_t drain;            /* graceful stop bound: 30 s */
+};
+
+struct config_limits {
+	uint32_t header_size;  /* request line + headers, bytes: 16384 (1024..65536), 431 past it */
+	uint32_t headers;      /* header count: 100 (1..1000), 431 past it */
+	uint32_t uri_size;     /* request target: 8192 (64..header_size), 414 past it */
+	uint64_t body_size;    /* request body: 104857600 (0 = unlimited), 413 past it */
+	uint32_t connections;  /* client connections per worker: 16384 */
+	uint32_t response_header_size; /* upstream status line + headers: 16384, 502 past it */
+};
+
+enum log_level {
+	LOG_LEVEL_DEBUG,
+	LOG_LEVEL_INFO,
+	LOG_LEVEL_NOTICE,
+	LOG_LEVEL_WARN,
+	LOG_LEVEL_ERROR,
+};
+
+struct config_log {
+	char error_path[4096];  /* "stderr" (default) or a file path */
+	char access_path[4096]; /* "stderr", "off" (default "stderr") or a file path */
+	enum log_level level;   /* default LOG_LEVEL_INFO */
+};
+
+struct config {
+	char *file;  /* the path it was read from (malloc'd) */
+	int workers; /* resolved: "auto" becomes the number of online cores; 1..64 */
+
+	struct config_listener listeners[CONFIG_MAX_LISTENERS];
+	int nlisteners; /* at least 1 */
+
+	struct config_upstream *upstreams; /* malloc'd, nupstreams entries */
+	int nupstreams;
+	struct config_server *servers; /* malloc'd, nservers entries */
+	int nservers;
+	struct config_route *routes; /* malloc'd, nroutes entries, in file order */
+	int nroutes;
+
+	struct config_timeouts timeouts;
+	struct config_limits limits;
+	struct config_log log;
+	char pid_file[4096]; /* "" (default): none */
+
+	/* stats socket served by the master: GET /metrics (Prometheus text) */
+	int has_stats;            /* 0 when the stats block is absent */
+	struct config_addr stats; /* stats.listen, e.g. "127.0.0.1:9901" */
+};
+
+struct config_errors {
+	int count; /* may exceed CONFIG_MAX_ERRORS; only the first are kept */
+	char msg[CONFIG_MAX_ERRORS][512];
+};
+
+/*
+ * Reads <path> into <cfg>. Returns 0 with <cfg> complete, or -1 with <errs>
+ * filled and <cfg> left zeroed (nothing to free). Never exits, never prints.
+ */
+int config_load(const char *path, struct config *cfg, struct config_errors *errs);
+
+/* Frees what config_load() allocated; <cfg> may be zeroed. */
+void config_free(struct config *cfg);
+
+/*
+ * Parses "1.2.3.4:80", "[::1]:80" or "*:80" (all IPv4 addresses) into
+ * <addr>. Returns 0, or -1 if it is not such an address. Used by the loader
+ * and by tests.
+ */
+int config_parse_addr(const char *text, struct config_addr *addr);
+
+/* Parses a duration: "250ms", "5s", "2m", "1h" or a bare number of ms. */
+int config_parse_duration(const char *text, uint32_t *ms);
+
+/* Parses a size: "512", "16k", "1m", "1g" (powers of 1024). */
+int config_parse_size(const char *text, uint64_t *bytes);
+
+const char *config_log_level_name(enum log_level level);
+
+#endif
