@@ -1,0 +1,163 @@
+#include "shm/route.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "shm/shm.h"
+
+/* Sort order: exact hosts, wildcard hosts (longest suffix first), any host;
+ * then by host so one host's routes are adjacent; then longest path first. */
+static int route_cmp(const void *a, const void *b)
+{
+	const struct route_entry *x = a, *y = b;
+	int rank[] = {[CONFIG_HOST_ANY] = 2, [CONFIG_HOST_EXACT] = 0, [CONFIG_HOST_WILDCARD] = 1};
+	int c;
+
+	if (rank[x->host_kind] != rank[y->host_kind])
+		return rank[x->host_kind] - rank[y->host_kind];
+	if (x->host_len != y->host_len)
+		return (int)y->host_len - (int)x->host_len;
+	c = strcmp(x->host, y->host);
+	if (c)
+		return c;
+	return (int)y->path_len - (int)x->path_len;
+}
+
+void route_compile(struct route_table *t, const struct config *cfg)
+{
+	t->nroutes = (uint32_t)cfg->nroutes;
+	for (int i = 0; i < cfg->nroutes; i++) {
+		const struct config_route *cr = &cfg->routes[i];
+		struct route_entry *e = &t->routes[i];
+
+		memset(e, 0, sizeof(*e));
+		e->host_kind = (uint8_t)cr->host_kind;
+		e->host_len = (uint16_t)strlen(cr->host);
+		e->path_len = (uint16_t)strlen(cr->path);
+		e->upstream = (uint32_t)cr->upstream;
+		memcpy(e->host, cr->host, e->host_len);
+		memcpy(e->path, cr->path, e->path_len);
+	}
+	qsort(t->routes, t->nroutes, sizeof(t->routes[0]), route_cmp);
+
+	t->nservers = (uint32_t)cfg->nservers;
+	for (int i = 0; i < cfg->nservers; i++) {
+		const struct config_server *cs = &cfg->servers[i];
+		struct route_server *s = &t->servers[i];
+
+		memset(s, 0, sizeof(*s));
+		s->sa = cs->addr.sa;
+		s->len = cs->addr.len;
+		s->weight = (uint32_t)cs->weight;
+		memcpy(s->text, cs->addr.text, sizeof(s->text));
+	}
+	t->nupstreams = (uint32_t)cfg->nupstreams;
+	for (int i = 0; i < cfg->nupstreams; i++) {
+		const struct config_upstream *cu = &cfg->upstreams[i];
+		struct route_upstream *u = &t->upstreams[i];
+
+		memset(u, 0, sizeof(*u));
+		memcpy(u->name, cu->name, sizeof(u->name));
+		u->first_server = (uint32_t)cu->first_server;
+		u->nservers = (uint32_t)cu->nservers;
+		u->keepalive = (uint32_t)cu->keepalive;
+		for (int k = 0; k < cu->nservers; k++)
+			t->servers[cu->first_server + k].keepalive = u->keepalive;
+	}
+}
+
+/* Does <e>'s host pattern match <host> (lower or mixed case, no port)? */
+static int route_host_match(const struct route_entry *e, const char *host, size_t len)
+{
+	switch (e->host_kind) {
+	case CONFIG_HOST_EXACT:
+		return len == e->host_len && strncasecmp(host, e->host, len) == 0;
+	case CONFIG_HOST_WILDCARD: /* e->host is ".example.com"; "example.com" itself does not match */
+		return len > e->host_len && strncasecmp(host + len - e->host_len, e->host, e->host_len) == 0;
+	default:
+		return 1;
+	}
+}
+
+static int route_same_host(const struct route_entry *a, const struct route_entry *b)
+{
+	return a->host_kind == b->host_kind && a->host_len == b->host_len && memcmp(a->host, b->host, a->host_len) == 0;
+}
+
+/* Strips ":port" from a Host value; keeps "[v6]" whole. */
+static size_t route_host_len(const char *host, size_t len)
+{
+	if (len && host[0] == '[') {
+		const char *end = memchr(host, ']', len);
+		return end ? (size_t)(end - host) + 1 : len;
+	}
+	const char *colon = memchr(host, ':', len);
+	return colon ? (size_t)(colon - host) : len;
+}
+
+const struct route_entry *route_lookup(const struct route_table *t, const char *host, size_t host_len,
+                                       const char *path, size_t path_len)
+{
+	const struct route_entry *chosen = NULL;
+
+	host_len = route_host_len(host, host_len);
+	if (host_len && host[host_len - 1] == '.') /* "example.com." is "example.com" */
+		host_len--;
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		const struct route_entry *e = &t->routes[i];
+
+		if (chosen) {
+			if (!route_same_host(chosen, e))
+				return NULL; /* the most specific host had no matching prefix */
+		} else if (!route_host_match(e, host, host_len)) {
+			continue;
+		}
+		chosen = e;
+		if (path_len >= e->path_len && memcmp(path, e->path, e->path_len) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+uint64_t route_publish(struct shm_segment *seg, const struct config *cfg)
+{
+	uint32_t cur = atomic_load(&seg->gen_current);
+	int slot = -1;
+
+	for (int g = 0; g < SHM_GENS && slot < 0; g++) {
+		int busy = 0;
+
+		if (seg->gens[g].id != 0 && (uint32_t)g == cur)
+			continue;
+		for (int w = 0; w < SHM_SLOTS && !busy; w++)
+			busy = seg->gens[g].id != 0 && atomic_load(&seg->slots[w].pid) != 0 &&
+			       atomic_load(&seg->slots[w].gen_seen) == seg->gens[g].id;
+		if (!busy)
+			slot = g;
+	}
+	if (slot < 0)
+		return 0;
+	route_compile(&seg->gens[slot], cfg);
+	seg->gens[slot].id = seg->gen_next_id++;
+	atomic_store_explicit(&seg->gen_current, (uint32_t)slot, memory_order_seq_cst);
+	return seg->gens[slot].id;
+}
+
+const struct route_table *route_acquire(struct shm_segment *seg, int slot)
+{
+	struct shm_slot *s = &seg->slots[slot];
+
+	for (;;) {
+		uint32_t g = atomic_load_explicit(&seg->gen_current, memory_order_acquire);
+		const struct route_table *t = &seg->gens[g];
+
+		if (atomic_load_explicit(&s->gen_seen, memory_order_relaxed) == t->id)
+			return t; /* already reported: the master will not touch it */
+		/* report first, then check it is still current (hazard pointer):
+		 * if the master moved on meanwhile, it may not have seen our report */
+		atomic_store_explicit(&s->gen_seen, t->id, memory_order_seq_cst);
+		if (atomic_load_explicit(&seg->gen_current, memory_order_seq_cst) == g)
+			return t;
+	}
+}

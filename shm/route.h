@@ -1,0 +1,85 @@
+/*
+ * route.h: routing tables in the shared segment.
+ *
+ * Principle: the master compiles the config's routes, upstream groups and
+ * servers into a flat, pointer-free struct route_table (so it means the same
+ * in every process), sorted so that lookup is one forward scan: routes with
+ * an exact host first, then wildcard hosts longest suffix first, then routes
+ * for any host; within one host, longest path prefix first. Lookup picks the
+ * most specific host that matches, then the longest prefix within that host
+ * (as nginx picks a server block, then a location); it does not fall back to
+ * a less specific host when the chosen host has no matching prefix.
+ *
+ * Generations: route_publish() writes a table into a slot that is neither
+ * current nor reported in use by a live worker, then makes it current with
+ * one release store. route_acquire() is the worker's side: it takes the
+ * current table and reports its id in the worker's slot, re-checking that it
+ * is still current, so the master can never reuse a table under a reader.
+ *
+ * Known limit: the scan is linear in the number of routes. That is cheap for
+ * the tens of routes real configs have; a trie would be the next step.
+ */
+#ifndef WEIR_SHM_ROUTE_H
+#define WEIR_SHM_ROUTE_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "common/config.h"
+
+struct shm_segment;
+
+struct route_entry {
+	uint8_t host_kind; /* enum config_host_kind */
+	uint16_t host_len;
+	uint16_t path_len;
+	uint32_t upstream; /* index into route_table.upstreams */
+	char host[CONFIG_HOST_MAX];
+	char path[CONFIG_PATH_MAX];
+};
+
+struct route_server {
+	struct sockaddr_storage sa;
+	socklen_t len;
+	uint32_t weight;
+	uint32_t keepalive; /* pool size of the server's upstream group */
+	char text[CONFIG_ADDR_STR_MAX];
+};
+
+struct route_upstream {
+	char name[CONFIG_NAME_MAX];
+	uint32_t first_server;
+	uint32_t nservers;
+	uint32_t keepalive;
+};
+
+struct route_table {
+	uint64_t id; /* generation id, from 1; 0 = never written */
+	uint32_t nroutes;
+	uint32_t nupstreams;
+	uint32_t nservers;
+	struct route_entry routes[CONFIG_MAX_ROUTES];
+	struct route_upstream upstreams[CONFIG_MAX_UPSTREAMS];
+	struct route_server servers[CONFIG_MAX_SERVERS];
+};
+
+/* Fills <t> from <cfg>, sorted for lookup. */
+void route_compile(struct route_table *t, const struct config *cfg);
+
+/*
+ * The route for <host> (as sent: the port, if any, is ignored; compared
+ * case-insensitively; may be empty) and <path> (the path of the target,
+ * without the query). NULL when nothing matches.
+ */
+const struct route_entry *route_lookup(const struct route_table *t, const char *host, size_t host_len,
+                                       const char *path, size_t path_len);
+
+/* Master: compiles <cfg> into a free generation slot and makes it current.
+ * Returns the new generation id, or 0 if no slot is free (a reader is still
+ * on every old one; try again later). */
+uint64_t route_publish(struct shm_segment *seg, const struct config *cfg);
+
+/* Worker in slot <slot>: the current table, reported as in use. */
+const struct route_table *route_acquire(struct shm_segment *seg, int slot);
+
+#endif
