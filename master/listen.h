@@ -1,0 +1,31 @@
+/*
+ * listen.h: the master's listening sockets.
+ *
+ * Principle: with SO_REUSEPORT the master opens one socket per listener per
+ * worker slot and keeps them all for its whole life. Worker i accepts only
+ * on its socket i of each listener; when a worker is replaced (crash,
+ * reload) the replacement gets the same socket, so the kernel's accept
+ * queue for it is never closed and no connection is lost.
+ */
+#ifndef WEIR_MASTER_LISTEN_H
+#define WEIR_MASTER_LISTEN_H
+
+#include "common/config.h"
+
+struct listen_set {
+	int fds[CONFIG_MAX_LISTENERS][CONFIG_MAX_WORKERS]; /* -1 when not open */
+	int nlisteners;
+	int nworkers;
+};
+
+/* Binds cfg->nlisteners x cfg->workers sockets. Returns 0, or -1 after
+ * logging which address failed and why (everything opened is closed). */
+int listen_open(struct listen_set *ls, const struct config *cfg);
+
+void listen_close(struct listen_set *ls);
+
+/* Opens one non-blocking TCP listening socket on <addr>; -1 with errno.
+ * <reuseport> sets SO_REUSEPORT. Also used by the stats socket. */
+int listen_socket(const struct config_addr *addr, int backlog, int reuseport);
+
+#endif

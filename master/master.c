@@ -1,0 +1,347 @@
+#include "master/master.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/process.h"
+#include "master/listen.h"
+#include "master/stats.h"
+#include "shm/route.h"
+#include "shm/shm.h"
+
+/* A worker that dies younger than this counts as failing to start; the
+ * master waits before replacing it, doubling the wait each time. */
+#define RESPAWN_YOUNG 2.0
+#define RESPAWN_MIN_DELAY 0.1
+#define RESPAWN_MAX_DELAY 10.0
+
+struct master_worker {
+	pid_t pid;       /* 0 when not running */
+	int slot;        /* counter slot in the segment */
+	ev_tstamp started;
+	double delay;    /* next respawn delay after a young death */
+	ev_timer respawn;
+};
+
+static struct {
+	struct ev_loop *loop;
+	struct config *cfg;
+	struct shm_segment *seg;
+	int shm_fd;
+	struct listen_set ls;
+	struct master_worker workers[CONFIG_MAX_WORKERS];
+	ev_signal sig_quit, sig_term, sig_int, sig_hup, sig_usr1, sig_usr2;
+	ev_child child;
+	ev_timer stop_timer;
+	int stopping; /* 0 running, 1 graceful, 2 fast */
+	int exit_code;
+} m;
+
+static void master_spawn(int index);
+
+/* In a new worker process: drop everything that is the master's. */
+static void master_in_child(int index, struct worker_start *ws)
+{
+	ev_signal_stop(m.loop, &m.sig_quit);
+	ev_signal_stop(m.loop, &m.sig_term);
+	ev_signal_stop(m.loop, &m.sig_int);
+	ev_signal_stop(m.loop, &m.sig_hup);
+	ev_signal_stop(m.loop, &m.sig_usr1);
+	ev_signal_stop(m.loop, &m.sig_usr2);
+	ev_child_stop(m.loop, &m.child);
+	ev_timer_stop(m.loop, &m.stop_timer);
+	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
+		ev_timer_stop(m.loop, &m.workers[i].respawn);
+	stats_close(m.loop);
+	ev_loop_fork(m.loop);
+
+	memset(ws, 0, sizeof(*ws));
+	ws->cfg = m.cfg;
+	ws->seg = m.seg;
+	ws->slot = m.workers[index].slot;
+	ws->index = index;
+	ws->nlisten = m.ls.nlisteners;
+	for (int l = 0; l < m.ls.nlisteners; l++) {
+		ws->listen_fds[l] = m.ls.fds[l][index];
+		m.ls.fds[l][index] = -1; /* keep ours out of the close below */
+	}
+	listen_close(&m.ls);
+	close(m.shm_fd);
+}
+
+static int master_free_slot(void)
+{
+	for (int i = 0; i < SHM_SLOTS; i++)
+		if (atomic_load(&m.seg->slots[i].state) == SHM_SLOT_FREE)
+			return i;
+	return -1;
+}
+
+static void master_spawn(int index)
+{
+	struct master_worker *w = &m.workers[index];
+	struct worker_start ws;
+	int slot = master_free_slot();
+	pid_t pid;
+
+	if (slot < 0) {
+		log_error("no free worker slot in the shared segment for worker %d", index);
+		return;
+	}
+	atomic_store(&m.seg->slots[slot].state, SHM_SLOT_RUNNING);
+	w->slot = slot;
+	log_flush();
+	pid = fork();
+	if (pid < 0) {
+		log_error("cannot fork worker %d: %s", index, strerror(errno));
+		atomic_store(&m.seg->slots[slot].state, SHM_SLOT_FREE);
+		w->delay = w->delay ? w->delay : RESPAWN_MIN_DELAY;
+		ev_timer_set(&w->respawn, w->delay, 0);
+		ev_timer_start(m.loop, &w->respawn);
+		return;
+	}
+	if (pid == 0) {
+		master_in_child(index, &ws);
+		_exit(worker_main(&ws));
+	}
+	atomic_store(&m.seg->slots[slot].pid, (int32_t)pid);
+	w->pid = pid;
+	w->started = ev_now(m.loop);
+	log_info("worker %d started, pid %d", index, (int)pid);
+}
+
+static void master_respawn_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	if (!m.stopping)
+		master_spawn((int)(intptr_t)t->data);
+}
+
+static int master_workers_running(void)
+{
+	int n = 0;
+	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
+		n += m.workers[i].pid != 0;
+	return n;
+}
+
+static void master_signal_workers(int sig)
+{
+	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
+		if (m.workers[i].pid)
+			kill(m.workers[i].pid, sig);
+}
+
+static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
+{
+	int index = -1, status = c->rstatus;
+	(void)revents;
+
+	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
+		if (m.workers[i].pid == c->rpid)
+			index = i;
+	if (index < 0)
+		return;
+
+	struct master_worker *w = &m.workers[index];
+	ev_tstamp lived = ev_now(loop) - w->started;
+
+	w->pid = 0;
+	shm_slot_retire(m.seg, w->slot);
+	if (m.stopping) {
+		log_info("worker %d (pid %d) exited", index, (int)c->rpid);
+		if (master_workers_running() == 0)
+			ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	if (WIFSIGNALED(status))
+		log_error("worker %d (pid %d) was killed by signal %d (%s)%s; replacing it", index, (int)c->rpid,
+		          WTERMSIG(status), strsignal(WTERMSIG(status)), WCOREDUMP(status) ? ", core dumped" : "");
+	else
+		log_error("worker %d (pid %d) exited with code %d; replacing it", index, (int)c->rpid,
+		          WEXITSTATUS(status));
+	atomic_fetch_add(&m.seg->worker_restarts, 1);
+
+	if (lived < RESPAWN_YOUNG) {
+		w->delay = w->delay ? w->delay * 2 : RESPAWN_MIN_DELAY;
+		if (w->delay > RESPAWN_MAX_DELAY)
+			w->delay = RESPAWN_MAX_DELAY;
+		log_warn("worker %d died %.1f s after start; waiting %.1f s before the next one", index, lived,
+		         w->delay);
+		ev_timer_set(&w->respawn, w->delay, 0);
+		ev_timer_start(loop, &w->respawn);
+		return;
+	}
+	w->delay = 0;
+	master_spawn(index);
+}
+
+static void master_stop_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)t;
+	(void)revents;
+	log_warn("workers still running after the drain timeout; killing them");
+	master_signal_workers(SIGKILL);
+}
+
+static void master_stop(int how)
+{
+	double bound;
+
+	if (m.stopping >= how)
+		return;
+	m.stopping = how;
+	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
+		ev_timer_stop(m.loop, &m.workers[i].respawn);
+	stats_close(m.loop);
+	master_signal_workers(how == 1 ? SIGQUIT : SIGTERM);
+	/* the workers bound their own drain; this is the backstop */
+	bound = how == 1 ? m.cfg->timeouts.drain / 1000.0 + 2.0 : 5.0;
+	ev_timer_stop(m.loop, &m.stop_timer);
+	ev_timer_set(&m.stop_timer, bound, 0);
+	ev_timer_start(m.loop, &m.stop_timer);
+	if (master_workers_running() == 0)
+		ev_break(m.loop, EVBREAK_ALL);
+}
+
+static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
+{
+	(void)loop;
+	(void)revents;
+	switch (s->signum) {
+	case SIGQUIT:
+		log_notice("QUIT received: stopping gracefully (drain bound %u ms)", m.cfg->timeouts.drain);
+		master_stop(1);
+		break;
+	case SIGTERM:
+	case SIGINT:
+		log_notice("%s received: stopping now", s->signum == SIGTERM ? "TERM" : "INT");
+		master_stop(2);
+		break;
+	case SIGUSR1:
+		if (log_reopen() < 0)
+			log_error("cannot reopen the log files: %s", strerror(errno));
+		else
+			log_notice("USR1 received: log files reopened");
+		master_signal_workers(SIGUSR1);
+		break;
+	case SIGHUP:
+		log_warn("HUP received: reload is not implemented yet; nothing changed");
+		break;
+	case SIGUSR2:
+		log_warn("USR2 received: binary upgrade is not implemented yet; nothing changed");
+		break;
+	}
+}
+
+static int master_write_pid(const char *path)
+{
+	char buf[32];
+	int fd, n;
+
+	if (!path[0])
+		return 0;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (write(fd, buf, (size_t)n) != n) {
+		close(fd);
+		return -1;
+	}
+	return close(fd);
+}
+
+/* Each client connection costs a descriptor, each request another for the
+ * upstream: ask for what the limits need, as far as the hard limit allows. */
+static void master_raise_nofile(const struct config *cfg)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg->limits.connections * 2 + 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		log_warn("open files limited to %llu; %u connections per worker need %llu",
+		         (unsigned long long)rl.rlim_cur, cfg->limits.connections, (unsigned long long)want);
+}
+
+int master_run(struct config *cfg)
+{
+	m.cfg = cfg;
+	m.loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOENV);
+	if (!m.loop) {
+		log_error("cannot create the event loop");
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	master_raise_nofile(cfg);
+
+	m.seg = shm_create(&m.shm_fd);
+	if (!m.seg) {
+		log_error("cannot create the shared segment: %s", strerror(errno));
+		return 1;
+	}
+	if (route_publish(m.seg, cfg) == 0) {
+		log_error("cannot publish the routing table");
+		return 1;
+	}
+	if (listen_open(&m.ls, cfg) < 0)
+		return 1;
+	if (cfg->has_stats && stats_open(m.loop, &cfg->stats, m.seg) < 0)
+		return 1;
+	if (master_write_pid(cfg->pid_file) < 0) {
+		log_error("cannot write the pid file %s: %s", cfg->pid_file, strerror(errno));
+		return 1;
+	}
+
+	ev_signal_init(&m.sig_quit, master_signal_cb, SIGQUIT);
+	ev_signal_init(&m.sig_term, master_signal_cb, SIGTERM);
+	ev_signal_init(&m.sig_int, master_signal_cb, SIGINT);
+	ev_signal_init(&m.sig_hup, master_signal_cb, SIGHUP);
+	ev_signal_init(&m.sig_usr1, master_signal_cb, SIGUSR1);
+	ev_signal_init(&m.sig_usr2, master_signal_cb, SIGUSR2);
+	ev_signal_start(m.loop, &m.sig_quit);
+	ev_signal_start(m.loop, &m.sig_term);
+	ev_signal_start(m.loop, &m.sig_int);
+	ev_signal_start(m.loop, &m.sig_hup);
+	ev_signal_start(m.loop, &m.sig_usr1);
+	ev_signal_start(m.loop, &m.sig_usr2);
+	ev_child_init(&m.child, master_child_cb, 0, 0);
+	ev_child_start(m.loop, &m.child);
+	ev_init(&m.stop_timer, master_stop_timeout_cb);
+	for (int i = 0; i < CONFIG_MAX_WORKERS; i++) {
+		ev_init(&m.workers[i].respawn, master_respawn_cb);
+		m.workers[i].respawn.data = (void *)(intptr_t)i;
+	}
+
+	for (int l = 0; l < cfg->nlisteners; l++)
+		log_notice("listening on %s (%d sockets, one per worker)", cfg->listeners[l].addr.text, cfg->workers);
+	if (cfg->has_stats)
+		log_notice("stats on http://%s/metrics", cfg->stats.text);
+	for (int i = 0; i < cfg->workers; i++)
+		master_spawn(i);
+
+	ev_run(m.loop, 0);
+
+	log_notice("stopped");
+	log_flush();
+	if (cfg->pid_file[0])
+		unlink(cfg->pid_file);
+	listen_close(&m.ls);
+	return m.exit_code;
+}

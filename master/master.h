@@ -1,0 +1,21 @@
+/*
+ * master.h: the master process.
+ *
+ * Principle: the master never touches client traffic. It owns what must
+ * outlive any worker: the listening sockets, the shared segment, the logs
+ * and the pid file. It forks one worker per configured slot, replaces a
+ * worker that dies (backing off when one keeps dying young, so a crash
+ * loop cannot spin), serves the stats socket, and turns the operator's
+ * signals into actions: QUIT drains and stops, TERM and INT stop at once,
+ * USR1 reopens the logs.
+ */
+#ifndef WEIR_MASTER_MASTER_H
+#define WEIR_MASTER_MASTER_H
+
+#include "common/config.h"
+
+/* Runs the master with <cfg> (owned by the master from now on) until it is
+ * told to stop. Returns the process exit code. */
+int master_run(struct config *cfg);
+
+#endif
