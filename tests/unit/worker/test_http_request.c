@@ -1,0 +1,732 @@
+/*
+ * Unit tests for worker/http_request.c (and the shared head checks in
+ * worker/http_common.c).
+ */
+#include <CUnit/Basic.h>
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "worker/http.h"
+
+static struct http_header hdrs[HTTP_MAX_HEADERS];
+static struct http_request req;
+static char buf[70000];
+
+static struct config_limits limits(void)
+{
+	struct config_limits l;
+
+	memset(&l, 0, sizeof(l));
+	l.header_size = 16384;
+	l.headers = 100;
+	l.uri_size = 8192;
+	l.body_size = 1048576;
+	return l;
+}
+
+/* Parses <n> bytes of <s> in one call with <lim>. */
+static int parse_lim(const char *s, size_t n, const struct config_limits *lim)
+{
+	memcpy(buf, s, n);
+	http_request_init(&req, hdrs, lim);
+	return http_request_parse(&req, buf, n);
+}
+
+static int parse_n(const char *s, size_t n)
+{
+	struct config_limits l = limits();
+
+	return parse_lim(s, n, &l);
+}
+
+static int parse(const char *s)
+{
+	return parse_n(s, strlen(s));
+}
+
+/* The header named <name> (exact case), or NULL. */
+static const struct http_header *hdr(const char *name)
+{
+	uint32_t i;
+
+	for (i = 0; i < req.nheaders; i++)
+		if (req.headers[i].name_len == strlen(name) &&
+		    memcmp(req.headers[i].name, name, strlen(name)) == 0)
+			return &req.headers[i];
+	return NULL;
+}
+
+static int span_is(const char *p, size_t len, const char *s)
+{
+	return p && len == strlen(s) && memcmp(p, s, len) == 0;
+}
+
+#define BAD WEIR_ERR(BAD_REQUEST)
+#define SMUG WEIR_ERR(SMUGGLING)
+
+/* ---- a comparable picture of a parse, offsets relative to buf ---------- */
+
+struct snap {
+	int rc;
+	int method_id, minor, body, ka, ec;
+	long target, target_len, path_end, host, host_len;
+	uint64_t cl;
+	size_t head_len;
+	uint32_t n;
+	long hn[8], hnl[8], hv[8], hvl[8];
+	uint32_t hf[8];
+};
+
+static long off(const char *p)
+{
+	return p ? (long)(p - buf) : -1;
+}
+
+static void take(struct snap *s, int rc)
+{
+	uint32_t i;
+
+	memset(s, 0, sizeof(*s));
+	s->rc = rc;
+	if (rc)
+		return;
+	s->method_id = req.method_id;
+	s->minor = req.version_minor;
+	s->body = req.body;
+	s->ka = req.keep_alive;
+	s->ec = req.expect_continue;
+	/* a static "/" for an empty absolute-form path is not in buf */
+	s->target = (req.target >= buf && req.target < buf + sizeof(buf)) ? off(req.target) : -2;
+	s->target_len = req.target_len;
+	s->path_end = s->target == -2 ? -2 : off(req.path_end);
+	s->host = off(req.host);
+	s->host_len = req.host_len;
+	s->cl = req.content_length;
+	s->head_len = req.head_len;
+	s->n = req.nheaders;
+	for (i = 0; i < req.nheaders && i < 8; i++) {
+		s->hn[i] = off(req.headers[i].name);
+		s->hnl[i] = req.headers[i].name_len;
+		s->hv[i] = req.headers[i].value_len ? off(req.headers[i].value) : 0;
+		s->hvl[i] = req.headers[i].value_len;
+		s->hf[i] = req.headers[i].flags;
+	}
+}
+
+/* ---- basics -------------------------------------------------------------- */
+
+static void test_simple_get_is_parsed_into_spans(void)
+{
+	const char *s = "GET /a/b?c=d HTTP/1.1\r\nHost: example.com:8080\r\n"
+	                "User-Agent:  curl/8 \t\r\nAccept: */*\r\n\r\n";
+
+	CU_ASSERT_EQUAL(parse(s), 0);
+	CU_ASSERT_EQUAL(req.method_id, HTTP_GET);
+	CU_ASSERT(span_is(req.method, req.method_len, "GET"));
+	CU_ASSERT(span_is(req.target, req.target_len, "/a/b?c=d"));
+	CU_ASSERT_PTR_EQUAL(req.path_end, req.target + 4);
+	CU_ASSERT(span_is(req.host, req.host_len, "example.com:8080"));
+	CU_ASSERT_EQUAL(req.version_minor, 1);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_NONE);
+	CU_ASSERT_EQUAL(req.keep_alive, 1);
+	CU_ASSERT_EQUAL(req.expect_continue, 0);
+	CU_ASSERT_EQUAL(req.head_len, strlen(s));
+	CU_ASSERT_EQUAL(req.nheaders, 3);
+	CU_ASSERT(span_is(req.headers[1].name, req.headers[1].name_len, "User-Agent"));
+	CU_ASSERT(span_is(req.headers[1].value, req.headers[1].value_len, "curl/8"));
+	CU_ASSERT_EQUAL(req.headers[0].flags, HTTP_HDR_HOST);
+	CU_ASSERT_EQUAL(req.headers[1].flags, 0);
+	CU_ASSERT_PTR_EQUAL(req.target, buf + 4); /* spans point into the buffer */
+}
+
+static void test_path_end_is_the_target_end_without_a_query(void)
+{
+	CU_ASSERT_EQUAL(parse("GET /x HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+	CU_ASSERT_PTR_EQUAL(req.path_end, req.target + req.target_len);
+	CU_ASSERT_EQUAL(parse("POST /x?a?b HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n"), 0);
+	CU_ASSERT_PTR_EQUAL(req.path_end, req.target + 2);
+	CU_ASSERT_EQUAL(req.method_id, HTTP_POST);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(req.content_length, 0);
+}
+
+static const char *const split_cases[] = {
+	"GET /a/b?c=d HTTP/1.1\r\nHost: example.com\r\nX-Empty:\r\nY:   \r\nZ: v \r\n\r\n",
+	"POST http://h.example:81/up HTTP/1.1\r\nHost: other\r\nTransfer-Encoding: chunked\r\n"
+	"Connection: x-a, close\r\nX-A: 1\r\nExpect: 100-continue\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+	"\r\nGET / HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 12\r\n\r\nhello world!",
+	"OPTIONS * HTTP/1.1\r\nHost: [::1]:8080\r\nVia: 1.1 a\r\nX-Forwarded-For: 1.2.3.4\r\n"
+	"X-Forwarded-Proto: https\r\nProxy-Authorization: x\r\nKeep-Alive: 5\r\n\r\n",
+	/* errors must be the same too, wherever the split falls */
+	"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX : a\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\nX: a\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\rX",
+	"GET / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\nHost: a\r\n\r\n",
+};
+
+static void test_a_head_split_at_every_byte_boundary_parses_the_same(void)
+{
+	struct config_limits l = limits();
+	size_t c;
+
+	for (c = 0; c < sizeof(split_cases) / sizeof(split_cases[0]); c++) {
+		const char *s = split_cases[c];
+		size_t n = strlen(s), k;
+		struct snap whole, part;
+		int rc;
+
+		take(&whole, parse_n(s, n));
+		for (k = 0; k <= n; k++) {
+			memcpy(buf, s, n);
+			http_request_init(&req, hdrs, &l);
+			rc = http_request_parse(&req, buf, k);
+			if (rc == WEIR_EAGAIN)
+				rc = http_request_parse(&req, buf, n);
+			take(&part, rc);
+			if (memcmp(&whole, &part, sizeof(whole)) != 0) {
+				printf("\ncase %zu split at %zu differs (rc %d vs %d)\n", c, k, whole.rc,
+				       part.rc);
+				CU_FAIL("split result differs");
+			}
+		}
+	}
+}
+
+static void test_a_head_fed_one_byte_at_a_time_parses_the_same(void)
+{
+	struct config_limits l = limits();
+	size_t c;
+
+	for (c = 0; c < sizeof(split_cases) / sizeof(split_cases[0]); c++) {
+		const char *s = split_cases[c];
+		size_t n = strlen(s), k;
+		struct snap whole, part;
+		int rc = WEIR_EAGAIN;
+
+		take(&whole, parse_n(s, n));
+		memcpy(buf, s, n);
+		http_request_init(&req, hdrs, &l);
+		for (k = 1; k <= n && rc == WEIR_EAGAIN; k++)
+			rc = http_request_parse(&req, buf, k);
+		if (rc == WEIR_EAGAIN)
+			CU_FAIL("head never completed");
+		take(&part, rc);
+		CU_ASSERT(memcmp(&whole, &part, sizeof(whole)) == 0);
+	}
+}
+
+static void test_a_pipelined_second_request_is_not_consumed(void)
+{
+	const char *a = "GET /one HTTP/1.1\r\nHost: a\r\n\r\n";
+	char two[256];
+
+	snprintf(two, sizeof(two), "%sGET /two HTTP/1.1\r\nHost: a\r\n\r\n", a);
+	CU_ASSERT_EQUAL(parse(two), 0);
+	CU_ASSERT_EQUAL(req.head_len, strlen(a));
+	CU_ASSERT(span_is(req.target, req.target_len, "/one"));
+	/* calling again is harmless and changes nothing */
+	CU_ASSERT_EQUAL(http_request_parse(&req, buf, strlen(two)), 0);
+	CU_ASSERT_EQUAL(req.head_len, strlen(a));
+	/* the body of a request with Content-Length is not consumed either */
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET"), 0);
+	CU_ASSERT_EQUAL(req.head_len, strlen("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n"));
+	CU_ASSERT_EQUAL(req.content_length, 3);
+}
+
+static void test_a_leading_crlf_is_ignored_but_a_bare_lf_is_not(void)
+{
+	CU_ASSERT_EQUAL(parse("\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.head_len, 29);
+	CU_ASSERT(span_is(req.target, req.target_len, "/"));
+	CU_ASSERT_EQUAL(parse("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(parse("\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("\rGET / HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse(" GET / HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+}
+
+/* ---- the request line ---------------------------------------------------- */
+
+static void test_only_http_1_0_and_1_1_are_accepted(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.version_minor, 0);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.2\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/2.0\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/0.9\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET /\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/01.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / http/1.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("SOURCE / ICE/1.0\r\n\r\n"), BAD);
+}
+
+static void test_extra_spaces_in_the_request_line_are_refused(void)
+{
+	CU_ASSERT_EQUAL(parse("GET  / HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET /  HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1 \r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET\t/ HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("get / HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("FOO / HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+}
+
+static void test_the_target_has_no_controls_spaces_or_high_bytes(void)
+{
+	static const char tab[] = "GET /a\tb HTTP/1.1\r\nHost: a\r\n\r\n";
+	static const char ff[] = "GET /a\fb HTTP/1.1\r\nHost: a\r\n\r\n";
+	static const char high[] = "GET /a\x80 HTTP/1.1\r\nHost: a\r\n\r\n";
+	static const char del[] = "GET /a\x7f HTTP/1.1\r\nHost: a\r\n\r\n";
+	static const char nul[] = "GET /a\0b HTTP/1.1\r\nHost: a\r\n\r\n";
+
+	CU_ASSERT_EQUAL(parse_n(tab, sizeof(tab) - 1), BAD);
+	CU_ASSERT_EQUAL(parse_n(ff, sizeof(ff) - 1), BAD);
+	CU_ASSERT_EQUAL(parse_n(high, sizeof(high) - 1), BAD);
+	CU_ASSERT_EQUAL(parse_n(del, sizeof(del) - 1), BAD);
+	CU_ASSERT_EQUAL(parse_n(nul, sizeof(nul) - 1), BAD);
+	CU_ASSERT_EQUAL(parse("GET /a#frag HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET /%7e~!$&'()*+,;=:@ HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+}
+
+static void test_absolute_form_takes_the_host_from_the_authority(void)
+{
+	CU_ASSERT_EQUAL(parse("GET http://api.example:8080/v1/x?y=1 HTTP/1.1\r\nHost: other\r\n\r\n"), 0);
+	CU_ASSERT(span_is(req.host, req.host_len, "api.example:8080"));
+	CU_ASSERT(span_is(req.target, req.target_len, "/v1/x?y=1"));
+	CU_ASSERT(span_is(req.target, (size_t)(req.path_end - req.target), "/v1/x"));
+	CU_ASSERT(span_is(hdr("Host")->value, hdr("Host")->value_len, "other"));
+
+	CU_ASSERT_EQUAL(parse("GET HTTP://h HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+	CU_ASSERT(span_is(req.host, req.host_len, "h"));
+	CU_ASSERT(span_is(req.target, req.target_len, "/"));
+	CU_ASSERT_PTR_EQUAL(req.path_end, req.target + 1);
+
+	CU_ASSERT_EQUAL(parse("GET https://[::1]:443/ HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+	CU_ASSERT(span_is(req.host, req.host_len, "[::1]:443"));
+
+	CU_ASSERT_EQUAL(parse("GET http://u:p@h/ HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET http://h?q HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET ftp://h/ HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET http://h:99999/ HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
+	/* the Host header is still required and still checked */
+	CU_ASSERT_EQUAL(parse("GET http://h/ HTTP/1.1\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET http://h/ HTTP/1.1\r\nHost: a b\r\n\r\n"), BAD);
+}
+
+static void test_asterisk_form_is_only_for_options(void)
+{
+	CU_ASSERT_EQUAL(parse("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+	CU_ASSERT(span_is(req.target, req.target_len, "*"));
+	CU_ASSERT_EQUAL(req.method_id, HTTP_OPTIONS);
+	CU_ASSERT_EQUAL(parse("GET * HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+}
+
+static void test_connect_and_authority_form_are_refused(void)
+{
+	CU_ASSERT_EQUAL(parse("CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET a.example:443 HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET a.example HTTP/1.1\r\nHost: a\r\n\r\n"), BAD);
+}
+
+/* ---- smuggling ----------------------------------------------------------- */
+
+static void test_every_smuggling_shape_is_refused(void)
+{
+	static const char *const shapes[] = {
+		"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+		"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+		"Content-Length: 5\r\nContent-Length: 5\r\n",
+		"Content-Length: 5\r\nContent-Length: 6\r\n",
+		"Content-Length: 1,1\r\n",
+		"Content-Length: 1, 1\r\n",
+		"Content-Length: +5\r\n",
+		"Content-Length: -1\r\n",
+		"Content-Length: 0x10\r\n",
+		"Content-Length: 1 2\r\n",
+		"Content-Length:\r\n",
+		"Content-Length: 18446744073709551616\r\n",
+		"Content-Length: 99999999999999999999999\r\n",
+		"Transfer-Encoding: gzip\r\n",
+		"Transfer-Encoding: chunked, gzip\r\n",
+		"Transfer-Encoding: gzip, chunked\r\n",
+		"Transfer-Encoding: xchunked\r\n",
+		"Transfer-Encoding: chunkedx\r\n",
+		"Transfer-Encoding: chunked,\r\n",
+		"Transfer-Encoding: chunked;q=1\r\n",
+		"Transfer-Encoding: \r\n",
+		"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+		"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n",
+		"Transfer-Encoding: chunked\r\nContent-Length: 0\r\n",
+	};
+	size_t i;
+	char s[512];
+
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		snprintf(s, sizeof(s), "POST / HTTP/1.1\r\nHost: a\r\n%s\r\n", shapes[i]);
+		if (parse(s) != SMUG) {
+			printf("\nnot refused as smuggling: %s", shapes[i]);
+			CU_FAIL("smuggling shape accepted");
+		}
+	}
+}
+
+static void test_transfer_encoding_in_http_1_0_is_smuggling(void)
+{
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), SMUG);
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.0\r\nContent-Length: 3\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_LENGTH);
+}
+
+static void test_chunked_in_any_case_with_ows_is_accepted(void)
+{
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \t ChUnKeD \r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_CHUNKED);
+	CU_ASSERT(hdr("Transfer-Encoding")->flags & HTTP_HDR_HOP);
+}
+
+static void test_content_length_is_checked_against_the_body_limit(void)
+{
+	struct config_limits l = limits();
+	const char *s = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1001\r\n\r\n";
+
+	l.body_size = 1000;
+	CU_ASSERT_EQUAL(parse_lim(s, strlen(s), &l), WEIR_ERR(BODY_TOO_LARGE));
+	l.body_size = 1001;
+	CU_ASSERT_EQUAL(parse_lim(s, strlen(s), &l), 0);
+	l.body_size = 0; /* unlimited */
+	s = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775808\r\n\r\n";
+	CU_ASSERT_EQUAL(parse_lim(s, strlen(s), &l), 0);
+	CU_ASSERT_EQUAL(req.content_length, UINT64_C(9223372036854775808));
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 007\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.content_length, 7);
+}
+
+/* ---- bytes in names and values ------------------------------------------- */
+
+static void test_cr_lf_and_nul_in_names_and_values_are_refused(void)
+{
+#define L(x) {x, sizeof(x) - 1}
+	static const struct {
+		const char *s;
+		size_t len;
+	} bad[] = {
+		L("X\0Y: a\r\n"), L("X: a\0b\r\n"), L("X: a\rb\r\n"), L("X\rY: a\r\n"),
+		L("X: a\nb\r\n"), L("X\nY: a\r\n"), L("X: a\x01\r\n"), L("X: a\x7f\r\n"),
+		L("X: \x1b[0m\r\n"), L("X\x80: a\r\n"), L("X\"Y: a\r\n"), L("X/Y: a\r\n"),
+		L("(X): a\r\n"), L(": a\r\n"), L("X a: b\r\n"), L("X\r\n"), L("X: a\0\r\n"),
+	};
+#undef L
+	char s[256];
+	size_t i, n;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		n = (size_t)snprintf(s, sizeof(s), "GET / HTTP/1.1\r\nHost: a\r\n");
+		memcpy(s + n, bad[i].s, bad[i].len);
+		n += bad[i].len;
+		memcpy(s + n, "\r\n", 2);
+		n += 2;
+		if (parse_n(s, n) != BAD) {
+			printf("\naccepted header line %zu\n", i);
+			CU_FAIL("bad header accepted");
+		}
+	}
+}
+
+static void test_obs_text_and_tabs_in_values_are_accepted(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9\ta\xff\r\n\r\n"), 0);
+	CU_ASSERT(span_is(hdr("X")->value, hdr("X")->value_len, "caf\xc3\xa9\ta\xff"));
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n!#$%&'*+-.^_`|~09az: x\r\n\r\n"), 0);
+}
+
+static void test_obs_fold_is_refused(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\tb\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\n Host: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n \r\n\r\n"), BAD);
+}
+
+static void test_whitespace_before_the_colon_is_refused(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost : a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost\t: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nContent-Length : 5\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n"), BAD);
+}
+
+static void test_bare_lf_and_bare_cr_are_refused(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\nHost: a\n\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\rHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n\rX"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n\r\r"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n"), BAD);
+}
+
+/* ---- Host ---------------------------------------------------------------- */
+
+static void test_http_1_1_needs_exactly_one_host(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nhost: a\r\nHOST: b\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n"), BAD);
+}
+
+static void test_http_1_0_may_omit_host(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\n\r\n"), 0);
+	CU_ASSERT_PTR_NULL(req.host);
+	CU_ASSERT_EQUAL(req.host_len, 0);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\nHost: b.example\r\n\r\n"), 0);
+	CU_ASSERT(span_is(req.host, req.host_len, "b.example"));
+}
+
+static void test_a_host_must_be_a_valid_host_and_port(void)
+{
+	static const char *const good[] = {
+		"a", "example.com", "EXAMPLE.com:80", "1.2.3.4", "1.2.3.4:65535", "[::1]",
+		"[2001:db8::1]:8443", "[::ffff:1.2.3.4]", "a-b_c~d.e", "xn--bcher-kva.example",
+		"%41bc", "a!$&'()*+,;=b",
+	};
+	static const char *const bad[] = {
+		"", "a b", "a:", "a:b", "a:123456", "a:65536", ":80", "[::1", "[]", "[::1]x",
+		"[g::1]", "a/b", "a@b", "a?b", "a#b", "%4", "%zz", "a:80:80", "[::1]:", "a\"b",
+	};
+	size_t i;
+	char s[256];
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(s, sizeof(s), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", good[i]);
+		if (parse(s) != 0 || !span_is(req.host, req.host_len, good[i])) {
+			printf("\nrefused host \"%s\"", good[i]);
+			CU_FAIL("good host refused");
+		}
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(s, sizeof(s), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", bad[i]);
+		if (parse(s) != BAD) {
+			printf("\naccepted host \"%s\"", bad[i]);
+			CU_FAIL("bad host accepted");
+		}
+	}
+}
+
+/* ---- limits -------------------------------------------------------------- */
+
+static void test_a_long_target_is_414_complete_or_not(void)
+{
+	struct config_limits l = limits();
+	char s[2048];
+	size_t n;
+
+	l.uri_size = 64;
+	n = (size_t)snprintf(s, sizeof(s), "GET /%064d HTTP/1.1\r\nHost: a\r\n\r\n", 0);
+	CU_ASSERT_EQUAL(parse_lim(s, n, &l), WEIR_ERR(URI_TOO_LONG));
+	/* incomplete: the request line has not even ended */
+	CU_ASSERT_EQUAL(parse_lim(s, 4 + 65, &l), WEIR_ERR(URI_TOO_LONG));
+	CU_ASSERT_EQUAL(parse_lim(s, 4 + 64, &l), WEIR_EAGAIN);
+	/* exactly at the limit is fine */
+	n = (size_t)snprintf(s, sizeof(s), "GET /%063d HTTP/1.1\r\nHost: a\r\n\r\n", 0);
+	CU_ASSERT_EQUAL(parse_lim(s, n, &l), 0);
+	CU_ASSERT_EQUAL(req.target_len, 64);
+}
+
+static void test_a_long_head_is_431_complete_or_not(void)
+{
+	struct config_limits l = limits();
+	char s[4096];
+	size_t n;
+
+	l.header_size = 1024;
+	n = (size_t)snprintf(s, sizeof(s), "GET / HTTP/1.1\r\nHost: a\r\nX: %01000d\r\n\r\n", 0);
+	CU_ASSERT(n > 1024);
+	CU_ASSERT_EQUAL(parse_lim(s, n, &l), WEIR_ERR(HEADERS_TOO_LARGE));
+	CU_ASSERT_EQUAL(parse_lim(s, 1025, &l), WEIR_ERR(HEADERS_TOO_LARGE));
+	CU_ASSERT_EQUAL(parse_lim(s, 1024, &l), WEIR_EAGAIN);
+	/* a head of exactly header_size bytes is accepted, even with more after it */
+	n = (size_t)snprintf(s, sizeof(s), "GET / HTTP/1.1\r\nHost: a\r\nX: %0*d\r\n\r\nBODY",
+	                     1024 - 32, 0);
+	CU_ASSERT_EQUAL(parse_lim(s, n, &l), 0);
+	CU_ASSERT_EQUAL(req.head_len, 1024);
+	/* also when it arrives in pieces */
+	memcpy(buf, s, n);
+	http_request_init(&req, hdrs, &l);
+	CU_ASSERT_EQUAL(http_request_parse(&req, buf, 500), WEIR_EAGAIN);
+	CU_ASSERT_EQUAL(http_request_parse(&req, buf, n), 0);
+	/* a stream of bytes with no line end at all */
+	memset(s, 'a', 2000);
+	memcpy(s, "GET /", 5);
+	l.uri_size = 1000;
+	CU_ASSERT_EQUAL(parse_lim(s, 2000, &l), WEIR_ERR(URI_TOO_LONG));
+	memcpy(s, "GET / HTTP/1.1\r\nX: ", 19);
+	CU_ASSERT_EQUAL(parse_lim(s, 2000, &l), WEIR_ERR(HEADERS_TOO_LARGE));
+}
+
+static void test_too_many_headers_is_431_complete_or_not(void)
+{
+	struct config_limits l = limits();
+	char s[4096];
+	size_t n;
+	int i;
+
+	l.headers = 5;
+	n = (size_t)snprintf(s, sizeof(s), "GET / HTTP/1.1\r\nHost: a\r\n");
+	for (i = 0; i < 4; i++)
+		n += (size_t)snprintf(s + n, sizeof(s) - n, "X-%d: v\r\n", i);
+	n += (size_t)snprintf(s + n, sizeof(s) - n, "\r\n");
+	CU_ASSERT_EQUAL(parse_lim(s, n, &l), 0);
+	CU_ASSERT_EQUAL(req.nheaders, 5);
+	n -= 2;
+	n += (size_t)snprintf(s + n, sizeof(s) - n, "X-5: v\r\n\r\n");
+	CU_ASSERT_EQUAL(parse_lim(s, n, &l), WEIR_ERR(HEADERS_TOO_LARGE));
+	CU_ASSERT_EQUAL(parse_lim(s, n - 6, &l), WEIR_ERR(HEADERS_TOO_LARGE));
+}
+
+/* ---- flags, keep-alive, expect ------------------------------------------- */
+
+static void test_headers_get_their_flags(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\n"
+	                      "Keep-Alive: 5\r\nTE: trailers\r\nTrailer: x\r\nUpgrade: h2c\r\n"
+	                      "Proxy-Authorization: b\r\nPROXY-CONNECTION: c\r\nContent-Length: 0\r\n"
+	                      "X-Forwarded-For: 1.2.3.4\r\nx-forwarded-proto: http\r\n"
+	                      "Expect: 100-continue\r\nVia: 1.1 p\r\nX-Other: y\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(hdr("Host")->flags, HTTP_HDR_HOST);
+	CU_ASSERT_EQUAL(hdr("Connection")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Keep-Alive")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("TE")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Trailer")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Upgrade")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Proxy-Authorization")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("PROXY-CONNECTION")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Content-Length")->flags, HTTP_HDR_LENGTH);
+	CU_ASSERT_EQUAL(hdr("X-Forwarded-For")->flags, HTTP_HDR_XFF);
+	CU_ASSERT_EQUAL(hdr("x-forwarded-proto")->flags, HTTP_HDR_XFP);
+	CU_ASSERT_EQUAL(hdr("Expect")->flags, HTTP_HDR_EXPECT);
+	CU_ASSERT_EQUAL(hdr("Via")->flags, HTTP_HDR_VIA);
+	CU_ASSERT_EQUAL(hdr("X-Other")->flags, 0);
+	CU_ASSERT_EQUAL(req.expect_continue, 1);
+}
+
+static void test_a_header_named_in_connection_is_hop_by_hop(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nX-Before: 1\r\nHost: a\r\n"
+	                      "Connection: , x-before ,X-AFTER,, \r\nConnection: x-third\r\n"
+	                      "X-After: 2\r\nX-Third: 3\r\nX-Kept: 4\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(hdr("X-Before")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("X-After")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("X-Third")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("X-Kept")->flags, 0);
+	CU_ASSERT_EQUAL(req.keep_alive, 1);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: a b\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: a;b\r\n\r\n"), BAD);
+}
+
+static void test_keep_alive_follows_the_version_and_connection(void)
+{
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.keep_alive, 1);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: Close\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.keep_alive, 0);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.keep_alive, 0);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.keep_alive, 0);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.keep_alive, 1);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.keep_alive, 0);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.0\r\nConnection: keep-alive-ish\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.keep_alive, 0);
+}
+
+static void test_expect_continue_needs_the_exact_value_and_http_1_1(void)
+{
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\n"
+	                      "Content-Length: 3\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(req.expect_continue, 1);
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue-x\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.expect_continue, 0);
+	CU_ASSERT(hdr("Expect")->flags & HTTP_HDR_EXPECT);
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.expect_continue, 0);
+}
+
+static void test_an_error_stays_an_error(void)
+{
+	const char *s = "GET / HTTP/1.1\r\nHost : a\r\n\r\n";
+
+	CU_ASSERT_EQUAL(parse(s), BAD);
+	CU_ASSERT_EQUAL(http_request_parse(&req, buf, strlen(s)), BAD);
+	s = "GET / HTTP/1.1\r\n\r\n";
+	CU_ASSERT_EQUAL(parse(s), BAD);
+	CU_ASSERT_EQUAL(http_request_parse(&req, buf, strlen(s)), BAD);
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		CU_TestFunc fn;
+	} tests[] = {
+#define T(f) {#f, f}
+		T(test_simple_get_is_parsed_into_spans),
+		T(test_path_end_is_the_target_end_without_a_query),
+		T(test_a_head_split_at_every_byte_boundary_parses_the_same),
+		T(test_a_head_fed_one_byte_at_a_time_parses_the_same),
+		T(test_a_pipelined_second_request_is_not_consumed),
+		T(test_a_leading_crlf_is_ignored_but_a_bare_lf_is_not),
+		T(test_only_http_1_0_and_1_1_are_accepted),
+		T(test_extra_spaces_in_the_request_line_are_refused),
+		T(test_the_target_has_no_controls_spaces_or_high_bytes),
+		T(test_absolute_form_takes_the_host_from_the_authority),
+		T(test_asterisk_form_is_only_for_options),
+		T(test_connect_and_authority_form_are_refused),
+		T(test_every_smuggling_shape_is_refused),
+		T(test_transfer_encoding_in_http_1_0_is_smuggling),
+		T(test_chunked_in_any_case_with_ows_is_accepted),
+		T(test_content_length_is_checked_against_the_body_limit),
+		T(test_cr_lf_and_nul_in_names_and_values_are_refused),
+		T(test_obs_text_and_tabs_in_values_are_accepted),
+		T(test_obs_fold_is_refused),
+		T(test_whitespace_before_the_colon_is_refused),
+		T(test_bare_lf_and_bare_cr_are_refused),
+		T(test_http_1_1_needs_exactly_one_host),
+		T(test_http_1_0_may_omit_host),
+		T(test_a_host_must_be_a_valid_host_and_port),
+		T(test_a_long_target_is_414_complete_or_not),
+		T(test_a_long_head_is_431_complete_or_not),
+		T(test_too_many_headers_is_431_complete_or_not),
+		T(test_headers_get_their_flags),
+		T(test_a_header_named_in_connection_is_hop_by_hop),
+		T(test_keep_alive_follows_the_version_and_connection),
+		T(test_expect_continue_needs_the_exact_value_and_http_1_1),
+		T(test_an_error_stays_an_error),
+#undef T
+	};
+	CU_pSuite s;
+	size_t i;
+	unsigned fails;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("http request heads", NULL, NULL);
+	for (i = 0; s && i < sizeof(tests) / sizeof(tests[0]); i++)
+		CU_add_test(s, tests[i].name + 5, tests[i].fn);
+	CU_basic_set_mode(CU_BRM_NORMAL);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}

@@ -1,0 +1,374 @@
+/*
+ * Unit tests for worker/http_response.c.
+ */
+#include <CUnit/Basic.h>
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "worker/http.h"
+
+#define BADRESP WEIR_ERR(UPSTREAM_BAD_RESPONSE)
+
+static struct http_header hdrs[HTTP_MAX_HEADERS];
+static struct http_response resp;
+static char buf[70000];
+
+static int parse_full(const char *s, size_t n, uint32_t max_headers, size_t max_head,
+                      enum http_method m)
+{
+	memcpy(buf, s, n);
+	http_response_init(&resp, hdrs, max_headers, max_head, m);
+	return http_response_parse(&resp, buf, n);
+}
+
+static int parse_m(const char *s, enum http_method m)
+{
+	return parse_full(s, strlen(s), 100, 16384, m);
+}
+
+static int parse(const char *s)
+{
+	return parse_m(s, HTTP_GET);
+}
+
+static const struct http_header *hdr(const char *name)
+{
+	uint32_t i;
+
+	for (i = 0; i < resp.nheaders; i++)
+		if (resp.headers[i].name_len == strlen(name) &&
+		    memcmp(resp.headers[i].name, name, strlen(name)) == 0)
+			return &resp.headers[i];
+	return NULL;
+}
+
+static int span_is(const char *p, size_t len, const char *s)
+{
+	return p && len == strlen(s) && memcmp(p, s, len) == 0;
+}
+
+/* ---- basics -------------------------------------------------------------- */
+
+static void test_a_simple_response_is_parsed_into_spans(void)
+{
+	const char *s = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nServer:  origin \r\n\r\nhello";
+
+	CU_ASSERT_EQUAL(parse(s), 0);
+	CU_ASSERT_EQUAL(resp.status, 200);
+	CU_ASSERT(span_is(resp.reason, resp.reason_len, "OK"));
+	CU_ASSERT_EQUAL(resp.version_minor, 1);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(resp.content_length, 5);
+	CU_ASSERT_EQUAL(resp.keep_alive, 1);
+	CU_ASSERT_EQUAL(resp.head_len, strlen(s) - 5);
+	CU_ASSERT_EQUAL(resp.nheaders, 2);
+	CU_ASSERT(span_is(hdr("Server")->value, hdr("Server")->value_len, "origin"));
+	CU_ASSERT_EQUAL(hdr("Content-Length")->flags, HTTP_HDR_LENGTH);
+}
+
+static void test_a_reason_may_be_empty_or_absent(void)
+{
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.status, 200);
+	CU_ASSERT_EQUAL(resp.reason_len, 0);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 404 \r\nContent-Length: 0\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.status, 404);
+	CU_ASSERT_EQUAL(resp.reason_len, 0);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 500 Internal  Server\tError \xe2\x80\xa6\r\n\r\n"), 0);
+	CU_ASSERT(span_is(resp.reason, resp.reason_len, "Internal  Server\tError \xe2\x80\xa6"));
+}
+
+static void test_a_response_split_at_every_byte_boundary_parses_the_same(void)
+{
+	static const char *const cases[] = {
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: x-y\r\nX-Y: 1\r\n"
+		"X-E:\r\n\r\n0\r\n\r\n",
+		"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi",
+		"HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n",
+		"HTTP/1.1 20 OK\r\n\r\n",
+	};
+	size_t c, k;
+
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		const char *s = cases[c];
+		size_t n = strlen(s);
+		int whole = parse(s), rc;
+		struct http_response w = resp;
+
+		for (k = 0; k <= n; k++) {
+			memcpy(buf, s, n);
+			http_response_init(&resp, hdrs, 100, 16384, HTTP_GET);
+			rc = http_response_parse(&resp, buf, k);
+			if (rc == WEIR_EAGAIN)
+				rc = http_response_parse(&resp, buf, n);
+			CU_ASSERT_EQUAL(rc, whole);
+			if (rc == 0) {
+				CU_ASSERT_EQUAL(resp.head_len, w.head_len);
+				CU_ASSERT_EQUAL(resp.body, w.body);
+				CU_ASSERT_EQUAL(resp.keep_alive, w.keep_alive);
+				CU_ASSERT_EQUAL(resp.nheaders, w.nheaders);
+				CU_ASSERT_EQUAL(resp.status, w.status);
+				CU_ASSERT_PTR_EQUAL(resp.reason, w.reason);
+			}
+		}
+	}
+}
+
+/* ---- the status line ----------------------------------------------------- */
+
+static void test_status_codes_need_exactly_three_digits_in_range(void)
+{
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 20 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 2000 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 0200 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 600 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 099 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 2x0 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1  200 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200\tOK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 599 Odd\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 100 Continue\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.status, 100);
+}
+
+static void test_only_http_1_0_and_1_1_responses_are_accepted(void)
+{
+	CU_ASSERT_EQUAL(parse("HTTP/2.0 200 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.2 200 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/0.9 200 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/01.1 200 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("ICY 200 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.0 200 OK\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.version_minor, 0);
+}
+
+static void test_controls_in_the_reason_are_refused(void)
+{
+	static const char nul[] = "HTTP/1.1 200 O\0K\r\n\r\n";
+
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 O\x01K\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 O\x7fK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse_full(nul, sizeof(nul) - 1, 100, 16384, HTTP_GET), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 O\rK\r\n\r\n"), BADRESP);
+}
+
+static void test_empty_lines_before_the_status_line_are_refused(void)
+{
+	CU_ASSERT_EQUAL(parse("\r\nHTTP/1.1 200 OK\r\n\r\n"), BADRESP);
+	CU_ASSERT_EQUAL(parse("\nHTTP/1.1 200 OK\r\n\r\n"), BADRESP);
+}
+
+/* ---- header bytes -------------------------------------------------------- */
+
+static void test_malformed_header_lines_are_refused(void)
+{
+	static const char *const bad[] = {
+		"HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\n",
+		"HTTP/1.1 200 OK\r\nX: a\rY: b\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: a\r\n\rY",
+		"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: a\r\n\tb\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX : a\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX\t: a\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: a\x01\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: a\x7f\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX/Y: a\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nConnection: a b\r\n\r\n",
+	};
+	static const char nul[] = "HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n";
+	static const char nulname[] = "HTTP/1.1 200 OK\r\nX\0: a\r\n\r\n";
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (parse(bad[i]) != BADRESP) {
+			printf("\naccepted: %s", bad[i]);
+			CU_FAIL("malformed response accepted");
+		}
+	}
+	CU_ASSERT_EQUAL(parse_full(nul, sizeof(nul) - 1, 100, 16384, HTTP_GET), BADRESP);
+	CU_ASSERT_EQUAL(parse_full(nulname, sizeof(nulname) - 1, 100, 16384, HTTP_GET), BADRESP);
+}
+
+static void test_a_head_past_max_head_is_refused_complete_or_not(void)
+{
+	char s[2048];
+	size_t n;
+
+	n = (size_t)snprintf(s, sizeof(s), "HTTP/1.1 200 OK\r\nX: %01010d\r\n\r\n", 0);
+	CU_ASSERT_EQUAL(parse_full(s, n, 100, 1024, HTTP_GET), BADRESP);
+	CU_ASSERT_EQUAL(parse_full(s, n, 100, n - 1, HTTP_GET), BADRESP);
+	CU_ASSERT_EQUAL(parse_full(s, 1025, 100, 1024, HTTP_GET), BADRESP);
+	CU_ASSERT_EQUAL(parse_full(s, 1024, 100, 1024, HTTP_GET), WEIR_EAGAIN);
+	CU_ASSERT_EQUAL(parse_full(s, n, 100, n, HTTP_GET), 0);
+}
+
+static void test_too_many_headers_are_refused(void)
+{
+	const char *s = "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+
+	CU_ASSERT_EQUAL(parse_full(s, strlen(s), 3, 16384, HTTP_GET), 0);
+	CU_ASSERT_EQUAL(parse_full(s, strlen(s), 2, 16384, HTTP_GET), BADRESP);
+	CU_ASSERT_EQUAL(parse_full(s, strlen(s) - 3, 2, 16384, HTTP_GET), BADRESP);
+}
+
+/* ---- framing ------------------------------------------------------------- */
+
+static void test_framing_ambiguities_are_refused(void)
+{
+	static const char *const shapes[] = {
+		"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+		"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+		"Content-Length: 5\r\nContent-Length: 5\r\n",
+		"Content-Length: 1,1\r\n",
+		"Content-Length: +5\r\n",
+		"Content-Length: -1\r\n",
+		"Content-Length: 99999999999999999999999\r\n",
+		"Transfer-Encoding: gzip\r\n",
+		"Transfer-Encoding: chunked, gzip\r\n",
+		"Transfer-Encoding: gzip, chunked\r\n",
+		"Transfer-Encoding: xchunked\r\n",
+		"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+	};
+	size_t i;
+	char s[512];
+
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		snprintf(s, sizeof(s), "HTTP/1.1 200 OK\r\n%s\r\n", shapes[i]);
+		if (parse(s) != BADRESP) {
+			printf("\naccepted: %s", shapes[i]);
+			CU_FAIL("ambiguous framing accepted");
+		}
+	}
+	CU_ASSERT_EQUAL(parse("HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"), BADRESP);
+}
+
+static void test_chunked_and_length_and_close_framing(void)
+{
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_CHUNKED);
+	CU_ASSERT_EQUAL(resp.keep_alive, 1);
+	CU_ASSERT(hdr("Transfer-Encoding")->flags & HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(resp.content_length, 0);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 OK\r\nServer: x\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_CLOSE);
+	CU_ASSERT_EQUAL(resp.keep_alive, 0);
+	CU_ASSERT_EQUAL(parse("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_CLOSE);
+	CU_ASSERT_EQUAL(resp.keep_alive, 0);
+}
+
+static void test_head_204_304_and_1xx_responses_have_no_body(void)
+{
+	CU_ASSERT_EQUAL(parse_m("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", HTTP_HEAD), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_NONE);
+	CU_ASSERT_EQUAL(resp.keep_alive, 1);
+	CU_ASSERT_EQUAL(parse_m("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", HTTP_HEAD), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_NONE);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_NONE);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n"
+	                      "Transfer-Encoding: chunked\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_NONE);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_NONE);
+	CU_ASSERT_EQUAL(resp.head_len, 25);
+	/* the length must still be a number */
+	CU_ASSERT_EQUAL(parse_m("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", HTTP_HEAD), BADRESP);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 304 Not Modified\r\nContent-Length: 1\r\n"
+	                      "Content-Length: 1\r\n\r\n"),
+	                BADRESP);
+}
+
+static void test_keep_alive_follows_the_version_and_connection(void)
+{
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.keep_alive, 0);
+	CU_ASSERT_EQUAL(parse("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.keep_alive, 0);
+	CU_ASSERT_EQUAL(parse("HTTP/1.0 200 OK\r\nContent-Length: 0\r\nConnection: Keep-Alive\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.keep_alive, 1);
+	CU_ASSERT_EQUAL(parse("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n"
+	                      "Connection: keep-alive, close\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(resp.keep_alive, 0);
+}
+
+static void test_response_headers_get_their_flags(void)
+{
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: X-Secret\r\n"
+	                      "X-Secret: s\r\nKeep-Alive: timeout=5\r\nVia: 1.1 o\r\n"
+	                      "Proxy-Authenticate: B\r\nUpgrade: x\r\nTrailer: t\r\nX-Ok: 1\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(hdr("Content-Length")->flags, HTTP_HDR_LENGTH);
+	CU_ASSERT_EQUAL(hdr("Connection")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("X-Secret")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Keep-Alive")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Via")->flags, HTTP_HDR_VIA);
+	CU_ASSERT_EQUAL(hdr("Proxy-Authenticate")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Upgrade")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Trailer")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("X-Ok")->flags, 0);
+}
+
+static void test_a_pipelined_response_is_not_consumed(void)
+{
+	const char *a = "HTTP/1.1 204 No Content\r\n\r\n";
+	char two[128];
+
+	snprintf(two, sizeof(two), "%sHTTP/1.1 204 No Content\r\n\r\n", a);
+	CU_ASSERT_EQUAL(parse(two), 0);
+	CU_ASSERT_EQUAL(resp.head_len, strlen(a));
+	CU_ASSERT_EQUAL(http_response_parse(&resp, buf, strlen(two)), 0);
+	CU_ASSERT_EQUAL(resp.head_len, strlen(a));
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		CU_TestFunc fn;
+	} tests[] = {
+#define T(f) {#f, f}
+		T(test_a_simple_response_is_parsed_into_spans),
+		T(test_a_reason_may_be_empty_or_absent),
+		T(test_a_response_split_at_every_byte_boundary_parses_the_same),
+		T(test_status_codes_need_exactly_three_digits_in_range),
+		T(test_only_http_1_0_and_1_1_responses_are_accepted),
+		T(test_controls_in_the_reason_are_refused),
+		T(test_empty_lines_before_the_status_line_are_refused),
+		T(test_malformed_header_lines_are_refused),
+		T(test_a_head_past_max_head_is_refused_complete_or_not),
+		T(test_too_many_headers_are_refused),
+		T(test_framing_ambiguities_are_refused),
+		T(test_chunked_and_length_and_close_framing),
+		T(test_head_204_304_and_1xx_responses_have_no_body),
+		T(test_keep_alive_follows_the_version_and_connection),
+		T(test_response_headers_get_their_flags),
+		T(test_a_pipelined_response_is_not_consumed),
+#undef T
+	};
+	CU_pSuite s;
+	size_t i;
+	unsigned fails;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("http response heads", NULL, NULL);
+	for (i = 0; s && i < sizeof(tests) / sizeof(tests[0]); i++)
+		CU_add_test(s, tests[i].name + 5, tests[i].fn);
+	CU_basic_set_mode(CU_BRM_NORMAL);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}

@@ -1,0 +1,189 @@
+/*
+ * http.h: strict HTTP/1.1 message heads and bodies, on top of http-parser.
+ *
+ * Principle: weir never forwards bytes it has not understood. Debian's
+ * libhttp_parser is built non-strict (a space before the colon, obs-fold,
+ * bare LF, loose chunk framing, two-digit status codes all pass), so this
+ * module uses it for the request and status lines and the header split,
+ * checks every byte of the head on top of it, and frames bodies itself:
+ * Content-Length is counted by the caller, chunked bodies go through the
+ * strict decoder below. What comes out is a list of validated spans into
+ * the caller's buffer, from which the proxy writes a new head.
+ *
+ * Parsing is incremental: call the parse function again with the same
+ * buffer grown by the new bytes; it only looks at what it has not seen.
+ * The buffer must not move between calls for one head.
+ */
+#ifndef WEIR_WORKER_HTTP_H
+#define WEIR_WORKER_HTTP_H
+
+#include <http_parser.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/config.h"
+
+/* Flags on a header, set by the parser, read by the head writer. */
+#define HTTP_HDR_HOP 0x01     /* hop-by-hop: Connection, Keep-Alive, TE, Trailer,
+                               * Transfer-Encoding, Upgrade, Proxy-*, and every
+                               * name listed in Connection: never forwarded */
+#define HTTP_HDR_LENGTH 0x02  /* Content-Length: weir writes its own framing */
+#define HTTP_HDR_HOST 0x04    /* Host */
+#define HTTP_HDR_XFF 0x08     /* X-Forwarded-For: weir appends the client */
+#define HTTP_HDR_XFP 0x10     /* X-Forwarded-Proto: weir writes its own */
+#define HTTP_HDR_EXPECT 0x20  /* Expect: weir answers 100-continue itself */
+#define HTTP_HDR_VIA 0x40     /* Via: weir appends itself */
+
+struct http_header {
+	const char *name;
+	const char *value; /* OWS trimmed on both sides */
+	uint32_t name_len;
+	uint32_t value_len;
+	uint32_t flags;
+};
+
+enum http_body_kind {
+	HTTP_BODY_NONE,    /* no body */
+	HTTP_BODY_LENGTH,  /* Content-Length bytes (may be 0) */
+	HTTP_BODY_CHUNKED, /* Transfer-Encoding: chunked */
+	HTTP_BODY_CLOSE,   /* responses only: until the upstream closes */
+};
+
+/* Maximum headers any head may have; config limits.headers is at most this. */
+#define HTTP_MAX_HEADERS 1000
+
+/* Parsing state shared by requests and responses; private to http*.c. */
+struct http_head_state {
+	http_parser parser;
+	size_t fed;          /* bytes of the buffer already given to the parser */
+	const char *start;   /* the buffer the head is in */
+	int in_value;        /* last callback was a header value */
+	int done;            /* headers complete */
+	int error;           /* first error found by a callback, a WEIR_E* code */
+	uint32_t max_headers;
+	size_t max_head;     /* head size limit */
+	size_t max_uri;      /* request target limit (requests only) */
+
+	/* Private to http_common.c (added for the line scanner and callbacks). */
+	struct http_header *hdrs; /* the owner's header array, max_headers long */
+	uint32_t nhdrs;           /* headers started so far */
+	uint64_t max_body;        /* requests: Content-Length limit, 0 = none */
+	size_t line_start;        /* offset of the line being scanned */
+	size_t line0, line0_end;  /* the start line, CRLF excluded */
+	size_t head_end;          /* offset past the final CRLF, 0 until seen */
+	const char *tok;          /* request target (on_url) or reason (on_status) */
+	size_t tok_len;
+	uint32_t nlines;          /* non-empty lines completed */
+	uint8_t cr;               /* the last scanned byte was a CR */
+	uint8_t leading_crlf;     /* empty lines before the start line allowed */
+	uint8_t head_method;      /* responses: the request was HEAD */
+};
+
+struct http_request {
+	struct http_head_state st;
+
+	const char *method; /* e.g. "GET", points into a static string */
+	uint32_t method_len;
+	enum http_method method_id;
+
+	const char *target; /* origin-form path and query: "/a/b?c"; for an
+	                     * absolute-form target, the part after the authority */
+	uint32_t target_len;
+	const char *path_end; /* end of the path part of target (before '?') */
+
+	const char *host;   /* from the Host header or the absolute-form
+	                     * authority, port included, as sent */
+	uint32_t host_len;
+
+	int version_minor; /* 0 or 1 (HTTP/1.0, HTTP/1.1) */
+	enum http_body_kind body; /* NONE, LENGTH or CHUNKED */
+	uint64_t content_length;  /* with HTTP_BODY_LENGTH */
+	unsigned keep_alive : 1;  /* the client allows another request after this */
+	unsigned expect_continue : 1;
+	size_t head_len;          /* bytes of the head, request line to final CRLF */
+
+	struct http_header *headers; /* caller-provided array of max_headers */
+	uint32_t nheaders;
+};
+
+struct http_response {
+	struct http_head_state st;
+
+	int status;        /* 100..599, three digits */
+	const char *reason;
+	uint32_t reason_len;
+	int version_minor;
+	enum http_body_kind body; /* NONE, LENGTH, CHUNKED or CLOSE */
+	uint64_t content_length;
+	unsigned keep_alive : 1;  /* the upstream allows reusing the connection */
+	size_t head_len;
+
+	struct http_header *headers;
+	uint32_t nheaders;
+};
+
+/*
+ * Prepares <r> for a new request head. <headers> has room for
+ * <lim>->headers entries. Limits taken: header_size, headers, uri_size,
+ * body_size (a Content-Length past it gives WEIR_EBODY_TOO_LARGE).
+ */
+void http_request_init(struct http_request *r, struct http_header *headers,
+                       const struct config_limits *lim);
+
+/*
+ * Parses the head at <buf>, of which <len> bytes have arrived so far.
+ * Returns 0 when the head is complete (r->head_len tells where the body
+ * starts), WEIR_EAGAIN when more bytes are needed, or an error:
+ * WEIR_EBAD_REQUEST (malformed), WEIR_ESMUGGLING (framing that two parsers
+ * could read differently: CL with TE, duplicate or bad CL, TE other than
+ * one final "chunked", TE in HTTP/1.0), WEIR_EURI_TOO_LONG,
+ * WEIR_EHEADERS_TOO_LARGE (head longer than header_size or too many
+ * headers, also while incomplete), WEIR_EBODY_TOO_LARGE.
+ */
+int http_request_parse(struct http_request *r, const char *buf, size_t len);
+
+/*
+ * Prepares <r> for a response head to a request whose method was
+ * <method_id> (HEAD responses have no body). <headers> has room for
+ * <max_headers>; the head may be at most <max_head> bytes.
+ */
+void http_response_init(struct http_response *r, struct http_header *headers,
+                        uint32_t max_headers, size_t max_head, enum http_method method_id);
+
+/*
+ * As http_request_parse(), for a response. Errors are all
+ * WEIR_EUPSTREAM_BAD_RESPONSE (also for a head past max_head).
+ * 1xx interim responses are returned like any other; the caller skips them
+ * (status 101 is an error: weir does not forward Upgrade).
+ */
+int http_response_parse(struct http_response *r, const char *buf, size_t len);
+
+/* Strict chunked body decoder (RFC 9112 7.1). */
+struct http_chunked {
+	int state;
+	uint64_t remaining;  /* data bytes left in the current chunk */
+	uint32_t digits;     /* hex digits seen in the current size line */
+	uint32_t line_bytes; /* bytes of the current extension or trailer line */
+	uint32_t trailer_bytes; /* total trailer section bytes */
+	int done;            /* the last chunk and trailers were read */
+};
+
+void http_chunked_init(struct http_chunked *c);
+
+/*
+ * Consumes framing from <p>[0..len) until it reaches chunk data, the end of
+ * the body, or the end of the input. Sets *used to the bytes consumed and
+ * (*data, *data_len) to the data span found (data_len 0 if none; the data is
+ * part of the consumed bytes). Returns 0 (call again with the rest while
+ * used < len and !c->done), or WEIR_ESMUGGLING on any framing error: a size
+ * that is not 1*HEXDIG or overflows, bytes other than CRLF after data, bare
+ * LF, invalid extensions, bad trailer fields, trailers over 16 KiB.
+ * Trailers are checked and dropped (not forwarded).
+ */
+int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t *used,
+                      const char **data, size_t *data_len);
+
+/* Case-insensitive comparison of a span with a lower-case literal. */
+int http_span_ieq(const char *p, size_t len, const char *lower);
+
+#endif
