@@ -1,0 +1,432 @@
+#include "worker/conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/txn.h"
+#include "worker/upstream.h"
+
+/* After a closing answer, how long and how much the client may still send
+ * before we close: closing a socket with unread input makes the kernel
+ * send a reset, which can destroy our answer before the client reads it. */
+#define LINGER_TIME 2.0
+#define LINGER_BYTES (1024 * 1024)
+
+static void conn_on_head(struct conn *c);
+static void conn_write_answer(struct conn *c);
+
+void conn_set_deadline(struct conn *c, ev_tstamp at)
+{
+	if (!ev_is_active(&c->timer) || at < c->deadline) {
+		ev_timer_stop(wk.loop, &c->timer);
+		ev_timer_set(&c->timer, at - ev_now(wk.loop), 0);
+		ev_timer_start(wk.loop, &c->timer);
+	}
+	c->deadline = at;
+}
+
+static ev_tstamp conn_after(uint32_t ms)
+{
+	return ev_now(wk.loop) + ms / 1000.0;
+}
+
+int conn_read(struct conn *c)
+{
+	ssize_t n;
+	size_t room;
+
+	if (!c->in && !(c->in = buf_get()))
+		return WEIR_ERR(NOMEM);
+	room = wk.buf_size - c->in->end;
+	if (room == 0)
+		return WEIR_EAGAIN;
+	for (;;) {
+		n = read(c->io.fd, c->in->data + c->in->end, room);
+		if (n > 0) {
+			c->in->end += (uint32_t)n;
+			SHM_ADD(wk.cnt, bytes_in, n);
+			/* a short read drained the socket: the next readiness
+			 * event tells us when there is more, no need to ask */
+			if ((size_t)n < room)
+				c->readable = 0;
+			return (int)n;
+		}
+		if (n == 0) {
+			c->eof = 1;
+			c->readable = 0;
+			return 0;
+		}
+		if (errno == EINTR)
+			continue;
+		c->readable = 0;
+		if (errno == EAGAIN)
+			return WEIR_EAGAIN;
+		c->eof = 1;
+		return WEIR_ERR(CLIENT_CLOSED);
+	}
+}
+
+static void conn_release_input(struct conn *c)
+{
+	if (c->in && buf_len(c->in) == 0) {
+		buf_put(c->in);
+		c->in = NULL;
+	}
+}
+
+void conn_close(struct conn *c)
+{
+	if (c->txn)
+		txn_abort(c->txn, 0);
+	ev_io_stop(wk.loop, &c->io);
+	ev_timer_stop(wk.loop, &c->timer);
+	close(c->io.fd);
+	if (c->in)
+		buf_put(c->in);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		wk.conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	wk.nconns--;
+	SHM_SET(wk.cnt, conn_active, wk.nconns);
+	slab_free(&wk.slab, wk.cls_conn, c);
+	worker_check_drained();
+}
+
+/* Waits for the next request on a kept-alive connection, or parses it at
+ * once if it is already buffered (pipelining). */
+static void conn_next_request(struct conn *c)
+{
+	c->state = CONN_IDLE;
+	c->close_after = 0;
+	if (wk.draining && (!c->in || buf_len(c->in) == 0)) {
+		conn_close(c);
+		return;
+	}
+	conn_release_input(c);
+	conn_set_deadline(c, conn_after(c->in ? wk.cfg->timeouts.client_header : wk.cfg->timeouts.client_keepalive));
+	worker_io_set(&c->io, EV_READ);
+	if ((c->in && buf_len(c->in)) || c->readable)
+		conn_on_head(c);
+}
+
+/* The connection is done with: stop writing, drain what the client still
+ * sends for a short while, then close. */
+static void conn_linger(struct conn *c)
+{
+	if (c->eof) {
+		conn_close(c);
+		return;
+	}
+	shutdown(c->io.fd, SHUT_WR);
+	c->state = CONN_LINGER;
+	c->answer_len = 0; /* reused: bytes discarded */
+	if (c->in) {
+		buf_put(c->in);
+		c->in = NULL;
+	}
+	worker_io_set(&c->io, EV_READ);
+	conn_set_deadline(c, ev_now(wk.loop) + LINGER_TIME);
+}
+
+static void conn_on_linger(struct conn *c)
+{
+	char sink[4096];
+
+	for (;;) {
+		ssize_t n = read(c->io.fd, sink, sizeof(sink));
+		if (n > 0) {
+			c->answer_len += (uint32_t)n;
+			if (c->answer_len > LINGER_BYTES)
+				break;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		break;
+	}
+	conn_close(c);
+}
+
+void conn_txn_done(struct conn *c, int keep)
+{
+	c->requests++;
+	if (keep && !c->eof)
+		conn_next_request(c);
+	else if (c->eof || (!c->in || buf_len(c->in) == 0))
+		conn_close(c);
+	else
+		conn_linger(c);
+}
+
+void conn_drain(struct conn *c)
+{
+	if (c->state == CONN_IDLE && (!c->in || buf_len(c->in) == 0))
+		conn_close(c);
+}
+
+/* ---- answers weir makes itself ------------------------------------- */
+
+static const char *conn_reason(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 408: return "Request Timeout";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 431: return "Request Header Fields Too Large";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return "Error";
+	}
+}
+
+/* Canned answers, formatted once per status and closing flavour. */
+static const char *conn_canned(int status, int close, uint32_t *len)
+{
+	static struct {
+		int status;
+		uint32_t len[2];
+		char text[2][192];
+	} cache[16];
+	int i;
+
+	for (i = 0; i < 16 && cache[i].status && cache[i].status != status; i++)
+		;
+	if (i == 16)
+		i = 15; /* cannot happen with the statuses in err.h */
+	if (cache[i].status != status) {
+		const char *r = conn_reason(status);
+		char body[64];
+		int blen = snprintf(body, sizeof(body), "%d %s\n", status, r);
+
+		for (int k = 0; k < 2; k++)
+			cache[i].len[k] = (uint32_t)snprintf(cache[i].text[k], sizeof(cache[i].text[k]),
+			                                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
+			                                     "Content-Length: %d\r\n%s\r\n%s",
+			                                     status, r, blen, k ? "Connection: close\r\n" : "", body);
+		cache[i].status = status;
+	}
+	*len = cache[i].len[close];
+	return cache[i].text[close];
+}
+
+void conn_answer_error(struct conn *c, int rc, int close)
+{
+	int status = weir_err_status(rc);
+	struct txn *t = c->txn;
+
+	worker_count_error(rc);
+	if (status >= 500)
+		log_warn("%s: %s -> %d", c->peer, weir_err_text(rc), status);
+	else if (status)
+		log_info("%s: %s -> %d", c->peer, weir_err_text(rc), status);
+	else
+		log_info("%s: %s, closing", c->peer, weir_err_text(rc));
+	if (status == 0) {
+		conn_close(c);
+		return;
+	}
+	/* after these the request framing cannot be trusted or the request
+	 * was not read: the only safe next step is to close */
+	if (status == 400 || status == 408 || status == 413 || status == 414 || status == 431)
+		close = 1;
+	if (t) {
+		close |= !t->req.keep_alive;
+		txn_log_access(t, status);
+		txn_free(t);
+	} else {
+		txn_log_access_raw(c, status);
+	}
+	if (wk.draining)
+		close = 1;
+	SHM_ADD(wk.cnt, responses[status / 100], 1);
+	c->answer = conn_canned(status, close, &c->answer_len);
+	c->close_after = (uint8_t)close;
+	c->state = CONN_ANSWER;
+	conn_write_answer(c);
+}
+
+static void conn_write_answer(struct conn *c)
+{
+	while (c->answer_len) {
+		ssize_t n = write(c->io.fd, c->answer, c->answer_len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				worker_io_set(&c->io, EV_WRITE);
+				conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_send));
+				return;
+			}
+			conn_close(c);
+			return;
+		}
+		SHM_ADD(wk.cnt, bytes_out, n);
+		c->answer += n;
+		c->answer_len -= (uint32_t)n;
+	}
+	if (c->close_after)
+		conn_linger(c);
+	else
+		conn_txn_done(c, 1);
+}
+
+/* ---- reading request heads ------------------------------------------ */
+
+static void conn_on_head(struct conn *c)
+{
+	for (;;) {
+		if (c->in && buf_len(c->in)) {
+			struct txn *t = c->txn;
+			int rc;
+
+			if (!t) {
+				t = txn_new(c);
+				if (!t) {
+					conn_answer_error(c, WEIR_ERR(NOMEM), 1);
+					return;
+				}
+				/* a head must start at the front: it may need the whole buffer */
+				buf_compact(c->in);
+				c->state = CONN_HEAD;
+				conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_header));
+			}
+			rc = http_request_parse(&t->req, c->in->data, c->in->end);
+			if (rc == 0) {
+				c->state = CONN_TXN;
+				txn_start(t);
+				return;
+			}
+			if (rc != WEIR_EAGAIN) {
+				conn_answer_error(c, rc, 1);
+				return;
+			}
+			if (c->in->end == wk.buf_size) {
+				conn_answer_error(c, WEIR_ERR(HEADERS_TOO_LARGE), 1);
+				return;
+			}
+		}
+		if (!c->readable)
+			break;
+		int n = conn_read(c);
+		if (n > 0)
+			continue;
+		if (n == WEIR_EAGAIN)
+			break;
+		if (n == WEIR_ERR(NOMEM)) {
+			conn_answer_error(c, n, 1);
+			return;
+		}
+		/* end of stream or error: quietly if between requests */
+		if (c->txn)
+			worker_count_error(WEIR_ERR(CLIENT_CLOSED));
+		conn_close(c);
+		return;
+	}
+	if (!c->txn)
+		conn_release_input(c);
+}
+
+static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = w->data;
+	(void)loop;
+
+	if (revents & EV_READ)
+		c->readable = 1;
+	switch (c->state) {
+	case CONN_IDLE:
+	case CONN_HEAD:
+		conn_on_head(c);
+		break;
+	case CONN_TXN:
+		txn_pump(c->txn);
+		break;
+	case CONN_ANSWER:
+		conn_write_answer(c);
+		break;
+	case CONN_LINGER:
+		conn_on_linger(c);
+		break;
+	}
+}
+
+static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct conn *c = w->data;
+	ev_tstamp now = ev_now(loop);
+	(void)revents;
+
+	if (c->deadline > now + 0.001) {
+		ev_timer_set(&c->timer, c->deadline - now, 0);
+		ev_timer_start(loop, &c->timer);
+		return;
+	}
+	switch (c->state) {
+	case CONN_IDLE:
+		conn_close(c); /* keep-alive idle timeout: nothing to say */
+		break;
+	case CONN_HEAD:
+		conn_answer_error(c, WEIR_ERR(HEADER_TIMEOUT), 1);
+		break;
+	case CONN_TXN:
+		txn_on_client_timeout(c->txn);
+		break;
+	case CONN_ANSWER:
+		worker_count_error(WEIR_ERR(CLIENT_TIMEOUT));
+		conn_close(c);
+		break;
+	case CONN_LINGER:
+		conn_close(c);
+		break;
+	}
+}
+
+void conn_accept(int fd, const struct sockaddr *sa)
+{
+	struct conn *c = slab_alloc(&wk.slab, wk.cls_conn);
+	const void *a;
+
+	if (!c) {
+		worker_count_error(WEIR_ERR(NOMEM));
+		close(fd);
+		return;
+	}
+	memset(c, 0, sizeof(*c));
+	/* answers go out in a few writes; do not let Nagle hold the last one */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
+	a = sa->sa_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+	                              : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+	if (!inet_ntop(sa->sa_family, a, c->peer, sizeof(c->peer)))
+		strcpy(c->peer, "unknown");
+	c->peer_len = (uint8_t)strlen(c->peer);
+
+	ev_io_init(&c->io, conn_io_cb, fd, EV_READ);
+	c->io.data = c;
+	ev_init(&c->timer, conn_timer_cb);
+	c->timer.data = c;
+	c->next = wk.conns;
+	if (wk.conns)
+		wk.conns->prev = c;
+	wk.conns = c;
+	wk.nconns++;
+	SHM_ADD(wk.cnt, conn_total, 1);
+	SHM_SET(wk.cnt, conn_active, wk.nconns);
+
+	c->state = CONN_IDLE;
+	ev_io_start(wk.loop, &c->io);
+	conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_header));
+}

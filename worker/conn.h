@@ -1,0 +1,76 @@
+/*
+ * conn.h: a client connection.
+ *
+ * Principle: a connection is small while it waits. An idle keep-alive
+ * connection holds its socket, one watcher, one timer and no buffer; the
+ * input buffer is taken when bytes arrive and given back when they are all
+ * consumed, and the request state (struct txn) exists only while a request
+ * is in flight. Requests on one connection are handled one at a time, in
+ * order: pipelined requests wait in the input buffer, so answers can only
+ * come back in order.
+ *
+ * Timeouts use one timer per connection and a deadline field: moving a
+ * deadline later is a store, the timer re-arms itself when it fires early.
+ */
+#ifndef WEIR_WORKER_CONN_H
+#define WEIR_WORKER_CONN_H
+
+#include <ev.h>
+#include <netinet/in.h>
+
+#include "worker/worker.h"
+
+struct txn;
+
+enum conn_state {
+	CONN_IDLE,    /* between requests, no bytes pending */
+	CONN_HEAD,    /* reading a request head */
+	CONN_TXN,     /* a request is in flight (txn.c drives) */
+	CONN_ANSWER,  /* writing an answer weir made itself */
+	CONN_LINGER,  /* answer sent, write side shut, discarding input */
+};
+
+struct conn {
+	ev_io io;
+	ev_timer timer;
+	ev_tstamp deadline;
+	struct conn *next, *prev; /* worker's connection list */
+	struct buf *in;           /* request bytes, NULL when none are pending */
+	struct txn *txn;
+	const char *answer;       /* CONN_ANSWER: remaining bytes of the answer */
+	uint32_t answer_len;
+	uint8_t state;
+	uint8_t readable;         /* the socket reported readable, not yet drained */
+	uint8_t close_after;      /* close once the current answer is written */
+	uint8_t eof;              /* the client shut its write side */
+	uint32_t requests;        /* requests served on this connection */
+	char peer[INET6_ADDRSTRLEN];
+	uint8_t peer_len;
+};
+
+/* Takes a new accepted socket. */
+void conn_accept(int fd, const struct sockaddr *sa);
+
+/* Sets the deadline of <c>, re-arming its timer if it moves earlier. */
+void conn_set_deadline(struct conn *c, ev_tstamp at);
+
+/* Sends the canned answer for error <rc> (its status from err.h) and, when
+ * <close> is set or the status requires it, closes after it. Counts it. */
+void conn_answer_error(struct conn *c, int rc, int close);
+
+/* The request in flight has ended: with <keep> the connection waits for the
+ * next request (which may already be buffered), otherwise it closes. */
+void conn_txn_done(struct conn *c, int keep);
+
+/* Closes the connection now, releasing everything it holds. */
+void conn_close(struct conn *c);
+
+/* Reads from the client into c->in (taking a buffer if needed). Returns
+ * bytes read (> 0), 0 at end of stream, WEIR_EAGAIN, or WEIR_ECLIENT_CLOSED
+ * on a socket error. Counts bytes_in. */
+int conn_read(struct conn *c);
+
+/* Drain: close <c> now if it is idle. */
+void conn_drain(struct conn *c);
+
+#endif

@@ -1,0 +1,201 @@
+/*
+ * head.c: request and response heads written anew.
+ *
+ * weir never copies a head through: it writes the start line itself, then
+ * each validated header that is not hop-by-hop, then the headers it owns
+ * (Host, X-Forwarded-*, Via, and the framing it will actually use).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "worker/conn.h"
+#include "worker/txn.h"
+
+struct out {
+	char *p;
+	uint32_t len, cap;
+	int overflow;
+};
+
+static void out_put(struct out *o, const char *s, size_t n)
+{
+	if (o->len + n > o->cap) {
+		o->overflow = 1;
+		return;
+	}
+	memcpy(o->p + o->len, s, n);
+	o->len += (uint32_t)n;
+}
+
+#define OUT_LIT(o, lit) out_put(o, lit, sizeof(lit) - 1)
+
+static void out_u64(struct out *o, uint64_t v)
+{
+	char tmp[24];
+	int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
+	out_put(o, tmp, (size_t)n);
+}
+
+static void out_header(struct out *o, const struct http_header *h)
+{
+	out_put(o, h->name, h->name_len);
+	OUT_LIT(o, ": ");
+	out_put(o, h->value, h->value_len);
+	OUT_LIT(o, "\r\n");
+}
+
+/* Writes "Name: v1, v2, ..., <add>" from every header carrying <flag>. */
+static void out_list(struct out *o, const struct http_header *hs, uint32_t n, uint32_t flag, const char *name,
+                     const char *add, size_t add_len)
+{
+	int first = 1;
+
+	out_put(o, name, strlen(name));
+	OUT_LIT(o, ": ");
+	for (uint32_t i = 0; i < n; i++) {
+		if (!(hs[i].flags & flag) || hs[i].value_len == 0)
+			continue;
+		if (!first)
+			OUT_LIT(o, ", ");
+		out_put(o, hs[i].value, hs[i].value_len);
+		first = 0;
+	}
+	if (!first)
+		OUT_LIT(o, ", ");
+	out_put(o, add, add_len);
+	OUT_LIT(o, "\r\n");
+}
+
+static int out_begin(struct out *o, struct buf **b)
+{
+	if (!*b && !(*b = buf_get()))
+		return WEIR_ERR(NOMEM);
+	o->p = (*b)->data;
+	o->len = 0;
+	o->cap = wk.buf_size;
+	o->overflow = 0;
+	return 0;
+}
+
+int head_write_request(struct txn *t)
+{
+	const struct http_request *r = &t->req;
+	struct out o;
+	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_HOST | HTTP_HDR_XFF | HTTP_HDR_XFP |
+	                HTTP_HDR_EXPECT | HTTP_HDR_VIA;
+
+	if (out_begin(&o, &t->head_up) < 0)
+		return WEIR_ERR(NOMEM);
+	out_put(&o, r->method, r->method_len);
+	OUT_LIT(&o, " ");
+	out_put(&o, r->target, r->target_len);
+	OUT_LIT(&o, " HTTP/1.1\r\nHost: ");
+	if (r->host_len) {
+		out_put(&o, r->host, r->host_len);
+	} else {
+		/* HTTP/1.0 without Host: name the server we talk to */
+		const char *s = t->table->upstreams[t->route->upstream].name;
+		out_put(&o, s, strlen(s));
+	}
+	OUT_LIT(&o, "\r\n");
+	for (uint32_t i = 0; i < r->nheaders; i++)
+		if (!(r->headers[i].flags & skip))
+			out_header(&o, &r->headers[i]);
+	out_list(&o, r->headers, r->nheaders, HTTP_HDR_XFF, "X-Forwarded-For", t->c->peer, t->c->peer_len);
+	OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
+	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
+	if (r->body == HTTP_BODY_LENGTH) {
+		OUT_LIT(&o, "Content-Length: ");
+		out_u64(&o, r->content_length);
+		OUT_LIT(&o, "\r\n");
+	} else if (r->body == HTTP_BODY_CHUNKED) {
+		OUT_LIT(&o, "Transfer-Encoding: chunked\r\n");
+	}
+	OUT_LIT(&o, "\r\n");
+	if (o.overflow)
+		return WEIR_ERR(HEADERS_TOO_LARGE);
+	t->head_up->start = 0;
+	t->head_up->end = o.len;
+	return 0;
+}
+
+static const char *head_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 204: return "No Content";
+	case 301: return "Moved Permanently";
+	case 302: return "Found";
+	case 304: return "Not Modified";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 500: return "Internal Server Error";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	default: return "";
+	}
+}
+
+int head_write_response(struct txn *t)
+{
+	const struct http_response *r = &t->resp;
+	const struct http_request *q = &t->req;
+	struct out o;
+	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_VIA;
+	char line[16];
+	int n;
+
+	if (out_begin(&o, &t->head_down) < 0)
+		return WEIR_ERR(NOMEM);
+	n = snprintf(line, sizeof(line), "HTTP/1.1 %03d ", r->status);
+	out_put(&o, line, (size_t)n);
+	if (r->reason_len)
+		out_put(&o, r->reason, r->reason_len);
+	else
+		out_put(&o, head_reason(r->status), strlen(head_reason(r->status)));
+	OUT_LIT(&o, "\r\n");
+
+	/* a response to HEAD and a 304 describe the body they do not carry:
+	 * their Content-Length is information, not framing, and goes through */
+	if (r->body == HTTP_BODY_NONE && r->status != 204 && r->status >= 200)
+		skip &= ~(uint32_t)HTTP_HDR_LENGTH;
+	for (uint32_t i = 0; i < r->nheaders; i++)
+		if (!(r->headers[i].flags & skip))
+			out_header(&o, &r->headers[i]);
+	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
+
+	t->client_close = !q->keep_alive || wk.draining;
+	switch (r->body) {
+	case HTTP_BODY_LENGTH:
+		OUT_LIT(&o, "Content-Length: ");
+		out_u64(&o, r->content_length);
+		OUT_LIT(&o, "\r\n");
+		break;
+	case HTTP_BODY_CHUNKED:
+	case HTTP_BODY_CLOSE:
+		if (q->version_minor >= 1) {
+			OUT_LIT(&o, "Transfer-Encoding: chunked\r\n");
+			t->resp_chunked_out = 1;
+		} else {
+			/* an HTTP/1.0 client knows no chunks: the close ends it */
+			t->resp_close_out = 1;
+			t->client_close = 1;
+		}
+		break;
+	default:
+		break;
+	}
+	if (t->client_close)
+		OUT_LIT(&o, "Connection: close\r\n");
+	else if (q->version_minor == 0)
+		OUT_LIT(&o, "Connection: keep-alive\r\n");
+	OUT_LIT(&o, "\r\n");
+	if (o.overflow)
+		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+	t->head_down->start = 0;
+	t->head_down->end = o.len;
+	return 0;
+}

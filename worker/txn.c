@@ -1,0 +1,787 @@
+#include "worker/txn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/conn.h"
+#include "worker/upstream.h"
+
+static const char chunk_end[] = "0\r\n\r\n";
+static const char crlf[] = "\r\n";
+
+size_t txn_size(uint32_t nheaders)
+{
+	return sizeof(struct txn) + (size_t)nheaders * sizeof(struct http_header);
+}
+
+struct txn *txn_new(struct conn *c)
+{
+	struct txn *t = slab_alloc(&wk.slab, wk.cls_txn);
+
+	if (!t)
+		return NULL;
+	memset(t, 0, sizeof(*t));
+	t->c = c;
+	t->server = -1;
+	t->start = ev_now(wk.loop);
+	http_request_init(&t->req, t->headers, &wk.cfg->limits);
+	c->txn = t;
+	return t;
+}
+
+void txn_free(struct txn *t)
+{
+	if (t->head_up)
+		buf_put(t->head_up);
+	if (t->head_down)
+		buf_put(t->head_down);
+	t->c->txn = NULL;
+	slab_free(&wk.slab, wk.cls_txn, t);
+}
+
+/* ---- access log ------------------------------------------------------ */
+
+static void txn_log_line(struct conn *c, struct txn *t, int status)
+{
+	char line[1024];
+	int n;
+	ev_tstamp now = ev_now(wk.loop);
+
+	if (!log_access_enabled())
+		return;
+	if (t && t->req.method) {
+		/* once the body has flowed, the head's bytes in the input buffer
+		 * are gone: the target is read back from the head we wrote */
+		const char *target = t->req.target;
+		uint32_t tl = t->req.target_len;
+		const struct route_server *s = t->server >= 0 ? &t->table->servers[t->server] : NULL;
+
+		if (t->head_up) {
+			target = t->head_up->data + t->req.method_len + 1;
+			tl = t->req.target_len;
+		}
+		if (tl > 512)
+			tl = 512;
+		n = snprintf(line, sizeof(line), "%s [%s] \"%.*s %.*s HTTP/1.%d\" %d %llu %.3f %s %.3f", c->peer,
+		             log_time_iso(), (int)t->req.method_len, t->req.method, (int)tl, target,
+		             t->req.version_minor, status, (unsigned long long)t->bytes_out, now - t->start,
+		             s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
+	} else {
+		n = snprintf(line, sizeof(line), "%s [%s] \"-\" %d 0 %.3f - 0.000", c->peer, log_time_iso(), status,
+		             t ? now - t->start : 0.0);
+	}
+	if (n > 0)
+		log_access(line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+void txn_log_access(struct txn *t, int status)
+{
+	txn_log_line(t->c, t, status);
+}
+
+void txn_log_access_raw(struct conn *c, int status)
+{
+	txn_log_line(c, NULL, status);
+}
+
+/* ---- output queues ------------------------------------------------- */
+
+static void outq_add(struct outq *q, const void *p, size_t len)
+{
+	if (len == 0)
+		return;
+	q->iov[q->first + q->count].iov_base = (void *)p;
+	q->iov[q->first + q->count].iov_len = len;
+	q->count++;
+}
+
+static void outq_reset(struct outq *q)
+{
+	q->first = q->count = 0;
+	q->src = NULL;
+	q->src_consume = 0;
+}
+
+/* Queues a body span of <src> (framing from <used> consumed bytes, of
+ * which [data, data+len) is the payload), chunk-encoded if <chunked>. */
+static void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked)
+{
+	outq_reset(q);
+	q->src = src;
+	q->src_consume = used;
+	if (len == 0)
+		return;
+	if (chunked) {
+		int n = snprintf(q->pre, sizeof(q->pre), "%zx\r\n", len);
+		outq_add(q, q->pre, (size_t)n);
+	}
+	outq_add(q, data, len);
+	if (chunked)
+		outq_add(q, crlf, 2);
+	q->body_done += len;
+}
+
+/* Writes what <q> holds to <fd>. Returns bytes written (>= 0; the queue is
+ * empty when q->count is 0) or -errno. */
+static ssize_t outq_write(int fd, struct outq *q)
+{
+	ssize_t n, total = 0;
+
+	while (q->count) {
+		n = q->count == 1 ? write(fd, q->iov[q->first].iov_base, q->iov[q->first].iov_len)
+		                  : writev(fd, q->iov + q->first, q->count);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return total;
+			return -errno;
+		}
+		total += n;
+		while (n > 0 && q->count) {
+			struct iovec *v = &q->iov[q->first];
+			if ((size_t)n >= v->iov_len) {
+				n -= (ssize_t)v->iov_len;
+				q->first++;
+				q->count--;
+			} else {
+				v->iov_base = (char *)v->iov_base + n;
+				v->iov_len -= (size_t)n;
+				n = 0;
+			}
+		}
+	}
+	if (q->src) {
+		q->src->start += q->src_consume;
+		q->src = NULL;
+	}
+	q->first = 0;
+	return total;
+}
+
+/* ---- ending ---------------------------------------------------------- */
+
+static void txn_detach_upstream(struct txn *t, int reusable)
+{
+	struct upconn *u = t->u;
+
+	if (!u)
+		return;
+	t->u = NULL;
+	u->txn = NULL;
+	if (reusable)
+		upstream_release(u);
+	else
+		upstream_close(u);
+}
+
+void txn_abort(struct txn *t, int rc)
+{
+	if (rc)
+		worker_count_error(rc);
+	txn_detach_upstream(t, 0);
+	txn_free(t);
+}
+
+void txn_fail(struct txn *t, int rc)
+{
+	struct conn *c = t->c;
+
+	txn_detach_upstream(t, 0);
+	if (!t->resp_started) {
+		conn_answer_error(c, rc, !t->req_body_done);
+		return;
+	}
+	/* part of the answer is already out: the only honest signal left is
+	 * to cut the connection so the client sees it incomplete */
+	worker_count_error(WEIR_ERR(RESPONSE_CUT));
+	worker_count_error(rc);
+	log_warn("%s: %s after the response had started; cutting the connection", c->peer, weir_err_text(rc));
+	txn_log_access(t, t->status);
+	conn_close(c);
+}
+
+static void txn_finish(struct txn *t)
+{
+	struct conn *c = t->c;
+	struct upconn *u = t->u;
+	int up_keep = t->up_reusable && t->req_done;
+	int keep;
+
+	if (u && u->in && buf_len(u->in)) {
+		/* bytes past the end of the response: the upstream and we disagree
+		 * on framing; never reuse that connection */
+		worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
+		log_warn("upstream %s sent %u bytes after the end of a response; closing it",
+		         t->table->servers[u->server].text, buf_len(u->in));
+		up_keep = 0;
+	}
+	txn_detach_upstream(t, up_keep);
+	keep = t->req.keep_alive && t->req_body_done && !t->client_close && !wk.draining;
+	SHM_ADD(wk.cnt, responses[t->status / 100], 1);
+	txn_log_access(t, t->status);
+	txn_free(t);
+	conn_txn_done(c, keep);
+}
+
+/* ---- connecting ------------------------------------------------------ */
+
+static int txn_replay_request(struct txn *t)
+{
+	struct conn *c = t->c;
+
+	if (!t->replayable)
+		return -1;
+	outq_reset(&t->up);
+	c->in->start = t->req_head_start;
+	t->req_done = 0;
+	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
+	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
+	t->req_body_left = t->req.content_length;
+	t->req_body_total = 0;
+	http_chunked_init(&t->req_chunks);
+	t->up.body_done = 0;
+	outq_add(&t->up, t->head_up->data, t->head_up->end);
+	return 0;
+}
+
+static void txn_attach(struct txn *t, struct upconn *u)
+{
+	t->u = u;
+	u->txn = t;
+	t->up_start = ev_now(wk.loop);
+	upstream_set_deadline(u, ev_now(wk.loop) + (u->connecting ? wk.cfg->timeouts.upstream_connect
+	                                                          : wk.cfg->timeouts.upstream_send) / 1000.0);
+}
+
+/* Finds a server and a connection for <t>. Returns 0, or the error to
+ * answer with when no server can take the request. */
+static int txn_connect(struct txn *t, int last_rc)
+{
+	const struct route_upstream *up = &t->table->upstreams[t->route->upstream];
+
+	for (;;) {
+		int s = upstream_pick(t->table, up, t->tried);
+		struct upconn *u;
+		int rc;
+
+		if (s < 0)
+			return t->attempts ? last_rc : WEIR_ERR(NO_SERVER);
+		t->tried |= 1ull << ((uint32_t)s - up->first_server);
+		t->attempts++;
+		t->server = s;
+		u = upstream_pool_get((uint32_t)s);
+		if (u) {
+			SHM_ADD(wk.cnt, upstream_reuses, 1);
+			txn_attach(t, u);
+			return 0;
+		}
+		u = upstream_connect(t->table, (uint32_t)s, &rc);
+		if (u) {
+			txn_attach(t, u);
+			return 0;
+		}
+		if (rc == WEIR_ERR(NOMEM))
+			return rc;
+		last_rc = rc;
+		log_warn("upstream %s refused the connection; trying another server", t->table->servers[s].text);
+	}
+}
+
+/* The upstream connection failed before any answer came back. Tries a
+ * fresh connection (a stale pooled one, once), then the other servers. */
+static void txn_upstream_lost(struct txn *t, int rc)
+{
+	struct upconn *u = t->u;
+	int was_reused = u->reused;
+	int server = t->server;
+
+	txn_detach_upstream(t, 0);
+	if (t->resp_started || t->up_first > 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	if (was_reused && !t->retried && txn_replay_request(t) == 0) {
+		/* the server closed a kept-alive connection as we sent on it:
+		 * nothing was answered, send it again on a new connection */
+		int crc;
+		struct upconn *nu = upstream_connect(t->table, (uint32_t)server, &crc);
+
+		t->retried = 1;
+		SHM_ADD(wk.cnt, upstream_retries, 1);
+		if (nu) {
+			txn_attach(t, nu);
+			txn_pump(t);
+			return;
+		}
+		rc = crc;
+	}
+	if (rc == WEIR_ERR(UPSTREAM_REFUSED) && txn_replay_request(t) == 0) {
+		rc = txn_connect(t, rc);
+		if (rc == 0) {
+			txn_pump(t);
+			return;
+		}
+	}
+	txn_fail(t, rc);
+}
+
+void txn_start(struct txn *t)
+{
+	struct conn *c = t->c;
+	int rc;
+
+	SHM_ADD(wk.cnt, requests, 1);
+	/* the head is consumed; its spans stay valid until head_write_request()
+	 * has copied them, since the buffer does not move meanwhile */
+	c->in->start = (uint32_t)t->req.head_len;
+	t->req_head_start = c->in->start;
+	t->table = route_acquire(wk.seg, wk.slot);
+	if (t->table->id != wk.table_id)
+		upstream_sync_table(t->table);
+	t->route = route_lookup(t->table, t->req.host ? t->req.host : "", t->req.host_len, t->req.target,
+	                        (size_t)(t->req.path_end - t->req.target));
+	t->req_body_left = t->req.content_length;
+	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
+	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
+	http_chunked_init(&t->req_chunks);
+	if (!t->route) {
+		txn_fail(t, WEIR_ERR(NO_ROUTE));
+		return;
+	}
+	rc = head_write_request(t);
+	t->replayable = 1;
+	if (rc < 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+	if (rc < 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	if (t->req.expect_continue && !t->req_body_done && buf_len(c->in) == 0) {
+		/* the client waits for our word before sending the body; a
+		 * fresh socket always takes these 25 bytes */
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+		if (write(c->io.fd, cont, sizeof(cont) - 1) != (ssize_t)sizeof(cont) - 1) {
+			txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
+			conn_close(c);
+			return;
+		}
+		SHM_ADD(wk.cnt, bytes_out, sizeof(cont) - 1);
+	}
+	outq_reset(&t->up);
+	outq_add(&t->up, t->head_up->data, t->head_up->end);
+	txn_pump(t);
+}
+
+/* ---- the two directions ---------------------------------------------- */
+
+/* Queues the next piece of request body from c->in. Returns 1 if something
+ * was queued or state advanced, 0 if client bytes are needed, or an error. */
+static int txn_fill_up(struct txn *t)
+{
+	struct buf *in = t->c->in;
+	uint32_t avail = in ? buf_len(in) : 0;
+
+	if (t->req_body_done) {
+		t->req_done = 1;
+		return 1;
+	}
+	if (avail == 0)
+		return 0;
+	if (t->req.body == HTTP_BODY_LENGTH) {
+		uint32_t n = avail < t->req_body_left ? avail : (uint32_t)t->req_body_left;
+
+		outq_body(&t->up, in, n, in->data + in->start, n, 0);
+		t->req_body_left -= n;
+		t->req_body_done = t->req_body_left == 0;
+		return 1;
+	}
+	/* chunked: decode strictly, encode anew */
+	for (;;) {
+		size_t used, dlen;
+		const char *data;
+		int rc = http_chunked_feed(&t->req_chunks, in->data + in->start, buf_len(in), &used, &data, &dlen);
+
+		if (rc < 0)
+			return rc;
+		t->req_body_total += dlen;
+		if (wk.cfg->limits.body_size && t->req_body_total > wk.cfg->limits.body_size)
+			return WEIR_ERR(BODY_TOO_LARGE);
+		if (t->req_chunks.done) {
+			outq_body(&t->up, in, (uint32_t)used, data, dlen, 1);
+			outq_add(&t->up, chunk_end, sizeof(chunk_end) - 1);
+			t->req_body_done = 1;
+			return 1;
+		}
+		if (dlen) {
+			outq_body(&t->up, in, (uint32_t)used, data, dlen, 1);
+			return 1;
+		}
+		in->start += (uint32_t)used; /* framing only */
+		if (buf_len(in) == 0)
+			return 0;
+	}
+}
+
+/* Makes room in c->in for more request body. */
+static void txn_client_room(struct txn *t)
+{
+	struct buf *in = t->c->in;
+
+	if (in && in->end == wk.buf_size && in->start > 0 && !t->up.count) {
+		buf_compact(in);
+		t->replayable = 0; /* sent bytes are gone from the buffer */
+	}
+}
+
+static int txn_upstream_read(struct txn *t)
+{
+	struct upconn *u = t->u;
+	ssize_t n;
+	size_t room;
+
+	if (!u->in && !(u->in = buf_get()))
+		return WEIR_ERR(NOMEM);
+	if (u->in->end == wk.buf_size && u->in->start > 0 && !t->down.count)
+		buf_compact(u->in);
+	room = wk.buf_size - u->in->end;
+	if (room == 0)
+		return WEIR_EAGAIN;
+	for (;;) {
+		n = read(u->io.fd, u->in->data + u->in->end, room);
+		if (n > 0) {
+			u->in->end += (uint32_t)n;
+			if ((size_t)n < room)
+				u->readable = 0;
+			if (t->up_first == 0)
+				t->up_first = ev_now(wk.loop);
+			return (int)n;
+		}
+		if (n == 0) {
+			u->readable = 0;
+			return 0;
+		}
+		if (errno == EINTR)
+			continue;
+		u->readable = 0;
+		return errno == EAGAIN ? WEIR_EAGAIN : WEIR_ERR(UPSTREAM_CLOSED);
+	}
+}
+
+/* Parses the response head in u->in. Returns 1 when the head is queued for
+ * the client, 0 when more bytes are needed, or an error. */
+static int txn_response_head(struct txn *t)
+{
+	struct upconn *u = t->u;
+
+	for (;;) {
+		int rc;
+
+		if (!u->in || buf_len(u->in) == 0)
+			return 0;
+		if (t->resp.st.start == NULL) {
+			buf_compact(u->in);
+			http_response_init(&t->resp, t->headers, wk.cfg->limits.headers,
+			                   wk.cfg->limits.response_header_size, t->req.method_id);
+		}
+		rc = http_response_parse(&t->resp, u->in->data, u->in->end);
+		if (rc == WEIR_EAGAIN)
+			return 0;
+		if (rc < 0)
+			return rc;
+		if (t->resp.status >= 100 && t->resp.status < 200) {
+			/* interim answers (102, 103) are the upstream's business:
+			 * we answered Expect ourselves */
+			u->in->start += (uint32_t)t->resp.head_len;
+			memset(&t->resp.st, 0, sizeof(t->resp.st));
+			continue;
+		}
+		t->status = t->resp.status;
+		rc = head_write_response(t);
+		if (rc < 0)
+			return rc;
+		u->in->start += (uint32_t)t->resp.head_len;
+		t->resp_started = 1;
+		t->resp_body_left = t->resp.content_length;
+		http_chunked_init(&t->resp_chunks);
+		t->up_reusable = t->resp.keep_alive && t->resp.body != HTTP_BODY_CLOSE;
+		outq_reset(&t->down);
+		outq_add(&t->down, t->head_down->data, t->head_down->end);
+		if (t->resp.body == HTTP_BODY_NONE || (t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left == 0))
+			t->resp_done = 1;
+		return 1;
+	}
+}
+
+/* Queues the next piece of response body from u->in. Returns 1 if queued,
+ * 0 if upstream bytes are needed, or an error. */
+static int txn_fill_down(struct txn *t)
+{
+	struct buf *in = t->u->in;
+	uint32_t avail = in ? buf_len(in) : 0;
+	int chunked = t->resp_chunked_out;
+
+	if (avail == 0)
+		return 0;
+	switch (t->resp.body) {
+	case HTTP_BODY_LENGTH: {
+		uint32_t n = avail < t->resp_body_left ? avail : (uint32_t)t->resp_body_left;
+		outq_body(&t->down, in, n, in->data + in->start, n, 0);
+		t->resp_body_left -= n;
+		t->resp_done = t->resp_body_left == 0;
+		return 1;
+	}
+	case HTTP_BODY_CLOSE:
+		outq_body(&t->down, in, avail, in->data + in->start, avail, chunked);
+		return 1;
+	case HTTP_BODY_CHUNKED:
+		for (;;) {
+			size_t used, dlen;
+			const char *data;
+			int rc = http_chunked_feed(&t->resp_chunks, in->data + in->start, buf_len(in), &used, &data,
+			                           &dlen);
+			if (rc < 0)
+				return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+			if (t->resp_chunks.done) {
+				outq_body(&t->down, in, (uint32_t)used, data, dlen, chunked);
+				if (chunked)
+					outq_add(&t->down, chunk_end, sizeof(chunk_end) - 1);
+				t->resp_done = 1;
+				return 1;
+			}
+			if (dlen) {
+				outq_body(&t->down, in, (uint32_t)used, data, dlen, chunked);
+				return 1;
+			}
+			in->start += (uint32_t)used;
+			if (buf_len(in) == 0)
+				return 0;
+		}
+	default:
+		return 0;
+	}
+}
+
+/* The upstream closed its side. */
+static int txn_upstream_eof(struct txn *t)
+{
+	if (!t->resp_started)
+		return WEIR_ERR(UPSTREAM_CLOSED);
+	if (t->resp.body == HTTP_BODY_CLOSE) {
+		if (t->resp_chunked_out)
+			outq_add(&t->down, chunk_end, sizeof(chunk_end) - 1);
+		t->resp_done = 1;
+		t->up_reusable = 0;
+		return 1;
+	}
+	return WEIR_ERR(UPSTREAM_CLOSED);
+}
+
+void txn_pump(struct txn *t)
+{
+	struct conn *c = t->c;
+	int progress = 1, up_io = 0, cl_io = 0;
+	int want_client_read = 0;
+	ssize_t n;
+	int rc;
+
+	while (progress) {
+		struct upconn *u = t->u;
+
+		progress = 0;
+		/* client -> upstream */
+		if (u && !u->connecting && !t->req_done) {
+			if (t->up.count) {
+				n = outq_write(u->io.fd, &t->up);
+				if (n < 0) {
+					if (t->resp_started) {
+						/* it answered and stopped listening: keep the answer */
+						outq_reset(&t->up);
+						t->req_done = 1;
+						t->client_close = 1;
+						t->up_reusable = 0;
+					} else {
+						txn_upstream_lost(t, WEIR_ERR(UPSTREAM_CLOSED));
+						return;
+					}
+				}
+				if (n > 0)
+					progress = up_io = 1;
+			}
+			if (!t->up.count && !t->req_done) {
+				rc = txn_fill_up(t);
+				if (rc < 0) {
+					txn_fail(t, rc);
+					return;
+				}
+				if (rc > 0) {
+					progress = 1;
+				} else if (c->readable) {
+					txn_client_room(t);
+					rc = conn_read(c);
+					if (rc > 0) {
+						progress = cl_io = 1;
+					} else if (rc != WEIR_EAGAIN) {
+						txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
+						log_info("%s: client closed the connection during the request body", c->peer);
+						conn_close(c);
+						return;
+					}
+				}
+			}
+		}
+		/* upstream -> client */
+		if (t->down.count) {
+			n = outq_write(c->io.fd, &t->down);
+			if (n < 0) {
+				txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
+				conn_close(c);
+				return;
+			}
+			if (n > 0) {
+				progress = cl_io = 1;
+				t->bytes_out += (uint64_t)n;
+				SHM_ADD(wk.cnt, bytes_out, n);
+			}
+		}
+		if (!t->down.count && !t->resp_done && u && !u->connecting) {
+			rc = t->resp_started ? txn_fill_down(t) : txn_response_head(t);
+			if (rc < 0) {
+				if (!t->resp_started && rc == WEIR_ERR(UPSTREAM_BAD_RESPONSE))
+					log_warn("upstream %s sent an invalid response", t->table->servers[u->server].text);
+				txn_fail(t, rc);
+				return;
+			}
+			if (rc > 0) {
+				progress = 1;
+			} else if (u->readable) {
+				rc = txn_upstream_read(t);
+				if (rc > 0) {
+					progress = up_io = 1;
+				} else if (rc == 0 || rc == WEIR_ERR(UPSTREAM_CLOSED)) {
+					if (!t->resp_started) {
+						txn_upstream_lost(t, WEIR_ERR(UPSTREAM_CLOSED));
+						return;
+					}
+					rc = txn_upstream_eof(t);
+					if (rc < 0) {
+						txn_fail(t, rc);
+						return;
+					}
+					progress = 1;
+				} else if (rc != WEIR_EAGAIN) {
+					txn_fail(t, rc);
+					return;
+				}
+			}
+		}
+		if (t->resp_done && !t->down.count) {
+			txn_finish(t);
+			return;
+		}
+	}
+
+	/* arm exactly what we wait for */
+	struct upconn *u = t->u;
+	if (!t->req_body_done && !t->up.count)
+		want_client_read = 1; /* more request body */
+	else if (t->req_body_done && !c->eof && (!c->in || c->in->end < wk.buf_size))
+		want_client_read = 1; /* pipelined requests or the client's close */
+	if (want_client_read && c->readable && t->req_body_done) {
+		/* bytes past this request: keep them for later, note the close */
+		rc = conn_read(c);
+		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED))
+			want_client_read = 0;
+	}
+	worker_io_set(&c->io, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
+	if (u) {
+		int ev = 0;
+		if (u->connecting || t->up.count)
+			ev |= EV_WRITE;
+		if (!u->connecting && !t->down.count && !t->resp_done)
+			ev |= EV_READ;
+		worker_io_set(&u->io, ev);
+		if (up_io) {
+			uint32_t ms = t->up.count && !t->req_done ? wk.cfg->timeouts.upstream_send
+			                                           : wk.cfg->timeouts.upstream_read;
+			upstream_set_deadline(u, ev_now(wk.loop) + ms / 1000.0);
+		}
+	}
+	if (cl_io || !ev_is_active(&c->timer)) {
+		uint32_t ms = t->down.count ? wk.cfg->timeouts.client_send
+		              : !t->req_body_done ? wk.cfg->timeouts.client_body
+		                                  : 86400000u; /* waiting on the upstream, whose timer rules */
+		conn_set_deadline(c, ev_now(wk.loop) + ms / 1000.0);
+	}
+}
+
+void txn_on_upstream_event(struct txn *t, int revents)
+{
+	struct upconn *u = t->u;
+	int same = 1;
+
+	if (u->connecting && (revents & EV_WRITE)) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			log_warn("upstream %s: connect failed: %s", t->table->servers[u->server].text, strerror(err));
+			upstream_mark_down(u->server);
+			txn_detach_upstream(t, 0);
+			same = 0;
+			int rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+			if (rc < 0) {
+				txn_fail(t, rc);
+				return;
+			}
+		} else {
+			u->connecting = 0;
+			upstream_set_deadline(u, ev_now(wk.loop) + wk.cfg->timeouts.upstream_send / 1000.0);
+		}
+	}
+	if ((revents & EV_READ) && same)
+		t->u->readable = 1;
+	txn_pump(t);
+}
+
+void txn_on_upstream_timeout(struct txn *t)
+{
+	struct upconn *u = t->u;
+
+	if (u->connecting) {
+		log_warn("upstream %s: connect timed out", t->table->servers[u->server].text);
+		upstream_mark_down(u->server);
+		txn_detach_upstream(t, 0);
+		int rc = txn_connect(t, WEIR_ERR(UPSTREAM_TIMEOUT));
+		if (rc < 0)
+			txn_fail(t, rc);
+		else
+			txn_pump(t);
+		return;
+	}
+	log_warn("upstream %s did not answer in time", t->table->servers[u->server].text);
+	txn_fail(t, WEIR_ERR(UPSTREAM_TIMEOUT));
+}
+
+void txn_on_client_timeout(struct txn *t)
+{
+	struct conn *c = t->c;
+
+	if (t->down.count) {
+		txn_abort(t, WEIR_ERR(CLIENT_TIMEOUT));
+		log_info("%s: client stopped reading the response", c->peer);
+		conn_close(c);
+	} else if (!t->req_body_done) {
+		txn_fail(t, WEIR_ERR(BODY_TIMEOUT));
+	} else {
+		conn_set_deadline(c, ev_now(wk.loop) + 86400.0);
+	}
+}

@@ -1,0 +1,122 @@
+/*
+ * txn.h: one request in flight, from its parsed head to the last byte of
+ * its answer.
+ *
+ * Principle: a transaction is two one-way pipes, client to upstream and
+ * upstream to client, each a small queue of pending output (a head weir
+ * wrote, a framing line, a span of body bytes still in the source buffer).
+ * txn_pump() moves both as far as they go without blocking and then arms
+ * exactly the watchers it is waiting for: a side whose peer cannot take
+ * more is not read (back-pressure), so memory stays at a few buffers per
+ * request whatever the body size. Bodies are re-framed by weir, never
+ * copied through raw: Content-Length is counted, chunked is decoded
+ * strictly and encoded anew.
+ */
+#ifndef WEIR_WORKER_TXN_H
+#define WEIR_WORKER_TXN_H
+
+#include <sys/uio.h>
+
+#include "worker/http.h"
+#include "worker/worker.h"
+
+struct conn;
+struct upconn;
+
+/* Pending output in one direction. */
+struct outq {
+	struct iovec iov[4];
+	int first, count;       /* iov[first .. first+count) still to write */
+	struct buf *src;        /* buffer the body span points into */
+	uint32_t src_consume;   /* bytes of src to consume once all is written */
+	char pre[24];           /* chunk size line */
+	uint64_t body_done;     /* body bytes queued so far (for CL counting) */
+};
+
+struct txn {
+	struct conn *c;
+	struct upconn *u;
+	const struct route_table *table;
+	const struct route_entry *route;
+	int server;              /* current server index, -1 none */
+	uint64_t tried;          /* servers of the group tried (bitmap) */
+	uint8_t attempts;
+	uint8_t retried;         /* a stale pooled connection was retried */
+	uint8_t replayable;      /* all request bytes sent are still buffered */
+	uint8_t req_done;        /* whole request written upstream */
+	uint8_t req_body_done;   /* whole request body read from the client */
+	uint8_t resp_started;    /* response head written or queued to the client */
+	uint8_t resp_done;       /* whole response queued to the client */
+	uint8_t client_close;    /* close the client connection afterwards */
+	uint8_t up_reusable;     /* upstream connection may go back to the pool */
+	uint8_t resp_chunked_out;/* response re-encoded as chunked to the client */
+	uint8_t resp_close_out;  /* response delimited by closing the client */
+
+	struct http_request req;
+	struct http_response resp;
+	struct http_chunked req_chunks;
+	struct http_chunked resp_chunks;
+	uint64_t req_body_left;  /* Content-Length bytes still to read */
+	uint64_t req_body_total; /* decoded body bytes read so far */
+	uint64_t resp_body_left;
+	uint32_t req_head_start; /* offset of the request head in c->in */
+
+	struct buf *head_up;     /* request head written for the upstream */
+	struct buf *head_down;   /* response head written for the client */
+	struct outq up;          /* to the upstream */
+	struct outq down;        /* to the client */
+
+	ev_tstamp start;         /* first byte of the request */
+	ev_tstamp up_start;      /* request sent to the upstream */
+	ev_tstamp up_first;      /* first response byte */
+	uint64_t bytes_out;      /* bytes written to the client */
+	int status;
+
+	struct http_header headers[]; /* limits.headers entries, shared by the
+	                               * request and then the response */
+};
+
+/* Size of a txn with room for <nheaders> headers (the slab class size). */
+size_t txn_size(uint32_t nheaders);
+
+/* A new transaction for connection <c>, its request parser ready; NULL
+ * when the slab is exhausted. Sets c->txn. */
+struct txn *txn_new(struct conn *c);
+
+/* Releases <t> and what it holds (no upstream may be attached); clears
+ * c->txn. */
+void txn_free(struct txn *t);
+
+/* Writes the access log line of <t> answered with <status>; the _raw form
+ * is for an answer to a connection that has no parsed request. */
+void txn_log_access(struct txn *t, int status);
+void txn_log_access_raw(struct conn *c, int status);
+
+/* Starts the request whose head in c->in is complete (c->txn set up by
+ * conn.c with the parser state). Routes it, connects and pumps. */
+void txn_start(struct txn *t);
+
+/* Moves data both ways as far as possible and arms the right watchers. */
+void txn_pump(struct txn *t);
+
+/* Ends the transaction on failure <rc>: answers it if nothing of the answer
+ * was sent yet, else cuts the client connection. */
+void txn_fail(struct txn *t, int rc);
+
+/* Frees a transaction whose client connection is going away. */
+void txn_abort(struct txn *t, int rc);
+
+/* Event entry points from conn.c and upstream.c. */
+void txn_on_upstream_event(struct txn *t, int revents);
+void txn_on_upstream_timeout(struct txn *t);
+void txn_on_client_timeout(struct txn *t);
+
+/* head.c: writes the upstream request head of <t> into t->head_up. Returns
+ * 0 or WEIR_EHEADERS_TOO_LARGE if it does not fit. */
+int head_write_request(struct txn *t);
+
+/* head.c: writes the client response head of <t> into t->head_down and
+ * decides the framing towards the client. Returns 0 or an error. */
+int head_write_response(struct txn *t);
+
+#endif

@@ -1,0 +1,208 @@
+#include "worker/upstream.h"
+
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/txn.h"
+
+static void upstream_pool_remove(struct upconn *u)
+{
+	struct up_server *s = &wk.servers[u->server];
+
+	for (struct upconn **p = &s->idle; *p; p = &(*p)->next)
+		if (*p == u) {
+			*p = u->next;
+			s->nidle--;
+			return;
+		}
+}
+
+void upstream_close(struct upconn *u)
+{
+	if (!u->txn)
+		upstream_pool_remove(u);
+	ev_io_stop(wk.loop, &u->io);
+	ev_timer_stop(wk.loop, &u->timer);
+	close(u->io.fd);
+	if (u->in)
+		buf_put(u->in);
+	slab_free(&wk.slab, wk.cls_upconn, u);
+	SHM_ADD(wk.cnt, upstream_active, -1);
+}
+
+void upstream_set_deadline(struct upconn *u, ev_tstamp at)
+{
+	if (!ev_is_active(&u->timer) || at < u->deadline) {
+		ev_timer_stop(wk.loop, &u->timer);
+		ev_timer_set(&u->timer, at - ev_now(wk.loop), 0);
+		ev_timer_start(wk.loop, &u->timer);
+	}
+	u->deadline = at;
+}
+
+static void upstream_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct upconn *u = w->data;
+	ev_tstamp now = ev_now(loop);
+	(void)revents;
+
+	if (u->deadline > now + 0.001) {
+		ev_timer_set(&u->timer, u->deadline - now, 0);
+		ev_timer_start(loop, &u->timer);
+		return;
+	}
+	if (u->txn)
+		txn_on_upstream_timeout(u->txn);
+	else
+		upstream_close(u); /* idle too long in the pool */
+}
+
+static void upstream_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct upconn *u = w->data;
+	(void)loop;
+
+	if (u->txn) {
+		txn_on_upstream_event(u->txn, revents);
+		return;
+	}
+	/* idle in the pool: a close, or bytes nobody asked for; either way
+	 * the connection is no longer fit for a request */
+	char b;
+	ssize_t n = recv(w->fd, &b, 1, MSG_PEEK);
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (n > 0) {
+		log_warn("upstream %s sent bytes on an idle connection; closing it", route_acquire(wk.seg, wk.slot)->servers[u->server].text);
+		worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
+	}
+	upstream_close(u);
+}
+
+void upstream_mark_down(uint32_t server)
+{
+	wk.servers[server].down_until = ev_now(wk.loop) + UPSTREAM_FAIL_SKIP;
+}
+
+int upstream_pick(const struct route_table *t, const struct route_upstream *up, uint64_t tried)
+{
+	ev_tstamp now = ev_now(wk.loop);
+	int64_t total = 0;
+	int best = -1;
+	uint32_t n = up->nservers < 64 ? up->nservers : 64;
+
+	if (n == 1) /* the common case needs no arithmetic */
+		return !(tried & 1) && wk.servers[up->first_server].down_until <= now ? (int)up->first_server : -1;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t si = up->first_server + i;
+		struct up_server *s = &wk.servers[si];
+
+		if ((tried >> i) & 1 || s->down_until > now)
+			continue;
+		s->cw += t->servers[si].weight;
+		total += t->servers[si].weight;
+		if (best < 0 || s->cw > wk.servers[best].cw)
+			best = (int)si;
+	}
+	if (best >= 0)
+		wk.servers[best].cw -= total;
+	return best;
+}
+
+struct upconn *upstream_pool_get(uint32_t server)
+{
+	struct up_server *s = &wk.servers[server];
+	struct upconn *u = s->idle;
+
+	if (!u)
+		return NULL;
+	s->idle = u->next;
+	s->nidle--;
+	u->next = NULL;
+	u->reused = 1;
+	u->readable = 0;
+	return u;
+}
+
+struct upconn *upstream_connect(const struct route_table *t, uint32_t server, int *rc)
+{
+	const struct route_server *rs = &t->servers[server];
+	struct upconn *u;
+	int fd;
+
+	fd = socket(rs->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		log_error("upstream socket: %s", strerror(errno));
+		*rc = WEIR_ERR(NOMEM);
+		return NULL;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
+	if (connect(fd, (const struct sockaddr *)&rs->sa, rs->len) < 0 && errno != EINPROGRESS) {
+		log_warn("upstream %s: connect failed: %s", rs->text, strerror(errno));
+		close(fd);
+		upstream_mark_down(server);
+		*rc = WEIR_ERR(UPSTREAM_REFUSED);
+		return NULL;
+	}
+	u = slab_alloc(&wk.slab, wk.cls_upconn);
+	if (!u) {
+		close(fd);
+		*rc = WEIR_ERR(NOMEM);
+		return NULL;
+	}
+	memset(u, 0, sizeof(*u));
+	u->server = server;
+	u->table_id = t->id;
+	u->connecting = 1;
+	ev_io_init(&u->io, upstream_io_cb, fd, EV_WRITE);
+	u->io.data = u;
+	ev_init(&u->timer, upstream_timer_cb);
+	u->timer.data = u;
+	ev_io_start(wk.loop, &u->io);
+	SHM_ADD(wk.cnt, upstream_connects, 1);
+	SHM_ADD(wk.cnt, upstream_active, 1);
+	return u;
+}
+
+void upstream_release(struct upconn *u)
+{
+	struct up_server *s = &wk.servers[u->server];
+	const struct route_table *t = route_acquire(wk.seg, wk.slot);
+	uint32_t keep = t->servers[u->server].keepalive;
+
+	if (u->table_id != wk.table_id || s->nidle >= keep) {
+		upstream_close(u);
+		return;
+	}
+	if (u->in) {
+		buf_put(u->in);
+		u->in = NULL;
+	}
+	u->requests++;
+	u->reused = 0;
+	u->next = s->idle;
+	s->idle = u;
+	s->nidle++;
+	worker_io_set(&u->io, EV_READ);
+	upstream_set_deadline(u, ev_now(wk.loop) + wk.cfg->timeouts.upstream_keepalive / 1000.0);
+}
+
+void upstream_close_pools(void)
+{
+	for (uint32_t i = 0; i < CONFIG_MAX_SERVERS; i++)
+		while (wk.servers[i].idle)
+			upstream_close(wk.servers[i].idle);
+}
+
+void upstream_sync_table(const struct route_table *t)
+{
+	if (t->id == wk.table_id)
+		return;
+	upstream_close_pools();
+	memset(wk.servers, 0, sizeof(wk.servers));
+	wk.table_id = t->id;
+}

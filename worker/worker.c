@@ -1,0 +1,210 @@
+#include "worker/worker.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/process.h"
+#include "worker/conn.h"
+#include "worker/txn.h"
+#include "worker/upstream.h"
+
+/* A worker never maps more than this for connections and buffers; past it
+ * new requests are answered 503 and counted as no_memory. */
+#define WORKER_SLAB_LIMIT (2048ul * 1024 * 1024)
+#define ACCEPT_BATCH 64
+
+struct worker wk;
+
+struct buf *buf_get(void)
+{
+	struct buf *b = slab_alloc(&wk.slab, wk.cls_buf);
+	if (b)
+		b->start = b->end = 0;
+	return b;
+}
+
+void buf_put(struct buf *b)
+{
+	slab_free(&wk.slab, wk.cls_buf, b);
+}
+
+void buf_compact(struct buf *b)
+{
+	if (b->start == 0)
+		return;
+	memmove(b->data, b->data + b->start, b->end - b->start);
+	b->end -= b->start;
+	b->start = 0;
+}
+
+void worker_io_set(ev_io *w, int events)
+{
+	if (ev_is_active(w) && (w->events & (EV_READ | EV_WRITE)) == events)
+		return;
+	if (!ev_is_active(w) && events == 0)
+		return;
+	ev_io_stop(wk.loop, w);
+	if (events) {
+		ev_io_set(w, w->fd, events);
+		ev_io_start(wk.loop, w);
+	}
+}
+
+static void worker_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		int fd = accept4(w->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				log_error("accept: %s; raise the open files limit", strerror(errno));
+			return;
+		}
+		if (wk.nconns >= wk.cfg->limits.connections) {
+			/* the kernel already completed the handshake: closing is the
+			 * clearest answer we can give without spending memory */
+			worker_count_error(WEIR_ERR(CONN_LIMIT));
+			close(fd);
+			continue;
+		}
+		conn_accept(fd, (struct sockaddr *)&ss);
+	}
+}
+
+static void worker_stop_accepting(void)
+{
+	for (int i = 0; i < wk.nlisten; i++) {
+		ev_io_stop(wk.loop, &wk.accept_io[i]);
+		close(wk.accept_io[i].fd);
+	}
+	wk.nlisten = 0;
+}
+
+void worker_check_drained(void)
+{
+	if (wk.draining && wk.nconns == 0)
+		ev_break(wk.loop, EVBREAK_ALL);
+}
+
+static void worker_drain(void)
+{
+	struct conn *c, *next;
+
+	if (wk.draining)
+		return;
+	wk.draining = 1;
+	wk.drain_deadline = ev_now(wk.loop) + wk.cfg->timeouts.drain / 1000.0;
+	worker_stop_accepting();
+	log_info("draining %u connection(s)", wk.nconns);
+	for (c = wk.conns; c; c = next) {
+		next = c->next;
+		conn_drain(c);
+	}
+	worker_check_drained();
+}
+
+static void worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
+{
+	(void)revents;
+	switch (s->signum) {
+	case SIGQUIT:
+		worker_drain();
+		break;
+	case SIGUSR1:
+		log_reopen();
+		break;
+	default:
+		ev_break(loop, EVBREAK_ALL);
+		break;
+	}
+}
+
+static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)t;
+	(void)revents;
+	log_flush();
+	SHM_SET(wk.cnt, slab_in_use, wk.slab.in_use_bytes);
+	SHM_SET(wk.cnt, slab_free, slab_free_bytes(&wk.slab));
+	if (wk.draining && ev_now(loop) >= wk.drain_deadline) {
+		struct conn *c, *next;
+
+		log_warn("drain timeout: cutting %u connection(s)", wk.nconns);
+		for (c = wk.conns; c; c = next) {
+			next = c->next;
+			worker_count_error(WEIR_ERR(DRAIN_CUT));
+			conn_close(c);
+		}
+		ev_break(loop, EVBREAK_ALL);
+	}
+}
+
+static int worker_setup(const struct worker_start *ws)
+{
+	const struct config *cfg = ws->cfg;
+	char who[32];
+
+	wk.cfg = cfg;
+	wk.seg = ws->seg;
+	wk.slot = ws->slot;
+	wk.index = ws->index;
+	wk.cnt = &ws->seg->slots[ws->slot].c;
+	wk.loop = EV_DEFAULT;
+
+	snprintf(who, sizeof(who), "worker %d", ws->index);
+	log_set_who(who);
+
+	/* one size serves heads and bodies: large enough for the biggest
+	 * allowed head, and at least 16 KiB so bodies move in few calls */
+	wk.buf_size = cfg->limits.header_size > cfg->limits.response_header_size ? cfg->limits.header_size
+	                                                                        : cfg->limits.response_header_size;
+	if (wk.buf_size < 16384)
+		wk.buf_size = 16384;
+	slab_init(&wk.slab, WORKER_SLAB_LIMIT);
+	wk.cls_conn = slab_add_class(&wk.slab, sizeof(struct conn));
+	wk.cls_txn = slab_add_class(&wk.slab, txn_size(cfg->limits.headers));
+	wk.cls_upconn = slab_add_class(&wk.slab, sizeof(struct upconn));
+	wk.cls_buf = slab_add_class(&wk.slab, sizeof(struct buf) + wk.buf_size);
+
+	signal(SIGPIPE, SIG_IGN);
+	ev_signal_init(&wk.sig_quit, worker_signal_cb, SIGQUIT);
+	ev_signal_init(&wk.sig_term, worker_signal_cb, SIGTERM);
+	ev_signal_init(&wk.sig_int, worker_signal_cb, SIGINT);
+	ev_signal_init(&wk.sig_usr1, worker_signal_cb, SIGUSR1);
+	ev_signal_start(wk.loop, &wk.sig_quit);
+	ev_signal_start(wk.loop, &wk.sig_term);
+	ev_signal_start(wk.loop, &wk.sig_int);
+	ev_signal_start(wk.loop, &wk.sig_usr1);
+	ev_timer_init(&wk.tick, worker_tick_cb, 1.0, 1.0);
+	ev_timer_start(wk.loop, &wk.tick);
+
+	wk.nlisten = ws->nlisten;
+	for (int i = 0; i < ws->nlisten; i++) {
+		ev_io_init(&wk.accept_io[i], worker_accept_cb, ws->listen_fds[i], EV_READ);
+		ev_io_start(wk.loop, &wk.accept_io[i]);
+	}
+	upstream_sync_table(route_acquire(wk.seg, wk.slot));
+	return 0;
+}
+
+int worker_main(const struct worker_start *ws)
+{
+	if (worker_setup(ws) < 0)
+		return WORKER_EXIT_STARTUP;
+	ev_run(wk.loop, 0);
+
+	while (wk.conns)
+		conn_close(wk.conns);
+	upstream_close_pools();
+	log_flush();
+	return 0;
+}

@@ -1,0 +1,101 @@
+/*
+ * worker.h: one worker process: its loop, its memory, its counters.
+ *
+ * Principle: a worker is one thread on one libev loop that never blocks.
+ * Everything it needs per connection comes from its private slab (no
+ * malloc/free on the request path, no locks); it counts into its own slot
+ * of the shared segment. Module map:
+ *
+ *   worker.c    start-up, accept, signals, the 1 s tick, drain
+ *   conn.c      client connections: idle, reading a head, error answers,
+ *               keep-alive, lingering close
+ *   txn.c       one request in flight: forwarding both ways with
+ *               back-pressure, framing, retries, the access log
+ *   head.c      writing request and response heads anew
+ *   upstream.c  server choice (smooth weighted round robin, passive
+ *               health), keep-alive pools, connecting
+ */
+#ifndef WEIR_WORKER_WORKER_H
+#define WEIR_WORKER_WORKER_H
+
+#include <ev.h>
+#include <stdint.h>
+
+#include "common/config.h"
+#include "common/slab.h"
+#include "shm/route.h"
+#include "shm/shm.h"
+
+struct conn;
+struct upconn;
+
+/* Per-worker state of one upstream server (index into route_table.servers). */
+struct up_server {
+	int64_t cw;             /* smooth WRR current weight */
+	ev_tstamp down_until;   /* skipped until then after a failure */
+	struct upconn *idle;    /* pooled idle connections (LIFO) */
+	uint32_t nidle;
+};
+
+struct worker {
+	struct ev_loop *loop;
+	const struct config *cfg;
+	struct shm_segment *seg;
+	struct shm_counters *cnt; /* our slot's counters */
+	int slot;
+	int index;
+
+	struct slab slab;
+	int cls_conn, cls_txn, cls_upconn, cls_buf;
+	uint32_t buf_size; /* data bytes of one buffer */
+
+	ev_io accept_io[CONFIG_MAX_LISTENERS];
+	int nlisten;
+	ev_signal sig_quit, sig_term, sig_int, sig_usr1;
+	ev_timer tick;
+
+	struct conn *conns; /* every client connection, for drain and shutdown */
+	uint32_t nconns;
+	int draining;
+	ev_tstamp drain_deadline;
+
+	uint64_t table_id; /* generation the servers[] state belongs to */
+	struct up_server servers[CONFIG_MAX_SERVERS];
+};
+
+extern struct worker wk;
+
+/* Counts error <rc> (negative) in our slot. */
+static inline void worker_count_error(int rc)
+{
+	int i = weir_err_index(rc);
+	if (i >= 0)
+		SHM_ADD(wk.cnt, errors[i], 1);
+}
+
+/* Called by conn.c when a connection closes during drain. */
+void worker_check_drained(void);
+
+/* A buffer: <data>[start, end) holds unconsumed bytes. */
+struct buf {
+	uint32_t start;
+	uint32_t end;
+	char data[];
+};
+
+struct buf *buf_get(void);
+void buf_put(struct buf *b);
+
+static inline uint32_t buf_len(const struct buf *b)
+{
+	return b->end - b->start;
+}
+
+/* Moves unconsumed bytes to the front so the tail has room. */
+void buf_compact(struct buf *b);
+
+/* Changes <w>'s events to <events> only if they differ: no system call
+ * when nothing changes. Stops the watcher when <events> is 0. */
+void worker_io_set(ev_io *w, int events);
+
+#endif
