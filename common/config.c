@@ -488,6 +488,21 @@ static enum got get_addr(struct loader *ld, const config_setting_t *group, const
 	return GOT_OK;
 }
 
+static enum got get_bool(struct loader *ld, const config_setting_t *group, const char *key, const char *what,
+                         int *out)
+{
+	config_setting_t *s = config_setting_get_member(group, key);
+
+	if (!s)
+		return GOT_NONE;
+	if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
+		fail(ld, line_of(s), "%s must be true or false", what);
+		return GOT_BAD;
+	}
+	*out = config_setting_get_bool(s);
+	return GOT_OK;
+}
+
 /* ---- sections ---------------------------------------------------------- */
 
 static void load_workers(struct loader *ld, const config_setting_t *root)
@@ -925,12 +940,19 @@ static void load_limits(struct loader *ld, const config_setting_t *root)
 
 static int load_tree(struct loader *ld, const config_setting_t *root)
 {
-	static const char *const keys[] = {"workers", "pid_file",  "log",      "stats",  "listeners",
-	                                   "upstreams", "routes", "timeouts", "limits", NULL};
+	static const char *const keys[] = {"workers",   "master_process", "pid_file", "log",    "stats",
+	                                   "listeners", "upstreams",      "routes",   "timeouts", "limits", NULL};
 	const char *v;
+	config_setting_t *mp;
 
 	check_keys(ld, root, keys, "at top level");
 	load_workers(ld, root);
+	ld->cfg->master_process = 1;
+	if (get_bool(ld, root, "master_process", "master_process", &ld->cfg->master_process) == GOT_OK &&
+	    !ld->cfg->master_process && ld->cfg->workers != 1) {
+		mp = config_setting_get_member(root, "master_process");
+		fail(ld, line_of(mp), "master_process = false runs one worker in the master's process: set workers = 1");
+	}
 	if (get_string(ld, root, "pid_file", "pid_file", &v, sizeof ld->cfg->pid_file - 1) == GOT_OK)
 		strcpy(ld->cfg->pid_file, v);
 	load_log(ld, root);

@@ -111,6 +111,10 @@ struct config_log {
 struct config {
 	char *file;  /* the path it was read from (malloc'd) */
 	int workers; /* resolved: "auto" becomes the number of online cores; 1..64 */
+	/* false: no master process, the single worker runs in the process
+	 * started (as nginx's "master_process off"): for profiling and
+	 * benchmarks, not production. Requires workers = 1. Default true. */
+	int master_process;
 
 	struct config_listener listeners[CONFIG_MAX_LISTENERS];
 	int nlisteners; /* at least 1 */

@@ -280,6 +280,30 @@ static void master_raise_nofile(const struct config *cfg)
 		         (unsigned long long)rl.rlim_cur, cfg->limits.connections, (unsigned long long)want);
 }
 
+/* master_process = false: the one worker runs here, on the same default
+ * loop that also serves the stats socket; no supervision, no reload. */
+static int master_run_single(void)
+{
+	struct worker_start ws = {.cfg = m.cfg, .seg = m.seg, .slot = 0, .index = 0};
+	int rc;
+
+	log_notice("master_process is off: serving from this process (pid %d), without supervision",
+	           (int)getpid());
+	atomic_store(&m.seg->slots[0].state, SHM_SLOT_RUNNING);
+	atomic_store(&m.seg->slots[0].pid, (int32_t)getpid());
+	ws.nlisten = m.ls.nlisteners;
+	for (int l = 0; l < m.ls.nlisteners; l++) {
+		ws.listen_fds[l] = m.ls.fds[l][0];
+		m.ls.fds[l][0] = -1; /* the worker closes it when it stops accepting */
+	}
+	rc = worker_main(&ws);
+	stats_close(m.loop);
+	if (m.cfg->pid_file[0])
+		unlink(m.cfg->pid_file);
+	listen_close(&m.ls);
+	return rc;
+}
+
 int master_run(struct config *cfg)
 {
 	m.cfg = cfg;
@@ -308,6 +332,9 @@ int master_run(struct config *cfg)
 		log_error("cannot write the pid file %s: %s", cfg->pid_file, strerror(errno));
 		return 1;
 	}
+
+	if (!cfg->master_process)
+		return master_run_single();
 
 	ev_signal_init(&m.sig_quit, master_signal_cb, SIGQUIT);
 	ev_signal_init(&m.sig_term, master_signal_cb, SIGTERM);

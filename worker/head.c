@@ -5,7 +5,6 @@
  * each validated header that is not hop-by-hop, then the headers it owns
  * (Host, X-Forwarded-*, Via, and the framing it will actually use).
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "worker/conn.h"
@@ -29,11 +28,16 @@ static void out_put(struct out *o, const char *s, size_t n)
 
 #define OUT_LIT(o, lit) out_put(o, lit, sizeof(lit) - 1)
 
+/* Decimal without printf: heads are written on every request. */
 static void out_u64(struct out *o, uint64_t v)
 {
-	char tmp[24];
-	int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
-	out_put(o, tmp, (size_t)n);
+	char tmp[24], *p = tmp + sizeof(tmp);
+
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	out_put(o, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
 static void out_header(struct out *o, const struct http_header *h)
@@ -145,13 +149,14 @@ int head_write_response(struct txn *t)
 	const struct http_request *q = &t->req;
 	struct out o;
 	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_VIA;
-	char line[16];
-	int n;
+	char line[13] = "HTTP/1.1 000 ";
 
 	if (out_begin(&o, &t->head_down) < 0)
 		return WEIR_ERR(NOMEM);
-	n = snprintf(line, sizeof(line), "HTTP/1.1 %03d ", r->status);
-	out_put(&o, line, (size_t)n);
+	line[9] = (char)('0' + r->status / 100);
+	line[10] = (char)('0' + r->status / 10 % 10);
+	line[11] = (char)('0' + r->status % 10);
+	out_put(&o, line, sizeof(line));
 	if (r->reason_len)
 		out_put(&o, r->reason, r->reason_len);
 	else

@@ -64,7 +64,7 @@ struct http_head_state {
 	size_t max_head;     /* head size limit */
 	size_t max_uri;      /* request target limit (requests only) */
 
-	/* Private to http_common.c (added for the line scanner and callbacks). */
+	/* Private to worker/http*.c: the line scanner and the callbacks. */
 	struct http_header *hdrs; /* the owner's header array, max_headers long */
 	uint32_t nhdrs;           /* headers started so far */
 	uint64_t max_body;        /* requests: Content-Length limit, 0 = none */

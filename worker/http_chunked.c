@@ -14,8 +14,8 @@
 #include "worker/http.h"
 #include "worker/http_internal.h"
 
-#define CHUNK_LINE_MAX 4096     /* one chunk-size line, extensions included */
-#define CHUNK_TRAILER_MAX 16384 /* the whole trailer section */
+#define CHUNK_LINE_MAX 4096     /* one chunk-size line with its extensions, CRLF excluded */
+#define CHUNK_TRAILER_MAX 16384 /* the trailer section, final CRLF included */
 
 enum chunk_state {
 	CK_SIZE_START,  /* first hex digit of a chunk size */
@@ -74,7 +74,7 @@ static int size_line_byte(struct http_chunked *c, unsigned char ch)
 {
 	int d;
 
-	if (++c->line_bytes > CHUNK_LINE_MAX)
+	if (ch != '\r' && ++c->line_bytes > CHUNK_LINE_MAX)
 		return CK_ERROR;
 	switch (c->state) {
 	case CK_SIZE_START:

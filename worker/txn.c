@@ -11,6 +11,14 @@
 #include "worker/upstream.h"
 
 static const char chunk_end[] = "0\r\n\r\n";
+
+/* What a side's timer is waiting for; TXN_NO_DEADLINE (a day) while the
+ * other side's timer rules. */
+enum { WAIT_NONE, WAIT_SEND, WAIT_READ };
+#define TXN_NO_DEADLINE 86400000u
+
+static int txn_fill_up(struct txn *t);
+static int txn_fill_down(struct txn *t);
 static const char crlf[] = "\r\n";
 
 size_t txn_size(uint32_t nheaders)
@@ -110,14 +118,23 @@ static void outq_reset(struct outq *q)
  * which [data, data+len) is the payload), chunk-encoded if <chunked>. */
 static void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked)
 {
-	outq_reset(q);
+	/* appended, so that a head and the first body bytes leave in one writev */
 	q->src = src;
 	q->src_consume = used;
 	if (len == 0)
 		return;
 	if (chunked) {
-		int n = snprintf(q->pre, sizeof(q->pre), "%zx\r\n", len);
-		outq_add(q, q->pre, (size_t)n);
+		static const char hex[] = "0123456789abcdef";
+		char *p = q->pre + sizeof(q->pre);
+		size_t v = len;
+
+		*--p = '\n';
+		*--p = '\r';
+		do {
+			*--p = hex[v & 15];
+			v >>= 4;
+		} while (v);
+		outq_add(q, p, (size_t)(q->pre + sizeof(q->pre) - p));
 	}
 	outq_add(q, data, len);
 	if (chunked)
@@ -209,7 +226,7 @@ static void txn_finish(struct txn *t)
 {
 	struct conn *c = t->c;
 	struct upconn *u = t->u;
-	int up_keep = t->up_reusable && t->req_done;
+	int up_keep = t->up_reusable && t->req_done && !t->up.count;
 	int keep;
 
 	if (u && u->in && buf_len(u->in)) {
@@ -253,6 +270,7 @@ static void txn_attach(struct txn *t, struct upconn *u)
 {
 	t->u = u;
 	u->txn = t;
+	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
 	upstream_set_deadline(u, ev_now(wk.loop) + (u->connecting ? wk.cfg->timeouts.upstream_connect
 	                                                          : wk.cfg->timeouts.upstream_send) / 1000.0);
@@ -377,6 +395,11 @@ void txn_start(struct txn *t)
 	}
 	outq_reset(&t->up);
 	outq_add(&t->up, t->head_up->data, t->head_up->end);
+	rc = txn_fill_up(t);
+	if (rc < 0) {
+		txn_fail(t, rc);
+		return;
+	}
 	txn_pump(t);
 }
 
@@ -492,6 +515,8 @@ static int txn_response_head(struct txn *t)
 			                   wk.cfg->limits.response_header_size, t->req.method_id);
 		}
 		rc = http_response_parse(&t->resp, u->in->data, u->in->end);
+		if (rc == WEIR_EAGAIN && u->in->end == wk.buf_size)
+			return WEIR_ERR(UPSTREAM_BAD_RESPONSE); /* a head larger than any we take */
 		if (rc == WEIR_EAGAIN)
 			return 0;
 		if (rc < 0)
@@ -516,6 +541,8 @@ static int txn_response_head(struct txn *t)
 		outq_add(&t->down, t->head_down->data, t->head_down->end);
 		if (t->resp.body == HTTP_BODY_NONE || (t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left == 0))
 			t->resp_done = 1;
+		else
+			return txn_fill_down(t) < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : 1;
 		return 1;
 	}
 }
@@ -597,7 +624,7 @@ void txn_pump(struct txn *t)
 
 		progress = 0;
 		/* client -> upstream */
-		if (u && !u->connecting && !t->req_done) {
+		if (u && !u->connecting) {
 			if (t->up.count) {
 				n = outq_write(u->io.fd, &t->up);
 				if (n < 0) {
@@ -708,17 +735,29 @@ void txn_pump(struct txn *t)
 		if (!u->connecting && !t->down.count && !t->resp_done)
 			ev |= EV_READ;
 		worker_io_set(&u->io, ev);
-		if (up_io) {
-			uint32_t ms = t->up.count && !t->req_done ? wk.cfg->timeouts.upstream_send
-			                                           : wk.cfg->timeouts.upstream_read;
-			upstream_set_deadline(u, ev_now(wk.loop) + ms / 1000.0);
+		if (!u->connecting) {
+			/* the upstream's clock runs only while we wait on it */
+			uint8_t wait = t->up.count ? WAIT_SEND
+			               : (!t->req_done || t->down.count || t->resp_done) ? WAIT_NONE
+			                                                                  : WAIT_READ;
+			if (wait != t->up_wait || up_io) {
+				uint32_t ms = wait == WAIT_SEND   ? wk.cfg->timeouts.upstream_send
+				              : wait == WAIT_READ ? wk.cfg->timeouts.upstream_read
+				                                  : TXN_NO_DEADLINE;
+				t->up_wait = wait;
+				upstream_set_deadline(u, ev_now(wk.loop) + ms / 1000.0);
+			}
 		}
 	}
-	if (cl_io || !ev_is_active(&c->timer)) {
-		uint32_t ms = t->down.count ? wk.cfg->timeouts.client_send
-		              : !t->req_body_done ? wk.cfg->timeouts.client_body
-		                                  : 86400000u; /* waiting on the upstream, whose timer rules */
-		conn_set_deadline(c, ev_now(wk.loop) + ms / 1000.0);
+	{
+		uint8_t wait = t->down.count ? WAIT_SEND : (!t->req_body_done && !t->up.count) ? WAIT_READ : WAIT_NONE;
+		if (wait != t->cl_wait || cl_io) {
+			uint32_t ms = wait == WAIT_SEND   ? wk.cfg->timeouts.client_send
+			              : wait == WAIT_READ ? wk.cfg->timeouts.client_body
+			                                  : TXN_NO_DEADLINE;
+			t->cl_wait = wait;
+			conn_set_deadline(c, ev_now(wk.loop) + ms / 1000.0);
+		}
 	}
 }
 
@@ -782,6 +821,6 @@ void txn_on_client_timeout(struct txn *t)
 	} else if (!t->req_body_done) {
 		txn_fail(t, WEIR_ERR(BODY_TIMEOUT));
 	} else {
-		conn_set_deadline(c, ev_now(wk.loop) + 86400.0);
+		conn_set_deadline(c, ev_now(wk.loop) + TXN_NO_DEADLINE / 1000.0);
 	}
 }

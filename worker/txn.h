@@ -25,7 +25,7 @@ struct upconn;
 
 /* Pending output in one direction. */
 struct outq {
-	struct iovec iov[4];
+	struct iovec iov[6];     /* head, size line, data, CRLF, last chunk */
 	int first, count;       /* iov[first .. first+count) still to write */
 	struct buf *src;        /* buffer the body span points into */
 	uint32_t src_consume;   /* bytes of src to consume once all is written */
@@ -51,6 +51,7 @@ struct txn {
 	uint8_t up_reusable;     /* upstream connection may go back to the pool */
 	uint8_t resp_chunked_out;/* response re-encoded as chunked to the client */
 	uint8_t resp_close_out;  /* response delimited by closing the client */
+	uint8_t up_wait, cl_wait; /* what each side's timer now measures */
 
 	struct http_request req;
 	struct http_response resp;
