@@ -680,40 +680,70 @@ int main(void)
 		const char *name;
 		CU_TestFunc fn;
 	} tests[] = {
-#define T(f) {#f, f}
-		T(test_simple_get_is_parsed_into_spans),
-		T(test_path_end_is_the_target_end_without_a_query),
-		T(test_a_head_split_at_every_byte_boundary_parses_the_same),
-		T(test_a_head_fed_one_byte_at_a_time_parses_the_same),
-		T(test_a_pipelined_second_request_is_not_consumed),
-		T(test_a_leading_crlf_is_ignored_but_a_bare_lf_is_not),
-		T(test_only_http_1_0_and_1_1_are_accepted),
-		T(test_extra_spaces_in_the_request_line_are_refused),
-		T(test_the_target_has_no_controls_spaces_or_high_bytes),
-		T(test_absolute_form_takes_the_host_from_the_authority),
-		T(test_asterisk_form_is_only_for_options),
-		T(test_connect_and_authority_form_are_refused),
-		T(test_every_smuggling_shape_is_refused),
-		T(test_transfer_encoding_in_http_1_0_is_smuggling),
-		T(test_chunked_in_any_case_with_ows_is_accepted),
-		T(test_content_length_is_checked_against_the_body_limit),
-		T(test_cr_lf_and_nul_in_names_and_values_are_refused),
-		T(test_obs_text_and_tabs_in_values_are_accepted),
-		T(test_obs_fold_is_refused),
-		T(test_whitespace_before_the_colon_is_refused),
-		T(test_bare_lf_and_bare_cr_are_refused),
-		T(test_http_1_1_needs_exactly_one_host),
-		T(test_http_1_0_may_omit_host),
-		T(test_a_host_must_be_a_valid_host_and_port),
-		T(test_a_long_target_is_414_complete_or_not),
-		T(test_a_long_head_is_431_complete_or_not),
-		T(test_too_many_headers_is_431_complete_or_not),
-		T(test_headers_get_their_flags),
-		T(test_a_header_named_in_connection_is_hop_by_hop),
-		T(test_keep_alive_follows_the_version_and_connection),
-		T(test_expect_continue_needs_the_exact_value_and_http_1_1),
-		T(test_an_error_stays_an_error),
-#undef T
+		{"a simple GET is parsed into spans of the buffer",
+		 test_simple_get_is_parsed_into_spans},
+		{"path_end is at the '?' or at the end of the target",
+		 test_path_end_is_the_target_end_without_a_query},
+		{"a head split at every byte boundary parses the same",
+		 test_a_head_split_at_every_byte_boundary_parses_the_same},
+		{"a head fed one byte at a time parses the same",
+		 test_a_head_fed_one_byte_at_a_time_parses_the_same},
+		{"a pipelined second request is not consumed",
+		 test_a_pipelined_second_request_is_not_consumed},
+		{"a leading CRLF is ignored but a bare LF is not",
+		 test_a_leading_crlf_is_ignored_but_a_bare_lf_is_not},
+		{"only HTTP/1.0 and HTTP/1.1 are accepted",
+		 test_only_http_1_0_and_1_1_are_accepted},
+		{"extra spaces in the request line are refused",
+		 test_extra_spaces_in_the_request_line_are_refused},
+		{"the target has no controls, spaces, DEL or high bytes",
+		 test_the_target_has_no_controls_spaces_or_high_bytes},
+		{"absolute-form takes the host from the authority",
+		 test_absolute_form_takes_the_host_from_the_authority},
+		{"asterisk-form is only for OPTIONS",
+		 test_asterisk_form_is_only_for_options},
+		{"CONNECT and authority-form are refused",
+		 test_connect_and_authority_form_are_refused},
+		{"every smuggling shape is refused as smuggling",
+		 test_every_smuggling_shape_is_refused},
+		{"Transfer-Encoding in HTTP/1.0 is smuggling",
+		 test_transfer_encoding_in_http_1_0_is_smuggling},
+		{"chunked in any case with OWS around it is accepted",
+		 test_chunked_in_any_case_with_ows_is_accepted},
+		{"Content-Length is checked against the body limit",
+		 test_content_length_is_checked_against_the_body_limit},
+		{"CR, LF, NUL and other controls in names and values are refused",
+		 test_cr_lf_and_nul_in_names_and_values_are_refused},
+		{"obs-text and tabs in values are accepted",
+		 test_obs_text_and_tabs_in_values_are_accepted},
+		{"obs-fold is refused",
+		 test_obs_fold_is_refused},
+		{"whitespace before the colon is refused",
+		 test_whitespace_before_the_colon_is_refused},
+		{"bare LF and bare CR are refused",
+		 test_bare_lf_and_bare_cr_are_refused},
+		{"HTTP/1.1 needs exactly one Host",
+		 test_http_1_1_needs_exactly_one_host},
+		{"HTTP/1.0 may omit Host",
+		 test_http_1_0_may_omit_host},
+		{"a Host must be a valid host and port",
+		 test_a_host_must_be_a_valid_host_and_port},
+		{"a long target is 414, complete or not",
+		 test_a_long_target_is_414_complete_or_not},
+		{"a long head is 431, complete or not",
+		 test_a_long_head_is_431_complete_or_not},
+		{"too many headers is 431, complete or not",
+		 test_too_many_headers_is_431_complete_or_not},
+		{"headers get their flags",
+		 test_headers_get_their_flags},
+		{"a header named in Connection is hop-by-hop",
+		 test_a_header_named_in_connection_is_hop_by_hop},
+		{"keep_alive follows the version and Connection",
+		 test_keep_alive_follows_the_version_and_connection},
+		{"expect_continue needs the exact value and HTTP/1.1",
+		 test_expect_continue_needs_the_exact_value_and_http_1_1},
+		{"an error stays an error",
+		 test_an_error_stays_an_error},
 	};
 	CU_pSuite s;
 	size_t i;
@@ -721,12 +751,12 @@ int main(void)
 
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
-	s = CU_add_suite("http request heads", NULL, NULL);
+	s = CU_add_suite("worker/http_request", NULL, NULL);
 	for (i = 0; s && i < sizeof(tests) / sizeof(tests[0]); i++)
-		CU_add_test(s, tests[i].name + 5, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_NORMAL);
+		CU_add_test(s, tests[i].name, tests[i].fn);
+	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
-	fails = CU_get_number_of_failures();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
 	CU_cleanup_registry();
 	return fails ? 1 : 0;
 }

@@ -338,24 +338,38 @@ int main(void)
 		const char *name;
 		CU_TestFunc fn;
 	} tests[] = {
-#define T(f) {#f, f}
-		T(test_a_simple_response_is_parsed_into_spans),
-		T(test_a_reason_may_be_empty_or_absent),
-		T(test_a_response_split_at_every_byte_boundary_parses_the_same),
-		T(test_status_codes_need_exactly_three_digits_in_range),
-		T(test_only_http_1_0_and_1_1_responses_are_accepted),
-		T(test_controls_in_the_reason_are_refused),
-		T(test_empty_lines_before_the_status_line_are_refused),
-		T(test_malformed_header_lines_are_refused),
-		T(test_a_head_past_max_head_is_refused_complete_or_not),
-		T(test_too_many_headers_are_refused),
-		T(test_framing_ambiguities_are_refused),
-		T(test_chunked_and_length_and_close_framing),
-		T(test_head_204_304_and_1xx_responses_have_no_body),
-		T(test_keep_alive_follows_the_version_and_connection),
-		T(test_response_headers_get_their_flags),
-		T(test_a_pipelined_response_is_not_consumed),
-#undef T
+		{"a simple response is parsed into spans",
+		 test_a_simple_response_is_parsed_into_spans},
+		{"a reason may be empty or absent",
+		 test_a_reason_may_be_empty_or_absent},
+		{"a response split at every byte boundary parses the same",
+		 test_a_response_split_at_every_byte_boundary_parses_the_same},
+		{"status codes need exactly three digits in range",
+		 test_status_codes_need_exactly_three_digits_in_range},
+		{"only HTTP/1.0 and HTTP/1.1 responses are accepted",
+		 test_only_http_1_0_and_1_1_responses_are_accepted},
+		{"controls in the reason are refused",
+		 test_controls_in_the_reason_are_refused},
+		{"empty lines before the status line are refused",
+		 test_empty_lines_before_the_status_line_are_refused},
+		{"malformed header lines are refused",
+		 test_malformed_header_lines_are_refused},
+		{"a head past max_head is refused, complete or not",
+		 test_a_head_past_max_head_is_refused_complete_or_not},
+		{"too many headers are refused",
+		 test_too_many_headers_are_refused},
+		{"framing ambiguities are refused",
+		 test_framing_ambiguities_are_refused},
+		{"chunked, length and close framing are told apart",
+		 test_chunked_and_length_and_close_framing},
+		{"HEAD, 204, 304 and 1xx responses have no body",
+		 test_head_204_304_and_1xx_responses_have_no_body},
+		{"keep_alive follows the version and Connection",
+		 test_keep_alive_follows_the_version_and_connection},
+		{"response headers get their flags",
+		 test_response_headers_get_their_flags},
+		{"a pipelined response is not consumed",
+		 test_a_pipelined_response_is_not_consumed},
 	};
 	CU_pSuite s;
 	size_t i;
@@ -363,12 +377,12 @@ int main(void)
 
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
-	s = CU_add_suite("http response heads", NULL, NULL);
+	s = CU_add_suite("worker/http_response", NULL, NULL);
 	for (i = 0; s && i < sizeof(tests) / sizeof(tests[0]); i++)
-		CU_add_test(s, tests[i].name + 5, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_NORMAL);
+		CU_add_test(s, tests[i].name, tests[i].fn);
+	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
-	fails = CU_get_number_of_failures();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
 	CU_cleanup_registry();
 	return fails ? 1 : 0;
 }
