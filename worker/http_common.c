@@ -207,13 +207,16 @@ void http_head_init(struct http_head_state *st, enum http_parser_type type,
  */
 static int scan_lines(struct http_head_state *st, const char *buf, size_t limit, size_t *stop)
 {
-	size_t i;
+	size_t i = st->fed;
 
-	for (i = st->fed; i < limit; i++) {
-		unsigned char c = (unsigned char)buf[i];
+	/* memchr finds the line ends: every head byte is looked at by the
+	 * parser anyway, this pass only has to place CRs and LFs */
+	while (i < limit) {
+		const char *cr, *lf;
+		size_t j;
 
 		if (st->cr) {
-			if (c != '\n')
+			if (buf[i] != '\n')
 				goto bad;
 			st->cr = 0;
 			if (i - 1 == st->line_start) {
@@ -228,14 +231,22 @@ static int scan_lines(struct http_head_state *st, const char *buf, size_t limit,
 				st->line0 = st->line_start;
 				st->line0_end = i - 1;
 			}
-			st->line_start = i + 1;
-		} else if (c == '\r') {
-			st->cr = 1;
-		} else if (c == '\n') {
-			goto bad;
-		} else if (i == st->line_start && st->nlines > 0 && (c == ' ' || c == '\t')) {
-			goto bad; /* obs-fold, or whitespace before a field name */
+			st->line_start = ++i;
+			continue;
 		}
+		if (i == st->line_start && st->nlines > 0 && (buf[i] == ' ' || buf[i] == '\t'))
+			goto bad; /* obs-fold, or whitespace before a field name */
+		cr = memchr(buf + i, '\r', limit - i);
+		j = cr ? (size_t)(cr - buf) : limit;
+		lf = memchr(buf + i, '\n', j - i);
+		if (lf) {
+			i = (size_t)(lf - buf); /* a bare LF */
+			goto bad;
+		}
+		if (!cr)
+			break;
+		st->cr = 1;
+		i = j + 1;
 	}
 	*stop = limit;
 	return 0;
@@ -318,30 +329,38 @@ static void trim_value(struct http_header *h)
 		h->value = h->name + h->name_len; /* never NULL, even when empty */
 }
 
+/* Flags by name; the length picks the few names worth comparing. */
 static uint32_t name_flags(const struct http_header *h)
 {
 	const char *n = h->name;
 	size_t l = h->name_len;
 
-	if (http_span_ieq(n, l, "connection") || http_span_ieq(n, l, "keep-alive") ||
-	    http_span_ieq(n, l, "te") || http_span_ieq(n, l, "trailer") ||
-	    http_span_ieq(n, l, "upgrade") || span_iprefix(n, l, "proxy-"))
+	if (l >= 6 && span_iprefix(n, l, "proxy-"))
 		return HTTP_HDR_HOP;
-	if (http_span_ieq(n, l, "transfer-encoding"))
-		return HTTP_HDR_HOP;
-	if (http_span_ieq(n, l, "content-length"))
-		return HTTP_HDR_LENGTH;
-	if (http_span_ieq(n, l, "host"))
-		return HTTP_HDR_HOST;
-	if (http_span_ieq(n, l, "x-forwarded-for"))
-		return HTTP_HDR_XFF;
-	if (http_span_ieq(n, l, "x-forwarded-proto"))
-		return HTTP_HDR_XFP;
-	if (http_span_ieq(n, l, "expect"))
-		return HTTP_HDR_EXPECT;
-	if (http_span_ieq(n, l, "via"))
-		return HTTP_HDR_VIA;
-	return 0;
+	switch (l) {
+	case 2:
+		return http_span_ieq(n, l, "te") ? HTTP_HDR_HOP : 0;
+	case 3:
+		return http_span_ieq(n, l, "via") ? HTTP_HDR_VIA : 0;
+	case 4:
+		return http_span_ieq(n, l, "host") ? HTTP_HDR_HOST : 0;
+	case 6:
+		return http_span_ieq(n, l, "expect") ? HTTP_HDR_EXPECT : 0;
+	case 7:
+		return http_span_ieq(n, l, "trailer") || http_span_ieq(n, l, "upgrade") ? HTTP_HDR_HOP : 0;
+	case 10:
+		return http_span_ieq(n, l, "connection") || http_span_ieq(n, l, "keep-alive") ? HTTP_HDR_HOP : 0;
+	case 14:
+		return http_span_ieq(n, l, "content-length") ? HTTP_HDR_LENGTH : 0;
+	case 15:
+		return http_span_ieq(n, l, "x-forwarded-for") ? HTTP_HDR_XFF : 0;
+	case 17:
+		if (http_span_ieq(n, l, "transfer-encoding"))
+			return HTTP_HDR_HOP;
+		return http_span_ieq(n, l, "x-forwarded-proto") ? HTTP_HDR_XFP : 0;
+	default:
+		return 0;
+	}
 }
 
 static int span_eq_nocase(const char *a, size_t al, const char *b, size_t bl)
@@ -441,7 +460,7 @@ int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 	for (i = 0; i < st->nhdrs; i++) {
 		const struct http_header *h = &st->hdrs[i];
 
-		if (http_span_ieq(h->name, h->name_len, "connection")) {
+		if ((h->flags & HTTP_HDR_HOP) && h->name_len == 10 && http_span_ieq(h->name, h->name_len, "connection")) {
 			rc = connection_tokens(st, h, info);
 			if (rc)
 				return rc;
@@ -459,7 +478,8 @@ int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 		} else if (h->flags & HTTP_HDR_EXPECT) {
 			if (http_span_ieq(h->value, h->value_len, "100-continue"))
 				info->expect_continue = 1;
-		} else if (http_span_ieq(h->name, h->name_len, "transfer-encoding")) {
+		} else if ((h->flags & HTTP_HDR_HOP) && h->name_len == 17 &&
+		           http_span_ieq(h->name, h->name_len, "transfer-encoding")) {
 			info->nte++;
 			/*
 			 * Only a lone "chunked" is accepted. "gzip, chunked" is

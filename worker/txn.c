@@ -144,13 +144,18 @@ static void outq_body(struct outq *q, struct buf *src, uint32_t used, const char
 
 /* Writes what <q> holds to <fd>. Returns bytes written (>= 0; the queue is
  * empty when q->count is 0) or -errno. */
-static ssize_t outq_write(int fd, struct outq *q)
+static ssize_t outq_write(int fd, struct outq *q, int more)
 {
 	ssize_t n, total = 0;
+	int flags = more ? MSG_MORE : 0;
 
 	while (q->count) {
-		n = q->count == 1 ? write(fd, q->iov[q->first].iov_base, q->iov[q->first].iov_len)
-		                  : writev(fd, q->iov + q->first, q->count);
+		if (q->count == 1) {
+			n = send(fd, q->iov[q->first].iov_base, q->iov[q->first].iov_len, flags);
+		} else {
+			struct msghdr mh = {.msg_iov = q->iov + q->first, .msg_iovlen = (size_t)q->count};
+			n = sendmsg(fd, &mh, flags);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -626,7 +631,7 @@ void txn_pump(struct txn *t)
 		/* client -> upstream */
 		if (u && !u->connecting) {
 			if (t->up.count) {
-				n = outq_write(u->io.fd, &t->up);
+				n = outq_write(u->io.fd, &t->up, 0);
 				if (n < 0) {
 					if (t->resp_started) {
 						/* it answered and stopped listening: keep the answer */
@@ -666,7 +671,11 @@ void txn_pump(struct txn *t)
 		}
 		/* upstream -> client */
 		if (t->down.count) {
-			n = outq_write(c->io.fd, &t->down);
+			/* more of a counted body follows for sure: let the kernel
+			 * fill its segments (as TCP_CORK, released by the last send
+			 * or after 200 ms should the upstream stall); never for
+			 * chunked or until-close bodies, which may be streams */
+			n = outq_write(c->io.fd, &t->down, t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left > 0);
 			if (n < 0) {
 				txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 				conn_close(c);
