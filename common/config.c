@@ -18,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pwd.h>
 #include <libconfig.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -940,7 +941,7 @@ static void load_limits(struct loader *ld, const config_setting_t *root)
 
 static int load_tree(struct loader *ld, const config_setting_t *root)
 {
-	static const char *const keys[] = {"workers",   "master_process", "pid_file", "log",    "stats",
+	static const char *const keys[] = {"workers",   "master_process", "pid_file", "user",     "log",    "stats",
 	                                   "listeners", "upstreams",      "routes",   "timeouts", "limits", NULL};
 	const char *v;
 	config_setting_t *mp;
@@ -955,6 +956,17 @@ static int load_tree(struct loader *ld, const config_setting_t *root)
 	}
 	if (get_string(ld, root, "pid_file", "pid_file", &v, sizeof ld->cfg->pid_file - 1) == GOT_OK)
 		strcpy(ld->cfg->pid_file, v);
+	if (get_string(ld, root, "user", "user", &v, sizeof ld->cfg->user - 1) == GOT_OK && v[0]) {
+		struct passwd *pw = getpwnam(v);
+
+		if (!pw) {
+			fail(ld, line_of(config_setting_get_member(root, "user")), "user \"%s\" does not exist", v);
+		} else {
+			strcpy(ld->cfg->user, v);
+			ld->cfg->uid = pw->pw_uid;
+			ld->cfg->gid = pw->pw_gid;
+		}
+	}
 	load_log(ld, root);
 	load_stats(ld, root);
 	load_listeners(ld, root);

@@ -131,6 +131,11 @@ struct config {
 	struct config_log log;
 	char pid_file[4096]; /* "" (default): none */
 
+	/* user the workers run as when the master starts as root (the master
+	 * keeps root to bind sockets and for reloads); "" (default): no change */
+	char user[64];
+	unsigned uid, gid; /* resolved from user at load time */
+
 	/* stats socket served by the master: GET /metrics (Prometheus text) */
 	int has_stats;            /* 0 when the stats block is absent */
 	struct config_addr stats; /* stats.listen, e.g. "127.0.0.1:9901" */

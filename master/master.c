@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,22 @@ static struct {
 
 static void master_spawn(int index);
 
+/* A worker serves clients as the configured user, never as root; the
+ * master keeps root for binding and reloads. Failing to drop is fatal for
+ * the worker: better no worker than a root one. */
+static void master_drop_privileges(void)
+{
+	const struct config *cfg = m.cfg;
+
+	if (!cfg->user[0] || geteuid() != 0)
+		return;
+	if (setgroups(0, NULL) < 0 || initgroups(cfg->user, (gid_t)cfg->gid) < 0 || setgid((gid_t)cfg->gid) < 0 ||
+	    setuid((uid_t)cfg->uid) < 0) {
+		log_error("cannot switch to user %s: %s", cfg->user, strerror(errno));
+		_exit(WORKER_EXIT_STARTUP);
+	}
+}
+
 /* In a new worker process: drop everything that is the master's. */
 static void master_in_child(int index, struct worker_start *ws)
 {
@@ -76,6 +93,7 @@ static void master_in_child(int index, struct worker_start *ws)
 	}
 	listen_close(&m.ls);
 	close(m.shm_fd);
+	master_drop_privileges();
 }
 
 static int master_free_slot(void)
@@ -314,6 +332,9 @@ int master_run(struct config *cfg)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	master_raise_nofile(cfg);
+	if (cfg->user[0] && geteuid() != 0)
+		log_warn("not started as root: user \"%s\" is ignored, workers run as uid %d", cfg->user,
+		         (int)geteuid());
 
 	m.seg = shm_create(&m.shm_fd);
 	if (!m.seg) {

@@ -1,0 +1,148 @@
+"""Header handling: hop-by-hop headers removed both ways, X-Forwarded-For,
+X-Forwarded-Proto and Via added, everything else passed through as sent."""
+
+from harness import header_values
+
+
+def echo(w, headers=(), target="/echo", host="app.test", version="1.1"):
+    with w.client() as c:
+        r = c.request("GET", target, host=host, headers=headers, version=version)
+    assert r.status == 200, r
+    return r.json()
+
+
+def joined(entry_headers, name):
+    """All values of <name> as one comma-separated list (RFC 9110 5.3)."""
+    vals = [v for n, v in entry_headers if n.lower() == name.lower()]
+    items = []
+    for v in vals:
+        items += [i.strip() for i in v.split(",") if i.strip()]
+    return items
+
+
+def names(entry_headers):
+    return [n.lower() for n, _ in entry_headers]
+
+
+def test_hop_by_hop_request_headers_are_not_forwarded(weir):
+    j = echo(weir, headers=[
+        ("Connection", "keep-alive, X-Hop-A, x-hop-b"),
+        ("X-Hop-A", "1"), ("X-Hop-B", "2"),
+        ("Keep-Alive", "timeout=5"),
+        ("TE", "trailers"),
+        ("Trailer", "X-Checksum"),
+        ("Upgrade", "foo/1"),
+        ("Proxy-Authorization", "Basic Zm9vOmJhcg=="),
+        ("Proxy-Connection", "keep-alive"),
+        ("X-End-To-End", "kept"),
+    ])
+    got = names(j["headers"])
+    for h in ("x-hop-a", "x-hop-b", "keep-alive", "te", "trailer", "upgrade",
+              "proxy-authorization", "proxy-connection"):
+        assert h not in got, (h, j["headers"])
+    assert ["X-End-To-End", "kept"] in j["headers"]
+    # weir's own Connection header to the origin, if any, lists none of the client's tokens
+    for v in header_values(j, "connection"):
+        assert "x-hop" not in v.lower()
+
+
+def test_x_forwarded_for_is_added_with_the_client_address(weir):
+    j = echo(weir)
+    assert header_values(j, "x-forwarded-for") == ["127.0.0.1"]
+
+
+def test_x_forwarded_for_is_appended_to_an_existing_one(weir):
+    j = echo(weir, headers=[("X-Forwarded-For", "203.0.113.7")])
+    assert joined(j["headers"], "x-forwarded-for") == ["203.0.113.7", "127.0.0.1"]
+    assert len(header_values(j, "x-forwarded-for")) == 1
+    assert header_values(j, "x-forwarded-for") == ["203.0.113.7, 127.0.0.1"]
+
+
+def test_x_forwarded_for_keeps_every_earlier_hop_in_order(weir):
+    j = echo(weir, headers=[("X-Forwarded-For", "198.51.100.1, 198.51.100.2"),
+                            ("X-Forwarded-For", "198.51.100.3")])
+    assert joined(j["headers"], "x-forwarded-for") == [
+        "198.51.100.1", "198.51.100.2", "198.51.100.3", "127.0.0.1"]
+
+
+def test_x_forwarded_proto_http_is_added_once(weir):
+    j = echo(weir)
+    assert header_values(j, "x-forwarded-proto") == ["http"]
+
+
+def test_a_client_supplied_x_forwarded_proto_does_not_survive_alongside_weirs(weir):
+    j = echo(weir, headers=[("X-Forwarded-Proto", "https")])
+    assert header_values(j, "x-forwarded-proto") == ["http"]
+
+
+def test_via_is_added(weir):
+    j = echo(weir)
+    assert header_values(j, "via") == ["1.1 weir"]
+
+
+def test_via_is_appended_to_an_existing_one(weir):
+    j = echo(weir, headers=[("Via", "1.0 fred")])
+    assert joined(j["headers"], "via") == ["1.0 fred", "1.1 weir"]
+
+
+def test_host_reaches_the_origin_exactly_as_the_client_sent_it(weir):
+    j = echo(weir, host="App.Example.COM:8443")
+    assert header_values(j, "host") == ["App.Example.COM:8443"]
+
+
+def test_the_request_target_reaches_the_origin_byte_for_byte(weir):
+    target = "/echo/a%20b/./c/../d?q=a+b&x=%2F%2e%2e&empty=&utf=%C3%A9"
+    j = echo(weir, target=target)
+    assert j["target"] == target
+    assert j["method"] == "GET"
+
+
+def test_end_to_end_headers_keep_their_order_case_and_duplicates(weir):
+    sent = [("X-First", "1"), ("x-dup", "a"), ("Accept", "text/html"),
+            ("X-Dup", "b"), ("Cookie", "c=1"), ("X-Last", "  spaced value")]
+    j = echo(weir, headers=sent)
+    forwarded = [(n, v) for n, v in j["headers"]
+                 if n.lower() in {"x-first", "x-dup", "accept", "cookie", "x-last"}]
+    assert forwarded == [("X-First", "1"), ("x-dup", "a"), ("Accept", "text/html"),
+                         ("X-Dup", "b"), ("Cookie", "c=1"), ("X-Last", "spaced value")]
+
+
+def test_a_large_header_value_is_forwarded_whole(weir):
+    v = "v" * 8000
+    j = echo(weir, headers=[("X-Large", v)])
+    assert header_values(j, "x-large") == [v]
+
+
+def test_the_request_to_the_origin_is_http11(weir, origin):
+    echo(weir, version="1.0", headers=[("Host", "h10.test")], host=None)
+    assert origin.requests("/echo")[-1]["version"] == "1.1"
+
+
+def test_hop_by_hop_response_headers_are_not_passed_to_the_client(weir):
+    with weir.client() as c:
+        r = c.request("GET", "/respheaders")
+        assert r.status == 200 and r.body == b"headers\n"
+        got = [n.lower() for n, _ in r.headers]
+        for h in ("x-hop-a", "x-hop-b", "keep-alive", "proxy-connection"):
+            assert h not in got, (h, r.headers)
+        for v in r.get_all("connection"):
+            assert "x-hop" not in v.lower()
+        assert r.get("X-End-To-End") == "kept"
+        assert r.get("Cache-Control") == "no-store"
+        assert r.get("X-Origin") == "A"
+        # a response that is still keep-alive
+        assert c.request("GET", "/bytes/1").body == b"x"
+
+
+def test_repeated_response_headers_such_as_set_cookie_pass_in_order(weir):
+    r = weir.get("/respheaders")
+    assert r.get_all("Set-Cookie") == ["a=1; Path=/", "b=2; Path=/"]
+
+
+def test_a_response_never_carries_two_framing_headers(weir):
+    with weir.client() as c:
+        for target in ("/bytes/10", "/chunked/10", "/close/10", "/respheaders", "/status/204"):
+            r = c.request("GET", target)
+            assert not (r.has("Content-Length") and r.has("Transfer-Encoding")), r
+            assert len(r.get_all("Content-Length")) <= 1, r
+            assert len(r.get_all("Transfer-Encoding")) <= 1, r

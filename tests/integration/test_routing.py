@@ -1,0 +1,139 @@
+"""Routing: host exact > wildcard > any, longest path prefix within the chosen
+host, 404 when nothing matches, weighted round robin within a group."""
+
+import collections
+
+from harness import Client, error_response_ok, settle
+
+
+def three_origins(origin_factory, weir_factory, routes, **kw):
+    a, b, c = origin_factory("A"), origin_factory("B"), origin_factory("C")
+    w = weir_factory(upstreams=[{"name": "a", "servers": [a.addr]},
+                                {"name": "b", "servers": [b.addr]},
+                                {"name": "c", "servers": [c.addr]}],
+                     routes=routes, **kw)
+    return w, a, b, c
+
+
+SPEC_ROUTES = [
+    {"host": "api.example.com", "path": "/v1/", "upstream": "a"},
+    {"host": "*.example.com", "path": "/", "upstream": "b"},
+    {"path": "/", "upstream": "c"},
+]
+
+
+def origin_of(w, host, target="/echo"):
+    r = w.get(target, host=host)
+    assert r.status == 200, r
+    return r.get("X-Origin")
+
+
+def test_an_exact_host_route_beats_a_wildcard_and_a_catch_all(origin_factory, weir_factory):
+    w, *_ = three_origins(origin_factory, weir_factory, SPEC_ROUTES)
+    assert origin_of(w, "api.example.com", "/v1/users") == "A"
+
+
+def test_a_wildcard_host_route_beats_the_catch_all(origin_factory, weir_factory):
+    w, *_ = three_origins(origin_factory, weir_factory, SPEC_ROUTES)
+    assert origin_of(w, "www.example.com", "/anything") == "B"
+    assert origin_of(w, "a.b.example.com", "/") == "B"
+
+
+def test_a_host_that_matches_no_pattern_goes_to_the_catch_all(origin_factory, weir_factory):
+    w, *_ = three_origins(origin_factory, weir_factory, SPEC_ROUTES)
+    assert origin_of(w, "other.org") == "C"
+    assert origin_of(w, "127.0.0.1:%d" % w.port) == "C"
+
+
+def test_a_wildcard_does_not_match_the_bare_domain(origin_factory, weir_factory):
+    w, *_ = three_origins(origin_factory, weir_factory, SPEC_ROUTES)
+    assert origin_of(w, "example.com") == "C"
+    assert origin_of(w, "notexample.com") == "C"
+
+
+def test_host_matching_ignores_case_and_the_port(origin_factory, weir_factory):
+    w, *_ = three_origins(origin_factory, weir_factory, SPEC_ROUTES)
+    assert origin_of(w, "API.Example.COM:8080", "/v1/x") == "A"
+    assert origin_of(w, "WWW.EXAMPLE.com:443", "/") == "B"
+
+
+def test_the_longest_path_prefix_wins_within_a_host(origin_factory, weir_factory):
+    routes = [
+        {"host": "h.test", "path": "/", "upstream": "a"},
+        {"host": "h.test", "path": "/v1/", "upstream": "b"},
+        {"host": "h.test", "path": "/v1/admin/", "upstream": "c"},
+    ]
+    w, *_ = three_origins(origin_factory, weir_factory, routes)
+    assert origin_of(w, "h.test", "/v1/admin/x") == "C"
+    assert origin_of(w, "h.test", "/v1/users?admin/") == "B"
+    assert origin_of(w, "h.test", "/v1/") == "B"
+    assert origin_of(w, "h.test", "/v1") == "A"
+    assert origin_of(w, "h.test", "/v2/x") == "A"
+
+
+def test_route_order_in_the_file_does_not_change_longest_prefix_matching(origin_factory, weir_factory):
+    routes = [
+        {"path": "/v1/admin/", "upstream": "c"},
+        {"path": "/", "upstream": "a"},
+        {"path": "/v1/", "upstream": "b"},
+    ]
+    w, *_ = three_origins(origin_factory, weir_factory, routes)
+    assert origin_of(w, "x", "/v1/admin/y") == "C"
+    assert origin_of(w, "x", "/v1/y") == "B"
+    assert origin_of(w, "x", "/y") == "A"
+
+
+def test_a_request_matching_no_route_gets_404_and_never_reaches_an_origin(origin_factory, weir_factory):
+    routes = [{"host": "only.test", "path": "/", "upstream": "a"},
+              {"host": "*.example.com", "path": "/api/", "upstream": "b"}]
+    w, a, b, c = three_origins(origin_factory, weir_factory, routes)
+    m0 = w.metrics()
+    with w.client() as cl:
+        r = cl.request("GET", "/x", host="other.test")
+        error_response_ok(r, 404, "Not Found", close=False)
+        r = cl.request("GET", "/web/x", host="www.example.com")
+        error_response_ok(r, 404, "Not Found", close=False)
+        # a 404 keeps the connection: the next request on it is served
+        r = cl.request("GET", "/", host="only.test")
+        assert r.status == 200 and r.get("X-Origin") == "A"
+    settle()
+    assert a.requests("/x") == [] and b.requests() == [] and c.requests() == []
+    m1 = w.metrics()
+    assert m1.error("no_route") - m0.error("no_route") == 2
+
+
+def test_a_host_whose_routes_match_no_path_gets_404_rather_than_the_catch_all(origin_factory, weir_factory):
+    # host selection first, then the longest prefix within that host
+    routes = [{"host": "api.example.com", "path": "/v1/", "upstream": "a"},
+              {"path": "/", "upstream": "c"}]
+    w, a, b, c = three_origins(origin_factory, weir_factory, routes)
+    r = w.get("/v2/x", host="api.example.com")
+    assert r.status == 404, r
+    assert c.requests() == []
+
+
+def test_weighted_round_robin_splits_requests_by_weight(origin_factory, weir_factory):
+    a, b = origin_factory("A"), origin_factory("B")
+    w = weir_factory(workers=1,
+                     upstreams=[{"name": "g", "servers": [(a.addr, 3), (b.addr, 1)]}],
+                     routes=[{"path": "/", "upstream": "g"}])
+    seen = collections.Counter()
+    with Client(w.port) as cl:
+        for _ in range(40):
+            r = cl.request("GET", "/echo")
+            assert r.status == 200
+            seen[r.get("X-Origin")] += 1
+    assert seen == {"A": 30, "B": 10}, seen
+
+
+def test_equal_weights_alternate_between_servers(origin_factory, weir_factory):
+    a, b = origin_factory("A"), origin_factory("B")
+    w = weir_factory(workers=1,
+                     upstreams=[{"name": "g", "servers": [a.addr, b.addr]}],
+                     routes=[{"path": "/", "upstream": "g"}])
+    order = []
+    with Client(w.port) as cl:
+        for _ in range(10):
+            order.append(cl.request("GET", "/").get("X-Origin"))
+    assert order.count("A") == 5 and order.count("B") == 5, order
+    assert all(order[i] != order[i + 1] for i in range(9)), order
