@@ -22,6 +22,16 @@ struct listen_set {
  * logging which address failed and why (everything opened is closed). */
 int listen_open(struct listen_set *ls, const struct config *cfg);
 
+/*
+ * For a reload: fills <ls> for <cfg>, taking from <old> (the sockets of
+ * <oldcfg>) every socket whose address and worker slot are still wanted,
+ * so their accept queues carry over, and binding only what is new. Taken
+ * sockets are set to -1 in <old>; what is left there is no longer wanted.
+ * Returns 0, or -1 (logged) with <old> restored as it was.
+ */
+int listen_reopen(struct listen_set *ls, const struct config *cfg, struct listen_set *old,
+                  const struct config *oldcfg);
+
 void listen_close(struct listen_set *ls);
 
 /* Opens one non-blocking TCP listening socket on <addr>; -1 with errno.

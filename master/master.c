@@ -24,6 +24,9 @@
 #define RESPAWN_YOUNG 2.0
 #define RESPAWN_MIN_DELAY 0.1
 #define RESPAWN_MAX_DELAY 10.0
+/* Old workers get their own drain timeout plus this before SIGKILL. */
+#define DRAIN_GRACE 2.0
+#define MAX_OLD_WORKERS SHM_SLOTS
 
 struct master_worker {
 	pid_t pid;       /* 0 when not running */
@@ -33,6 +36,13 @@ struct master_worker {
 	ev_timer respawn;
 };
 
+/* A worker of an earlier configuration, draining after a reload. */
+struct old_worker {
+	pid_t pid;
+	int slot;
+	ev_tstamp kill_at;
+};
+
 static struct {
 	struct ev_loop *loop;
 	struct config *cfg;
@@ -40,14 +50,14 @@ static struct {
 	int shm_fd;
 	struct listen_set ls;
 	struct master_worker workers[CONFIG_MAX_WORKERS];
+	struct old_worker old[MAX_OLD_WORKERS];
 	ev_signal sig_quit, sig_term, sig_int, sig_hup, sig_usr1, sig_usr2;
 	ev_child child;
 	ev_timer stop_timer;
+	ev_timer tick;
 	int stopping; /* 0 running, 1 graceful, 2 fast */
 	int exit_code;
 } m;
-
-static void master_spawn(int index);
 
 /* A worker serves clients as the configured user, never as root; the
  * master keeps root for binding and reloads. Failing to drop is fatal for
@@ -76,6 +86,7 @@ static void master_in_child(int index, struct worker_start *ws)
 	ev_signal_stop(m.loop, &m.sig_usr2);
 	ev_child_stop(m.loop, &m.child);
 	ev_timer_stop(m.loop, &m.stop_timer);
+	ev_timer_stop(m.loop, &m.tick);
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
 	stats_close(m.loop);
@@ -104,6 +115,12 @@ static int master_free_slot(void)
 	return -1;
 }
 
+static void master_respawn_later(struct master_worker *w)
+{
+	ev_timer_set(&w->respawn, w->delay, 0);
+	ev_timer_start(m.loop, &w->respawn);
+}
+
 static void master_spawn(int index)
 {
 	struct master_worker *w = &m.workers[index];
@@ -112,7 +129,10 @@ static void master_spawn(int index)
 	pid_t pid;
 
 	if (slot < 0) {
-		log_error("no free worker slot in the shared segment for worker %d", index);
+		/* every slot is held by draining workers: try again soon */
+		log_error("no free worker slot in the shared segment for worker %d; retrying", index);
+		w->delay = RESPAWN_MIN_DELAY * 10;
+		master_respawn_later(w);
 		return;
 	}
 	atomic_store(&m.seg->slots[slot].state, SHM_SLOT_RUNNING);
@@ -123,8 +143,7 @@ static void master_spawn(int index)
 		log_error("cannot fork worker %d: %s", index, strerror(errno));
 		atomic_store(&m.seg->slots[slot].state, SHM_SLOT_FREE);
 		w->delay = w->delay ? w->delay : RESPAWN_MIN_DELAY;
-		ev_timer_set(&w->respawn, w->delay, 0);
-		ev_timer_start(m.loop, &w->respawn);
+		master_respawn_later(w);
 		return;
 	}
 	if (pid == 0) {
@@ -150,6 +169,8 @@ static int master_workers_running(void)
 	int n = 0;
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		n += m.workers[i].pid != 0;
+	for (int i = 0; i < MAX_OLD_WORKERS; i++)
+		n += m.old[i].pid != 0;
 	return n;
 }
 
@@ -158,6 +179,23 @@ static void master_signal_workers(int sig)
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		if (m.workers[i].pid)
 			kill(m.workers[i].pid, sig);
+	for (int i = 0; i < MAX_OLD_WORKERS; i++)
+		if (m.old[i].pid)
+			kill(m.old[i].pid, sig);
+}
+
+/* An old worker exited: nothing to replace, its counters are folded in. */
+static int master_old_exited(pid_t pid)
+{
+	for (int i = 0; i < MAX_OLD_WORKERS; i++) {
+		if (m.old[i].pid != pid)
+			continue;
+		shm_slot_retire(m.seg, m.old[i].slot);
+		m.old[i].pid = 0;
+		log_info("old worker (pid %d) finished draining", (int)pid);
+		return 1;
+	}
+	return 0;
 }
 
 static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
@@ -165,6 +203,11 @@ static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
 	int index = -1, status = c->rstatus;
 	(void)revents;
 
+	if (master_old_exited(c->rpid)) {
+		if (m.stopping && master_workers_running() == 0)
+			ev_break(loop, EVBREAK_ALL);
+		return;
+	}
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		if (m.workers[i].pid == c->rpid)
 			index = i;
@@ -182,6 +225,8 @@ static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
 			ev_break(loop, EVBREAK_ALL);
 		return;
 	}
+	if (index >= m.cfg->workers)
+		return; /* a reload lowered the worker count meanwhile */
 	if (WIFSIGNALED(status))
 		log_error("worker %d (pid %d) was killed by signal %d (%s)%s; replacing it", index, (int)c->rpid,
 		          WTERMSIG(status), strsignal(WTERMSIG(status)), WCOREDUMP(status) ? ", core dumped" : "");
@@ -196,12 +241,24 @@ static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
 			w->delay = RESPAWN_MAX_DELAY;
 		log_warn("worker %d died %.1f s after start; waiting %.1f s before the next one", index, lived,
 		         w->delay);
-		ev_timer_set(&w->respawn, w->delay, 0);
-		ev_timer_start(loop, &w->respawn);
+		master_respawn_later(w);
 		return;
 	}
 	w->delay = 0;
 	master_spawn(index);
+}
+
+/* Once a second: old workers past their drain bound are killed. */
+static void master_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)t;
+	(void)revents;
+	for (int i = 0; i < MAX_OLD_WORKERS; i++)
+		if (m.old[i].pid && ev_now(loop) >= m.old[i].kill_at) {
+			log_warn("old worker (pid %d) still running after its drain timeout; killing it", (int)m.old[i].pid);
+			kill(m.old[i].pid, SIGKILL);
+			m.old[i].kill_at = ev_now(loop) + 60;
+		}
 }
 
 static void master_stop_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
@@ -225,12 +282,120 @@ static void master_stop(int how)
 	stats_close(m.loop);
 	master_signal_workers(how == 1 ? SIGQUIT : SIGTERM);
 	/* the workers bound their own drain; this is the backstop */
-	bound = how == 1 ? m.cfg->timeouts.drain / 1000.0 + 2.0 : 5.0;
+	bound = how == 1 ? m.cfg->timeouts.drain / 1000.0 + DRAIN_GRACE : 5.0;
 	ev_timer_stop(m.loop, &m.stop_timer);
 	ev_timer_set(&m.stop_timer, bound, 0);
 	ev_timer_start(m.loop, &m.stop_timer);
 	if (master_workers_running() == 0)
 		ev_break(m.loop, EVBREAK_ALL);
+}
+
+/* ---- reload ------------------------------------------------------------ */
+
+static int master_reload_failed(const char *why)
+{
+	atomic_fetch_add(&m.seg->reloads_failed, 1);
+	log_error("reload failed: %s; still serving with the previous configuration", why);
+	return -1;
+}
+
+/* Moves the running workers to the old list and tells them to drain. */
+static void master_retire_workers(const struct config *oldcfg)
+{
+	ev_tstamp kill_at = ev_now(m.loop) + oldcfg->timeouts.drain / 1000.0 + DRAIN_GRACE;
+
+	for (int i = 0; i < CONFIG_MAX_WORKERS; i++) {
+		struct master_worker *w = &m.workers[i];
+		int k = 0;
+
+		ev_timer_stop(m.loop, &w->respawn);
+		w->delay = 0;
+		if (!w->pid)
+			continue;
+		while (k < MAX_OLD_WORKERS && m.old[k].pid)
+			k++;
+		if (k == MAX_OLD_WORKERS) { /* cannot happen: slots bound it */
+			kill(w->pid, SIGKILL);
+		} else {
+			m.old[k] = (struct old_worker){.pid = w->pid, .slot = w->slot, .kill_at = kill_at};
+			atomic_store(&m.seg->slots[w->slot].state, SHM_SLOT_DRAINING);
+			kill(w->pid, SIGQUIT);
+		}
+		w->pid = 0;
+	}
+}
+
+/*
+ * HUP: all or nothing. The new configuration is read and checked, its
+ * sockets opened (reusing every socket whose address and slot stay, so no
+ * accept queue is closed) and its routes published; only then do new
+ * workers start, on those same sockets, and the old ones drain. Any
+ * failure before that point leaves everything as it was.
+ */
+static int master_reload(void)
+{
+	struct config *ncfg = calloc(1, sizeof(*ncfg));
+	struct config_errors *errs = calloc(1, sizeof(*errs));
+	struct config *ocfg = m.cfg;
+	struct listen_set nls;
+	uint64_t gen;
+	int gslot, stats_changed;
+
+	if (!ncfg || !errs) {
+		free(ncfg);
+		free(errs);
+		return master_reload_failed("out of memory");
+	}
+	if (config_load(ocfg->file, ncfg, errs) < 0) {
+		int kept = errs->count < CONFIG_MAX_ERRORS ? errs->count : CONFIG_MAX_ERRORS;
+		for (int i = 0; i < kept; i++)
+			log_error("%s", errs->msg[i]);
+		free(errs);
+		free(ncfg);
+		return master_reload_failed("the configuration is invalid");
+	}
+	free(errs);
+	if (!ncfg->master_process) {
+		config_free(ncfg);
+		free(ncfg);
+		return master_reload_failed("master_process cannot be turned off by a reload");
+	}
+	gslot = route_prepare(m.seg, ncfg);
+	if (gslot < 0) {
+		config_free(ncfg);
+		free(ncfg);
+		return master_reload_failed("every route generation is still in use by draining workers");
+	}
+	if (listen_reopen(&nls, ncfg, &m.ls, ocfg) < 0) {
+		config_free(ncfg);
+		free(ncfg);
+		return master_reload_failed("a listener could not be opened");
+	}
+	gen = route_commit(m.seg, gslot);
+
+	/* committed: from here on nothing fails back */
+	stats_changed = ncfg->has_stats != ocfg->has_stats ||
+	                (ncfg->has_stats && strcmp(ncfg->stats.text, ocfg->stats.text) != 0);
+	if (stats_changed) {
+		stats_close(m.loop);
+		if (ncfg->has_stats)
+			stats_open(m.loop, &ncfg->stats, m.seg);
+	}
+	if (log_open(&ncfg->log) < 0)
+		log_error("reload: cannot open the new log files (%s); keeping the old ones", strerror(errno));
+	master_retire_workers(ocfg);
+	listen_close(&m.ls); /* what the new configuration did not take */
+	m.ls = nls;
+	m.cfg = ncfg;
+	for (int i = 0; i < ncfg->workers; i++)
+		master_spawn(i);
+	atomic_fetch_add(&m.seg->reloads_ok, 1);
+	atomic_fetch_add(&m.seg->config_generation, 1);
+	log_notice("reloaded %s: %d worker(s), %d listener(s), %d route(s), routes generation %llu", ncfg->file,
+	           ncfg->workers, ncfg->nlisteners, ncfg->nroutes, (unsigned long long)gen);
+	config_free(ocfg);
+	free(ocfg);
+	return 0;
 }
 
 static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
@@ -255,7 +420,10 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 		master_signal_workers(SIGUSR1);
 		break;
 	case SIGHUP:
-		log_warn("HUP received: reload is not implemented yet; nothing changed");
+		if (m.stopping)
+			break;
+		log_notice("HUP received: reloading %s", m.cfg->file);
+		master_reload();
 		break;
 	case SIGUSR2:
 		log_warn("USR2 received: binary upgrade is not implemented yet; nothing changed");
@@ -280,9 +448,6 @@ static int master_write_pid(const char *path)
 	}
 	return close(fd);
 }
-
-/* Each client connection costs a descriptor, each request another for the
- * upstream: ask for what the limits need, as far as the hard limit allows. */
 static void master_raise_nofile(const struct config *cfg)
 {
 	struct rlimit rl;
@@ -341,6 +506,7 @@ int master_run(struct config *cfg)
 		log_error("cannot create the shared segment: %s", strerror(errno));
 		return 1;
 	}
+	atomic_store(&m.seg->config_generation, 1);
 	if (route_publish(m.seg, cfg) == 0) {
 		log_error("cannot publish the routing table");
 		return 1;
@@ -353,7 +519,6 @@ int master_run(struct config *cfg)
 		log_error("cannot write the pid file %s: %s", cfg->pid_file, strerror(errno));
 		return 1;
 	}
-
 	if (!cfg->master_process)
 		return master_run_single();
 
@@ -372,6 +537,8 @@ int master_run(struct config *cfg)
 	ev_child_init(&m.child, master_child_cb, 0, 0);
 	ev_child_start(m.loop, &m.child);
 	ev_init(&m.stop_timer, master_stop_timeout_cb);
+	ev_timer_init(&m.tick, master_tick_cb, 1.0, 1.0);
+	ev_timer_start(m.loop, &m.tick);
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++) {
 		ev_init(&m.workers[i].respawn, master_respawn_cb);
 		m.workers[i].respawn.data = (void *)(intptr_t)i;
@@ -388,8 +555,8 @@ int master_run(struct config *cfg)
 
 	log_notice("stopped");
 	log_flush();
-	if (cfg->pid_file[0])
-		unlink(cfg->pid_file);
+	if (m.cfg->pid_file[0])
+		unlink(m.cfg->pid_file);
 	listen_close(&m.ls);
 	return m.exit_code;
 }

@@ -93,6 +93,12 @@ size_t stats_render(struct shm_segment *seg, char *buf, size_t cap)
 	out_metric(&o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)alive);
 	out_metric(&o, "weir_worker_restarts_total", "counter", "Workers replaced after an unexpected exit.",
 	           atomic_load(&seg->worker_restarts));
+	out_printf(&o, "# HELP weir_reloads_total Configuration reloads, by result.\n# TYPE weir_reloads_total counter\n"
+	               "weir_reloads_total{result=\"ok\"} %llu\nweir_reloads_total{result=\"failed\"} %llu\n",
+	           (unsigned long long)atomic_load(&seg->reloads_ok),
+	           (unsigned long long)atomic_load(&seg->reloads_failed));
+	out_metric(&o, "weir_config_generation", "gauge", "Configuration generation: 1 at start, one more per reload.",
+	           atomic_load(&seg->config_generation));
 	out_metric(&o, "weir_start_time_seconds", "gauge", "Unix time the master started.", seg->started_at);
 	return o.len;
 }

@@ -120,7 +120,7 @@ const struct route_entry *route_lookup(const struct route_table *t, const char *
 	return NULL;
 }
 
-uint64_t route_publish(struct shm_segment *seg, const struct config *cfg)
+int route_prepare(struct shm_segment *seg, const struct config *cfg)
 {
 	uint32_t cur = atomic_load(&seg->gen_current);
 	int slot = -1;
@@ -137,11 +137,22 @@ uint64_t route_publish(struct shm_segment *seg, const struct config *cfg)
 			slot = g;
 	}
 	if (slot < 0)
-		return 0;
+		return -1;
 	route_compile(&seg->gens[slot], cfg);
 	seg->gens[slot].id = seg->gen_next_id++;
+	return slot;
+}
+
+uint64_t route_commit(struct shm_segment *seg, int slot)
+{
 	atomic_store_explicit(&seg->gen_current, (uint32_t)slot, memory_order_seq_cst);
 	return seg->gens[slot].id;
+}
+
+uint64_t route_publish(struct shm_segment *seg, const struct config *cfg)
+{
+	int slot = route_prepare(seg, cfg);
+	return slot < 0 ? 0 : route_commit(seg, slot);
 }
 
 const struct route_table *route_acquire(struct shm_segment *seg, int slot)

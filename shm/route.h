@@ -79,6 +79,12 @@ const struct route_entry *route_lookup(const struct route_table *t, const char *
  * on every old one; try again later). */
 uint64_t route_publish(struct shm_segment *seg, const struct config *cfg);
 
+/* The two halves of route_publish(), for a reload that must be able to
+ * back out: prepare writes a free slot (-1 if none) without making it
+ * visible; commit makes it current and returns its generation id. */
+int route_prepare(struct shm_segment *seg, const struct config *cfg);
+uint64_t route_commit(struct shm_segment *seg, int slot);
+
 /* Worker in slot <slot>: the current table, reported as in use. */
 const struct route_table *route_acquire(struct shm_segment *seg, int slot);
 

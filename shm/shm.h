@@ -76,6 +76,9 @@ struct shm_segment {
 	uint64_t gen_next_id;         /* master only */
 	uint64_t started_at;          /* unix seconds */
 	_Atomic uint64_t worker_restarts;
+	_Atomic uint64_t reloads_ok;
+	_Atomic uint64_t reloads_failed;
+	_Atomic uint64_t config_generation; /* 1 at start, +1 per reload */
 	_Alignas(64) struct shm_counters retired; /* master only */
 	struct shm_slot slots[SHM_SLOTS];
 	struct route_table gens[SHM_GENS];

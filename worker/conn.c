@@ -17,6 +17,7 @@
  * send a reset, which can destroy our answer before the client reads it. */
 #define LINGER_TIME 2.0
 #define LINGER_BYTES (1024 * 1024)
+#define DRAIN_IDLE_GRACE 1.0
 
 static void conn_on_head(struct conn *c);
 static void conn_write_answer(struct conn *c);
@@ -169,10 +170,18 @@ void conn_txn_done(struct conn *c, int keep)
 		conn_linger(c);
 }
 
+/*
+ * Closing an idle keep-alive connection races with the client's next
+ * request: if it is already on the wire, the client sees the close and
+ * loses it. So a draining worker closes an idle connection only after it
+ * has stayed idle for DRAIN_IDLE_GRACE; a request arriving before that is
+ * served, answered with "Connection: close", and the connection closed
+ * after the answer, which no client can misread.
+ */
 void conn_drain(struct conn *c)
 {
 	if (c->state == CONN_IDLE && (!c->in || buf_len(c->in) == 0))
-		conn_close(c);
+		conn_set_deadline(c, ev_now(wk.loop) + DRAIN_IDLE_GRACE);
 }
 
 /* ---- answers weir makes itself ------------------------------------- */
