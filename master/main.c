@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ev.h>
 #include <http_parser.h>
@@ -129,6 +130,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "weir: cannot open the log files: %m\n");
 		return 1;
 	}
-	log_set_who("master");
-	return master_run(cfg);
+	{
+		char who[32];
+		snprintf(who, sizeof(who), "master %d", (int)getpid());
+		log_set_who(who);
+	}
+	return master_run(cfg, argv);
 }

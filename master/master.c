@@ -16,6 +16,7 @@
 #include "common/process.h"
 #include "master/listen.h"
 #include "master/stats.h"
+#include "master/upgrade.h"
 #include "shm/route.h"
 #include "shm/shm.h"
 
@@ -57,7 +58,17 @@ static struct {
 	ev_timer tick;
 	int stopping; /* 0 running, 1 graceful, 2 fast */
 	int exit_code;
+
+	char exe[4096];     /* the binary we were started from, for USR2 */
+	char *const *argv;
+	pid_t upgrade_pid;  /* new master being started, 0 if none */
+	int upgraded;       /* a new master took over: leave its pid file */
+	ev_io upgrade_io;   /* its "ready" */
+	ev_timer upgrade_timer;
 } m;
+
+static void master_upgrade_failed(const char *why);
+static void master_stop(int how);
 
 /* A worker serves clients as the configured user, never as root; the
  * master keeps root for binding and reloads. Failing to drop is fatal for
@@ -89,6 +100,10 @@ static void master_in_child(int index, struct worker_start *ws)
 	ev_timer_stop(m.loop, &m.tick);
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
+	ev_io_stop(m.loop, &m.upgrade_io);
+	ev_timer_stop(m.loop, &m.upgrade_timer);
+	if (m.upgrade_io.fd >= 0)
+		close(m.upgrade_io.fd);
 	stats_close(m.loop);
 	ev_loop_fork(m.loop);
 
@@ -107,14 +122,6 @@ static void master_in_child(int index, struct worker_start *ws)
 	master_drop_privileges();
 }
 
-static int master_free_slot(void)
-{
-	for (int i = 0; i < SHM_SLOTS; i++)
-		if (atomic_load(&m.seg->slots[i].state) == SHM_SLOT_FREE)
-			return i;
-	return -1;
-}
-
 static void master_respawn_later(struct master_worker *w)
 {
 	ev_timer_set(&w->respawn, w->delay, 0);
@@ -125,7 +132,7 @@ static void master_spawn(int index)
 {
 	struct master_worker *w = &m.workers[index];
 	struct worker_start ws;
-	int slot = master_free_slot();
+	int slot = shm_slot_claim(m.seg);
 	pid_t pid;
 
 	if (slot < 0) {
@@ -135,7 +142,6 @@ static void master_spawn(int index)
 		master_respawn_later(w);
 		return;
 	}
-	atomic_store(&m.seg->slots[slot].state, SHM_SLOT_RUNNING);
 	w->slot = slot;
 	log_flush();
 	pid = fork();
@@ -203,6 +209,10 @@ static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
 	int index = -1, status = c->rstatus;
 	(void)revents;
 
+	if (m.upgrade_pid && c->rpid == m.upgrade_pid) {
+		master_upgrade_failed("the new binary exited before it was ready");
+		return;
+	}
 	if (master_old_exited(c->rpid)) {
 		if (m.stopping && master_workers_running() == 0)
 			ev_break(loop, EVBREAK_ALL);
@@ -398,6 +408,91 @@ static int master_reload(void)
 	return 0;
 }
 
+/* ---- binary upgrade --------------------------------------------------- */
+
+static void master_pid_path(char *buf, size_t len, const char *suffix)
+{
+	snprintf(buf, len, "%s%s", m.cfg->pid_file, suffix);
+}
+
+static void master_upgrade_end(void)
+{
+	ev_io_stop(m.loop, &m.upgrade_io);
+	ev_timer_stop(m.loop, &m.upgrade_timer);
+	if (m.upgrade_io.fd >= 0)
+		close(m.upgrade_io.fd);
+	m.upgrade_io.fd = -1;
+}
+
+static void master_upgrade_failed(const char *why)
+{
+	char old[4200];
+
+	log_error("binary upgrade failed: %s; this master keeps serving", why);
+	if (m.upgrade_pid && !m.upgraded)
+		kill(m.upgrade_pid, SIGKILL);
+	m.upgrade_pid = 0;
+	master_upgrade_end();
+	if (m.cfg->pid_file[0]) {
+		master_pid_path(old, sizeof(old), ".oldbin");
+		rename(old, m.cfg->pid_file);
+	}
+}
+
+static void master_upgrade_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	char buf[8];
+	ssize_t n = read(w->fd, buf, sizeof(buf));
+	(void)loop;
+	(void)revents;
+
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (n != 5 || memcmp(buf, "ready", 5) != 0) {
+		master_upgrade_failed("the new master closed the channel without saying it was ready");
+		return;
+	}
+	log_notice("new master (pid %d) is serving; draining our workers and exiting", (int)m.upgrade_pid);
+	m.upgraded = 1;
+	m.upgrade_pid = 0; /* its exit is no longer ours to watch */
+	master_upgrade_end();
+	master_stop(1);
+}
+
+static void master_upgrade_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)t;
+	(void)revents;
+	master_upgrade_failed("the new master did not say it was ready in time");
+}
+
+static void master_upgrade(void)
+{
+	char old[4200];
+	pid_t pid;
+	int fd;
+
+	if (m.upgrade_pid) {
+		log_warn("USR2 received while an upgrade is under way; ignored");
+		return;
+	}
+	log_notice("USR2 received: starting %s as the new master", m.exe);
+	log_flush();
+	fd = upgrade_start(m.exe, m.argv, &m.ls, m.cfg, stats_fd(), m.shm_fd, &pid);
+	if (fd < 0)
+		return;
+	m.upgrade_pid = pid;
+	if (m.cfg->pid_file[0]) {
+		master_pid_path(old, sizeof(old), ".oldbin");
+		rename(m.cfg->pid_file, old);
+	}
+	ev_io_init(&m.upgrade_io, master_upgrade_io_cb, fd, EV_READ);
+	ev_io_start(m.loop, &m.upgrade_io);
+	ev_timer_init(&m.upgrade_timer, master_upgrade_timeout_cb, UPGRADE_READY_TIMEOUT, 0);
+	ev_timer_start(m.loop, &m.upgrade_timer);
+}
+
 static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 {
 	(void)loop;
@@ -420,13 +515,16 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 		master_signal_workers(SIGUSR1);
 		break;
 	case SIGHUP:
-		if (m.stopping)
+		if (m.stopping || m.upgrade_pid) {
+			log_warn("HUP received while %s; ignored", m.stopping ? "stopping" : "upgrading");
 			break;
+		}
 		log_notice("HUP received: reloading %s", m.cfg->file);
 		master_reload();
 		break;
 	case SIGUSR2:
-		log_warn("USR2 received: binary upgrade is not implemented yet; nothing changed");
+		if (!m.stopping)
+			master_upgrade();
 		break;
 	}
 }
@@ -487,9 +585,18 @@ static int master_run_single(void)
 	return rc;
 }
 
-int master_run(struct config *cfg)
+int master_run(struct config *cfg, char *const argv[])
 {
+	struct upgrade_inherit *inh = calloc(1, sizeof(*inh));
+	int upgrade_fd = inh ? upgrade_receive(inh) : -1;
+	ssize_t n;
+
 	m.cfg = cfg;
+	m.argv = argv;
+	m.upgrade_io.fd = -1;
+	n = readlink("/proc/self/exe", m.exe, sizeof(m.exe) - 1);
+	if (n > 0)
+		m.exe[n] = 0;
 	m.loop = ev_default_loop(EVBACKEND_EPOLL | EVFLAG_NOENV);
 	if (!m.loop) {
 		log_error("cannot create the event loop");
@@ -501,20 +608,45 @@ int master_run(struct config *cfg)
 		log_warn("not started as root: user \"%s\" is ignored, workers run as uid %d", cfg->user,
 		         (int)geteuid());
 
-	m.seg = shm_create(&m.shm_fd);
-	if (!m.seg) {
-		log_error("cannot create the shared segment: %s", strerror(errno));
-		return 1;
+	if (upgrade_fd >= 0 && inh->shm_fd >= 0) {
+		/* counters and route generations carry over from the old master */
+		const char *why = NULL;
+
+		m.shm_fd = inh->shm_fd;
+		m.seg = shm_attach(inh->shm_fd, &why);
+		if (!m.seg) {
+			log_warn("upgrade: %s; starting a new segment (counters restart)", why);
+			close(inh->shm_fd);
+		} else {
+			atomic_fetch_add(&m.seg->config_generation, 1);
+		}
 	}
-	atomic_store(&m.seg->config_generation, 1);
+	if (!m.seg) {
+		m.seg = shm_create(&m.shm_fd);
+		if (!m.seg) {
+			log_error("cannot create the shared segment: %s", strerror(errno));
+			return 1;
+		}
+		atomic_store(&m.seg->config_generation, 1);
+	}
 	if (route_publish(m.seg, cfg) == 0) {
 		log_error("cannot publish the routing table");
 		return 1;
 	}
-	if (listen_open(&m.ls, cfg) < 0)
+	if (upgrade_fd >= 0 ? upgrade_adopt_listeners(&m.ls, cfg, inh) < 0 : listen_open(&m.ls, cfg) < 0)
 		return 1;
-	if (cfg->has_stats && stats_open(m.loop, &cfg->stats, m.seg) < 0)
+	if (inh && inh->stats_fd >= 0) {
+		if (cfg->has_stats && strcmp(inh->stats_addr.text, cfg->stats.text) == 0) {
+			stats_adopt(m.loop, inh->stats_fd, m.seg);
+		} else {
+			close(inh->stats_fd);
+			if (cfg->has_stats && stats_open(m.loop, &cfg->stats, m.seg) < 0)
+				return 1;
+		}
+	} else if (cfg->has_stats && stats_open(m.loop, &cfg->stats, m.seg) < 0) {
 		return 1;
+	}
+	free(inh);
 	if (master_write_pid(cfg->pid_file) < 0) {
 		log_error("cannot write the pid file %s: %s", cfg->pid_file, strerror(errno));
 		return 1;
@@ -550,13 +682,21 @@ int master_run(struct config *cfg)
 		log_notice("stats on http://%s/metrics", cfg->stats.text);
 	for (int i = 0; i < cfg->workers; i++)
 		master_spawn(i);
+	if (upgrade_fd >= 0) {
+		log_notice("binary upgrade: took over the sockets; telling the old master");
+		upgrade_ready(upgrade_fd);
+	}
 
 	ev_run(m.loop, 0);
 
 	log_notice("stopped");
 	log_flush();
-	if (m.cfg->pid_file[0])
-		unlink(m.cfg->pid_file);
+	if (m.cfg->pid_file[0]) {
+		char old[4200];
+
+		master_pid_path(old, sizeof(old), ".oldbin");
+		unlink(m.upgraded ? old : m.cfg->pid_file);
+	}
 	listen_close(&m.ls);
 	return m.exit_code;
 }

@@ -15,7 +15,9 @@
 #include "common/config.h"
 
 /* Runs the master with <cfg> (owned by the master from now on) until it is
- * told to stop. Returns the process exit code. */
-int master_run(struct config *cfg);
+ * told to stop; <argv> is the command line, kept for binary upgrade. When
+ * started by an upgrading master ($WEIR_UPGRADE_FD), takes over its sockets
+ * and shared segment. Returns the process exit code. */
+int master_run(struct config *cfg, char *const argv[]);
 
 #endif

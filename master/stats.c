@@ -218,17 +218,29 @@ static void stats_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-int stats_open(struct ev_loop *loop, const struct config_addr *addr, struct shm_segment *seg)
+void stats_adopt(struct ev_loop *loop, int fd, struct shm_segment *seg)
 {
-	st.fd = listen_socket(addr, 64, 0);
-	if (st.fd < 0) {
-		log_error("cannot open the stats socket on %s: %s", addr->text, strerror(errno));
-		return -1;
-	}
+	st.fd = fd;
 	st.seg = seg;
 	ev_io_init(&st.accept_io, stats_accept_cb, st.fd, EV_READ);
 	ev_io_start(loop, &st.accept_io);
+}
+
+int stats_open(struct ev_loop *loop, const struct config_addr *addr, struct shm_segment *seg)
+{
+	int fd = listen_socket(addr, 64, 0);
+
+	if (fd < 0) {
+		log_error("cannot open the stats socket on %s: %s", addr->text, strerror(errno));
+		return -1;
+	}
+	stats_adopt(loop, fd, seg);
 	return 0;
+}
+
+int stats_fd(void)
+{
+	return st.fd;
 }
 
 void stats_close(struct ev_loop *loop)

@@ -19,6 +19,12 @@ struct shm_segment;
 /* Opens the stats socket on <addr> in <loop>. Returns 0, or -1 (logged). */
 int stats_open(struct ev_loop *loop, const struct config_addr *addr, struct shm_segment *seg);
 
+/* Serves the stats socket on an already listening <fd> (binary upgrade). */
+void stats_adopt(struct ev_loop *loop, int fd, struct shm_segment *seg);
+
+/* The listening socket, -1 if none (for binary upgrade). */
+int stats_fd(void);
+
 /* Closes the socket and every open stats connection. */
 void stats_close(struct ev_loop *loop);
 

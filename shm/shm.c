@@ -74,6 +74,17 @@ static void shm_counters_add(struct shm_counters *dst, const struct shm_counters
 		d[i] += shm_load(&s[i]);
 }
 
+/* The retired block may be written by two masters during a binary
+ * upgrade: fold with atomic adds. */
+static void shm_counters_fold(struct shm_counters *dst, const struct shm_counters *src, size_t upto)
+{
+	_Atomic uint64_t *d = (_Atomic uint64_t *)dst;
+	const uint64_t *s = (const uint64_t *)src;
+
+	for (size_t i = 0; i < upto / sizeof(uint64_t); i++)
+		atomic_fetch_add_explicit(&d[i], shm_load(&s[i]), memory_order_relaxed);
+}
+
 void shm_sum(struct shm_segment *seg, struct shm_counters *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -82,12 +93,22 @@ void shm_sum(struct shm_segment *seg, struct shm_counters *out)
 		shm_counters_add(out, &seg->slots[i].c, sizeof(*out));
 }
 
+int shm_slot_claim(struct shm_segment *seg)
+{
+	for (int i = 0; i < SHM_SLOTS; i++) {
+		int32_t expect = SHM_SLOT_FREE;
+		if (atomic_compare_exchange_strong(&seg->slots[i].state, &expect, SHM_SLOT_RUNNING))
+			return i;
+	}
+	return -1;
+}
+
 void shm_slot_retire(struct shm_segment *seg, int i)
 {
 	struct shm_slot *s = &seg->slots[i];
 
 	/* only counters are folded: the gauges of a dead worker are gone */
-	shm_counters_add(&seg->retired, &s->c, SHM_COUNTERS_MONOTONIC);
+	shm_counters_fold(&seg->retired, &s->c, SHM_COUNTERS_MONOTONIC);
 	memset(&s->c, 0, sizeof(s->c));
 	atomic_store(&s->gen_seen, 0);
 	atomic_store(&s->pid, 0);

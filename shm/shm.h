@@ -101,6 +101,10 @@ struct shm_segment *shm_attach(int fd, const char **why);
 /* Sums every slot and the retired block into <out>. */
 void shm_sum(struct shm_segment *seg, struct shm_counters *out);
 
+/* Claims a free worker slot (marks it running); -1 if none. Atomic, as
+ * two masters share the segment during a binary upgrade. */
+int shm_slot_claim(struct shm_segment *seg);
+
 /* Folds the counters of slot <i> into the retired block and clears the slot,
  * for a worker that has exited. Master only. */
 void shm_slot_retire(struct shm_segment *seg, int i);
