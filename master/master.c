@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,6 +60,7 @@ static struct {
 	int stopping; /* 0 running, 1 graceful, 2 fast */
 	int exit_code;
 
+	pid_t pid;          /* ours, for workers to notice an early death */
 	char exe[4096];     /* the binary we were started from, for USR2 */
 	char *const *argv;
 	pid_t upgrade_pid;  /* new master being started, 0 if none */
@@ -120,6 +122,11 @@ static void master_in_child(int index, struct worker_start *ws)
 	listen_close(&m.ls);
 	close(m.shm_fd);
 	master_drop_privileges();
+	/* a worker whose master is gone has nobody to reload or replace it:
+	 * it drains and exits rather than serve an old config forever */
+	prctl(PR_SET_PDEATHSIG, SIGQUIT);
+	if (getppid() != m.pid)
+		_exit(0);
 }
 
 static void master_respawn_later(struct master_worker *w)
@@ -593,6 +600,7 @@ int master_run(struct config *cfg, char *const argv[])
 
 	m.cfg = cfg;
 	m.argv = argv;
+	m.pid = getpid();
 	m.upgrade_io.fd = -1;
 	n = readlink("/proc/self/exe", m.exe, sizeof(m.exe) - 1);
 	if (n > 0)

@@ -1,0 +1,286 @@
+#include "master/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "shm/shm.h"
+
+static const char *const admin_state_names[] = {"up", "drain", "down"};
+
+const struct route_table *metrics_table(struct shm_segment *seg)
+{
+	return &seg->gens[atomic_load_explicit(&seg->gen_current, memory_order_acquire)];
+}
+
+const char *metrics_route_host(const struct route_entry *e, char *buf, size_t cap)
+{
+	if (e->host_kind == CONFIG_HOST_ANY)
+		return "*";
+	if (e->host_kind == CONFIG_HOST_WILDCARD) {
+		snprintf(buf, cap, "*%s", e->host);
+		return buf;
+	}
+	return e->host;
+}
+
+static void family(struct textbuf *o, const char *name, const char *type, const char *help)
+{
+	textbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void metric(struct textbuf *o, const char *name, const char *type, const char *help, uint64_t v)
+{
+	family(o, name, type, help);
+	textbuf_printf(o, "%s %llu\n", name, (unsigned long long)v);
+}
+
+/* The labels of a route series, without braces: host="...",path="...". */
+static void route_labels(struct textbuf *o, const struct route_entry *e)
+{
+	char hb[CONFIG_HOST_MAX + 2];
+
+	if (e->stat == STAT_ROUTE_OTHER) {
+		/* parentheses cannot appear in a configured host or path */
+		textbuf_printf(o, "host=\"(other)\",path=\"(other)\"");
+		return;
+	}
+	textbuf_printf(o, "host=\"");
+	textbuf_label(o, metrics_route_host(e, hb, sizeof(hb)));
+	textbuf_printf(o, "\",path=\"");
+	textbuf_label(o, e->path);
+	textbuf_printf(o, "\"");
+}
+
+static void server_labels(struct textbuf *o, const struct route_upstream *u, const struct route_server *s)
+{
+	if (s->stat == STAT_SERVER_OTHER) {
+		textbuf_printf(o, "upstream=\"(other)\",server=\"(other)\"");
+		return;
+	}
+	textbuf_printf(o, "upstream=\"");
+	textbuf_label(o, u->name);
+	textbuf_printf(o, "\",server=\"");
+	textbuf_label(o, s->text);
+	textbuf_printf(o, "\"");
+}
+
+/* What one render works from, worked out once. */
+struct render {
+	struct shm_segment *seg;
+	const struct route_table *t;
+	struct shm_route_counters routes[STAT_ROUTES];  /* sums by stat index */
+	struct shm_server_counters servers[STAT_SERVERS];
+	/* entries of t to show: the first of each stat index, in table order
+	 * (only "other" is shared by routes; servers also share one when an
+	 * address is listed twice in a group) */
+	uint8_t route_shown[CONFIG_MAX_ROUTES];
+	uint8_t server_shown[CONFIG_MAX_SERVERS];
+	uint16_t server_group[CONFIG_MAX_SERVERS]; /* index into t->upstreams */
+};
+
+static void render_prepare(struct render *r)
+{
+	const struct route_table *t = r->t;
+	uint8_t seen_r[STAT_ROUTES] = {0}, seen_s[STAT_SERVERS] = {0};
+
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		r->route_shown[i] = !seen_r[t->routes[i].stat];
+		seen_r[t->routes[i].stat] = 1;
+	}
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		r->server_shown[i] = !seen_s[t->servers[i].stat];
+		seen_s[t->servers[i].stat] = 1;
+	}
+	for (uint32_t u = 0; u < t->nupstreams; u++)
+		for (uint32_t k = 0; k < t->upstreams[u].nservers; k++)
+			r->server_group[t->upstreams[u].first_server + k] = (uint16_t)u;
+}
+
+static void histogram(struct textbuf *o, const char *name, const struct render *r, int upstream)
+{
+	for (uint32_t i = 0; i < r->t->nroutes; i++) {
+		const struct route_entry *e = &r->t->routes[i];
+		const struct shm_route_counters *c = &r->routes[e->stat];
+		const uint64_t *b = upstream ? c->upstream : c->duration;
+		uint64_t cum = 0, sum_us = upstream ? c->upstream_us : c->duration_us;
+
+		if (!r->route_shown[i])
+			continue;
+		for (unsigned k = 0; k < STAT_BUCKETS; k++) {
+			cum += b[k];
+			textbuf_printf(o, "%s_bucket{", name);
+			route_labels(o, e);
+			textbuf_printf(o, ",le=\"%s\"} %llu\n", stat_bucket_le(k), (unsigned long long)cum);
+		}
+		textbuf_printf(o, "%s_sum{", name);
+		route_labels(o, e);
+		textbuf_printf(o, "} %llu.%06llu\n%s_count{", (unsigned long long)(sum_us / 1000000),
+		               (unsigned long long)(sum_us % 1000000), name);
+		route_labels(o, e);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)cum);
+	}
+}
+
+static void render_routes(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+	const struct shm_route_counters *sums = r->routes;
+
+	family(o, "weir_route_requests_total", "counter", "Requests routed, by configured route host and path.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		if (!r->route_shown[i])
+			continue;
+		textbuf_printf(o, "weir_route_requests_total{");
+		route_labels(o, &t->routes[i]);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)sums[t->routes[i].stat].requests);
+	}
+	family(o, "weir_route_responses_total", "counter", "Responses to routed requests, by route and status class.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		if (!r->route_shown[i])
+			continue;
+		for (int k = 0; k < 5; k++) {
+			textbuf_printf(o, "weir_route_responses_total{");
+			route_labels(o, &t->routes[i]);
+			textbuf_printf(o, ",class=\"%dxx\"} %llu\n", k + 1,
+			               (unsigned long long)sums[t->routes[i].stat].responses[k]);
+		}
+	}
+	family(o, "weir_route_request_duration_seconds", "histogram",
+	       "Time from the first byte of a request to the end of its answer, by route.");
+	histogram(o, "weir_route_request_duration_seconds", r, 0);
+	family(o, "weir_route_upstream_response_seconds", "histogram",
+	       "Time from handing a request to an upstream connection (connecting included) to the end of its "
+	       "response, by route.");
+	histogram(o, "weir_route_upstream_response_seconds", r, 1);
+}
+
+static void render_servers(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+	const struct shm_server_counters *sums = r->servers;
+
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} simple[] = {
+		{"weir_upstream_server_requests_total", "Requests sent to an upstream server, retries included.",
+		 offsetof(struct shm_server_counters, requests)},
+		{"weir_upstream_server_connects_total", "Connections opened to an upstream server.",
+		 offsetof(struct shm_server_counters, connects)},
+		{"weir_upstream_server_reuses_total", "Requests sent on a kept-alive connection to an upstream server.",
+		 offsetof(struct shm_server_counters, reuses)},
+	};
+
+	for (size_t f = 0; f < sizeof(simple) / sizeof(simple[0]); f++) {
+		family(o, simple[f].name, "counter", simple[f].help);
+		for (uint32_t i = 0; i < t->nservers; i++) {
+			const char *c = (const char *)&sums[t->servers[i].stat];
+			uint64_t v;
+
+			if (!r->server_shown[i])
+				continue;
+			memcpy(&v, c + simple[f].off, sizeof(v));
+			textbuf_printf(o, "%s{", simple[f].name);
+			server_labels(o, &t->upstreams[r->server_group[i]], &t->servers[i]);
+			textbuf_printf(o, "} %llu\n", (unsigned long long)v);
+		}
+	}
+	family(o, "weir_upstream_server_responses_total", "counter",
+	       "Answers to requests sent to an upstream server, by status class (weir's own 502 and 504 included).");
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		if (!r->server_shown[i])
+			continue;
+		for (int k = 0; k < 5; k++) {
+			textbuf_printf(o, "weir_upstream_server_responses_total{");
+			server_labels(o, &t->upstreams[r->server_group[i]], &t->servers[i]);
+			textbuf_printf(o, ",class=\"%dxx\"} %llu\n", k + 1,
+			               (unsigned long long)sums[t->servers[i].stat].responses[k]);
+		}
+	}
+	family(o, "weir_upstream_server_weight", "gauge",
+	       "Weight an upstream server is picked with: the configured one or an admin override.");
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		uint32_t a = shm_admin(r->seg, t->servers[i].stat);
+
+		if (!r->server_shown[i])
+			continue;
+		textbuf_printf(o, "weir_upstream_server_weight{");
+		server_labels(o, &t->upstreams[r->server_group[i]], &t->servers[i]);
+		textbuf_printf(o, "} %u\n", SHM_ADMIN_WEIGHT(a) ? SHM_ADMIN_WEIGHT(a) : t->servers[i].weight);
+	}
+	family(o, "weir_upstream_server_admin_state", "gauge",
+	       "1 for the admin state an upstream server is in (up, drain or down), 0 for the others.");
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		uint32_t st = SHM_ADMIN_STATE(shm_admin(r->seg, t->servers[i].stat));
+
+		if (!r->server_shown[i])
+			continue;
+		for (uint32_t k = 0; k < 3; k++) {
+			textbuf_printf(o, "weir_upstream_server_admin_state{");
+			server_labels(o, &t->upstreams[r->server_group[i]], &t->servers[i]);
+			textbuf_printf(o, ",state=\"%s\"} %d\n", admin_state_names[k], st == k);
+		}
+	}
+}
+
+void metrics_render(struct shm_segment *seg, struct textbuf *o)
+{
+	struct render *r = malloc(sizeof(*r)); /* 90 KiB: not for the stack */
+	const struct route_table *t = metrics_table(seg);
+	struct shm_counters c;
+	int alive = 0;
+
+	if (!r) {
+		o->failed = 1;
+		return;
+	}
+	r->seg = seg;
+	r->t = t;
+	render_prepare(r);
+	shm_sum(seg, &c);
+	shm_sum_keys(seg, r->routes, r->servers);
+	for (int i = 0; i < SHM_SLOTS; i++)
+		alive += atomic_load(&seg->slots[i].pid) != 0;
+
+	family(o, "weir_build_info", "gauge", "Always 1; the version of the running binary is its label.");
+	textbuf_printf(o, "weir_build_info{version=\"");
+	textbuf_label(o, WEIR_VERSION);
+	textbuf_printf(o, "\"} 1\n");
+	metric(o, "weir_start_time_seconds", "gauge", "Unix time the shared segment was created (the first master started).",
+	       seg->started_at);
+	metric(o, "weir_requests_total", "counter", "Requests whose head was read.", c.requests);
+	family(o, "weir_responses_total", "counter", "Responses sent to clients, by status class.");
+	for (int k = 1; k <= 5; k++)
+		textbuf_printf(o, "weir_responses_total{class=\"%dxx\"} %llu\n", k, (unsigned long long)c.responses[k]);
+	metric(o, "weir_client_bytes_received_total", "counter", "Bytes read from clients.", c.bytes_in);
+	metric(o, "weir_client_bytes_sent_total", "counter", "Bytes written to clients.", c.bytes_out);
+	metric(o, "weir_client_connections_total", "counter", "Client connections accepted.", c.conn_total);
+	metric(o, "weir_client_connections_active", "gauge", "Client connections open.", c.conn_active);
+	metric(o, "weir_upstream_connects_total", "counter", "Upstream connections opened.", c.upstream_connects);
+	metric(o, "weir_upstream_reuses_total", "counter", "Requests sent on a kept-alive upstream connection.",
+	       c.upstream_reuses);
+	metric(o, "weir_upstream_retries_total", "counter", "Requests sent again after an upstream failure.",
+	       c.upstream_retries);
+	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
+	family(o, "weir_errors_total", "counter", "Failures, by kind.");
+	for (int e = 1; e < WEIR_ERR_COUNT; e++) /* entry 0 is AGAIN, not a failure */
+		textbuf_printf(o, "weir_errors_total{kind=\"%s\"} %llu\n", weir_err_counter(-e - 1),
+		               (unsigned long long)c.errors[e]);
+	metric(o, "weir_slab_bytes_in_use", "gauge", "Worker slab bytes handed out.", c.slab_in_use);
+	metric(o, "weir_slab_bytes_free", "gauge", "Worker slab bytes mapped and free.", c.slab_free);
+	metric(o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)alive);
+	metric(o, "weir_worker_restarts_total", "counter", "Workers replaced after an unexpected exit.",
+	       atomic_load(&seg->worker_restarts));
+	family(o, "weir_reloads_total", "counter", "Configuration reloads, by result.");
+	textbuf_printf(o, "weir_reloads_total{result=\"ok\"} %llu\nweir_reloads_total{result=\"failed\"} %llu\n",
+	               (unsigned long long)atomic_load(&seg->reloads_ok),
+	               (unsigned long long)atomic_load(&seg->reloads_failed));
+	metric(o, "weir_config_generation", "gauge", "Configuration generation: 1 at start, one more per reload.",
+	       atomic_load(&seg->config_generation));
+	metric(o, "weir_routes_generation", "gauge", "Id of the route table workers take for new requests.", t->id);
+	render_routes(o, r);
+	render_servers(o, r);
+	free(r);
+}

@@ -1,0 +1,33 @@
+/*
+ * metrics.h: the Prometheus text of GET /metrics.
+ *
+ * Principle: everything comes from the shared segment, summed at scrape
+ * time over the worker slots in use and the counters folded in from
+ * workers that exited, so a scrape costs the workers nothing and totals
+ * never go backwards across restarts, reloads and upgrades. Every family
+ * has HELP and TYPE and the weir_ prefix. Label values come only from the
+ * configuration (route host and path as written, upstream names, server
+ * addresses) and fixed sets (status class, error kind, bucket), never from
+ * a client, so the number of series is bounded by the config and by the
+ * stat key table (shm/stat.h).
+ */
+#ifndef WEIR_MASTER_METRICS_H
+#define WEIR_MASTER_METRICS_H
+
+#include "master/textbuf.h"
+#include "shm/route.h"
+
+struct shm_segment;
+
+/* Appends the exposition text (format 0.0.4) of <seg> to <out>. */
+void metrics_render(struct shm_segment *seg, struct textbuf *out);
+
+/* The current route table of <seg> (master side: the master is the only
+ * writer and never overwrites the current one). */
+const struct route_table *metrics_table(struct shm_segment *seg);
+
+/* The host of <e> as the config writes it: "*", "*.example.com" or
+ * "api.example.com", into <buf> of <cap> bytes. */
+const char *metrics_route_host(const struct route_entry *e, char *buf, size_t cap);
+
+#endif
