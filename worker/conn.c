@@ -37,6 +37,21 @@ static ev_tstamp conn_after(uint32_t ms)
 	return ev_now(wk.loop) + ms / 1000.0;
 }
 
+ssize_t conn_recv(struct conn *c, void *p, size_t n)
+{
+	return read(c->io.fd, p, n);
+}
+
+ssize_t conn_sendv(struct conn *c, const struct iovec *iov, int cnt, int more)
+{
+	int flags = more ? MSG_MORE : 0;
+
+	if (cnt == 1)
+		return send(c->io.fd, iov[0].iov_base, iov[0].iov_len, flags);
+	struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
+	return sendmsg(c->io.fd, &mh, flags);
+}
+
 int conn_read(struct conn *c)
 {
 	ssize_t n;
@@ -48,7 +63,7 @@ int conn_read(struct conn *c)
 	if (room == 0)
 		return WEIR_EAGAIN;
 	for (;;) {
-		n = read(c->io.fd, c->in->data + c->in->end, room);
+		n = conn_recv(c, c->in->data + c->in->end, room);
 		if (n > 0) {
 			c->in->end += (uint32_t)n;
 			SHM_ADD(wk.cnt, bytes_in, n);
@@ -143,7 +158,7 @@ static void conn_on_linger(struct conn *c)
 	char sink[4096];
 
 	for (;;) {
-		ssize_t n = read(c->io.fd, sink, sizeof(sink));
+		ssize_t n = conn_recv(c, sink, sizeof(sink));
 		if (n > 0) {
 			c->answer_len += (uint32_t)n;
 			if (c->answer_len > LINGER_BYTES)
@@ -254,6 +269,7 @@ void conn_answer_error(struct conn *c, int rc, int close)
 		close = 1;
 	if (t) {
 		close |= !t->req.keep_alive;
+		txn_count_end(t, status);
 		txn_log_access(t, status);
 		txn_free(t);
 	} else {
@@ -271,7 +287,8 @@ void conn_answer_error(struct conn *c, int rc, int close)
 static void conn_write_answer(struct conn *c)
 {
 	while (c->answer_len) {
-		ssize_t n = write(c->io.fd, c->answer, c->answer_len);
+		struct iovec v = {.iov_base = (void *)c->answer, .iov_len = c->answer_len};
+		ssize_t n = conn_sendv(c, &v, 1, 0);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

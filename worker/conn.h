@@ -17,6 +17,7 @@
 
 #include <ev.h>
 #include <netinet/in.h>
+#include <sys/uio.h>
 
 #include "worker/worker.h"
 
@@ -64,6 +65,13 @@ void conn_txn_done(struct conn *c, int keep);
 
 /* Closes the connection now, releasing everything it holds. */
 void conn_close(struct conn *c);
+
+/* The client's byte stream: every read and write on a client connection
+ * goes through these two, so a TLS layer has one place to sit. They behave
+ * as read(2) and sendmsg(2): -1 with errno (EAGAIN when it would block).
+ * <more> says more bytes follow at once (MSG_MORE). */
+ssize_t conn_recv(struct conn *c, void *p, size_t n);
+ssize_t conn_sendv(struct conn *c, const struct iovec *iov, int cnt, int more);
 
 /* Reads from the client into c->in (taking a buffer if needed). Returns
  * bytes read (> 0), 0 at end of stream, WEIR_EAGAIN, or WEIR_ECLIENT_CLOSED
