@@ -135,6 +135,7 @@ static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	log_flush();
 	SHM_SET(wk.cnt, slab_in_use, wk.slab.in_use_bytes);
 	SHM_SET(wk.cnt, slab_free, slab_free_bytes(&wk.slab));
+	upstream_admin_sweep();
 	if (wk.draining && ev_now(loop) >= wk.drain_deadline) {
 		struct conn *c, *next;
 
@@ -158,6 +159,8 @@ static int worker_setup(const struct worker_start *ws)
 	wk.slot = ws->slot;
 	wk.index = ws->index;
 	wk.cnt = &ws->seg->slots[ws->slot].c;
+	wk.rcnt = ws->seg->slots[ws->slot].routes;
+	wk.scnt = ws->seg->slots[ws->slot].servers;
 	wk.loop = EV_DEFAULT;
 
 	snprintf(who, sizeof(who), "worker %d", ws->index);
@@ -176,6 +179,10 @@ static int worker_setup(const struct worker_start *ws)
 	wk.cls_buf = slab_add_class(&wk.slab, sizeof(struct buf) + wk.buf_size);
 
 	signal(SIGPIPE, SIG_IGN);
+	/* reload and upgrade are the master's business (and without a master,
+	 * nobody's): a stray HUP or USR2 must not kill a worker */
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGUSR2, SIG_IGN);
 	ev_signal_init(&wk.sig_quit, worker_signal_cb, SIGQUIT);
 	ev_signal_init(&wk.sig_term, worker_signal_cb, SIGTERM);
 	ev_signal_init(&wk.sig_int, worker_signal_cb, SIGINT);
