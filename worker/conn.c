@@ -130,8 +130,20 @@ static void conn_next_request(struct conn *c)
 	conn_release_input(c);
 	conn_set_deadline(c, conn_after(c->in ? wk.cfg->timeouts.client_header : wk.cfg->timeouts.client_keepalive));
 	worker_io_set(&c->io, EV_READ);
-	if ((c->in && buf_len(c->in)) || c->readable)
+	if ((c->in && buf_len(c->in)) || c->readable) {
+		/* answers weir makes itself finish within this call, so a buffer
+		 * of pipelined requests for no route would recurse once per
+		 * request: past a few, continue from the loop instead */
+		static int depth;
+
+		if (depth >= 8) {
+			ev_feed_event(wk.loop, &c->io, EV_READ);
+			return;
+		}
+		depth++;
 		conn_on_head(c);
+		depth--;
+	}
 }
 
 /* The connection is done with: stop writing, drain what the client still
