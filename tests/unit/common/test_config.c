@@ -5,7 +5,6 @@
  *
  * Runs from the repository root (tests read etc/weir.conf).
  */
-#include <CUnit/Basic.h>
 #include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "tests/unit/unit.h"
 
 static char dir[] = "/tmp/weir-test-config-XXXXXX";
 static char path[256]; /* the file written last */
@@ -880,10 +880,7 @@ static void test_sizes(void)
 	}
 }
 
-static const struct {
-	const char *name;
-	CU_TestFunc fn;
-} tests[] = {
+static const struct unit_test tests[] = {
 	{"the full example loads with every value as written", test_full_example},
 	{"every default applies when only listeners, upstreams and routes are given", test_defaults},
 	{"workers is \"auto\" (online cores, at most 64) or a number from 1 to 64", test_workers},
@@ -918,19 +915,4 @@ static const struct {
 	{"sizes parse with k, m, g in either case and refuse junk and overflow", test_sizes},
 };
 
-int main(void)
-{
-	CU_pSuite s;
-	unsigned fails;
-
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("common/config", suite_init, suite_clean);
-	for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
-}
+UNIT_MAIN_WITH("common/config", tests, suite_init, suite_clean)

@@ -2,10 +2,10 @@
  * test_err.c: the error table of common/err.h: codes, indexes, and the
  * status, counter name and log sentence each code carries.
  */
-#include <CUnit/Basic.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "tests/unit/unit.h"
 
 #define ROW_CODE(name, status, counter, text) WEIR_ERR(name),
 static const int codes[] = {WEIR_ERR_TABLE(ROW_CODE)};
@@ -77,10 +77,7 @@ static void test_not_codes(void)
 	CU_ASSERT_EQUAL(weir_err_status(-100000), 500);
 }
 
-static const struct {
-	const char *name;
-	CU_TestFunc fn;
-} tests[] = {
+static const struct unit_test tests[] = {
 	{"every code is negative and no two codes are equal", test_codes_negative_distinct},
 	{"each code's index leads back to its own row of the table", test_index_round_trip},
 	{"a few entries carry the status, counter and text of the table", test_few_entries},
@@ -89,19 +86,4 @@ static const struct {
 	{"zero, positive values and values past the table are not codes", test_not_codes},
 };
 
-int main(void)
-{
-	CU_pSuite s;
-	unsigned fails;
-
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("common/err", NULL, NULL);
-	for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
-}
+UNIT_MAIN("common/err", tests)

@@ -2,11 +2,11 @@
  * test_slab.c: common/slab: reuse of freed objects, the byte limit, and the
  * in-use accounting the stats socket reports.
  */
-#include <CUnit/Basic.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "common/slab.h"
+#include "tests/unit/unit.h"
 
 static void test_reuse(void)
 {
@@ -174,10 +174,7 @@ static void test_big_objects(void)
 	CU_ASSERT_EQUAL(((unsigned char *)p)[299999], 1);
 }
 
-static const struct {
-	const char *name;
-	CU_TestFunc fn;
-} tests[] = {
+static const struct unit_test tests[] = {
 	{"a freed object is handed out again by the next allocation", test_reuse},
 	{"objects of one class are distinct, 16-byte aligned and fully usable", test_distinct_aligned},
 	{"object sizes are rounded up to 16 bytes", test_rounding},
@@ -189,19 +186,4 @@ static const struct {
 	{"a class larger than a chunk grows one object at a time", test_big_objects},
 };
 
-int main(void)
-{
-	CU_pSuite s;
-	unsigned fails;
-
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("common/slab", NULL, NULL);
-	for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
-}
+UNIT_MAIN("common/slab", tests)

@@ -2,7 +2,6 @@
  * Unit tests for worker/http_chunked.c, and for the character classes in
  * worker/http_common.c that it and the head parser share.
  */
-#include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include "common/err.h"
 #include "worker/http.h"
 #include "worker/http_internal.h"
+#include "tests/unit/unit.h"
 
 #define SMUG WEIR_ERR(SMUGGLING)
 
@@ -358,12 +358,7 @@ static void test_span_ieq_compares_without_case(void)
 	CU_ASSERT(!http_span_ieq("\xc3\xa9", 2, "\xe3\xa9"));
 }
 
-int main(void)
-{
-	static const struct {
-		const char *name;
-		CU_TestFunc fn;
-	} tests[] = {
+static const struct unit_test tests[] = {
 		{"valid bodies decode the same however they are split",
 		 test_valid_bodies_decode_the_same_however_they_are_split},
 		{"every invalid shape is smuggling however it is split",
@@ -383,18 +378,5 @@ int main(void)
 		{"http_span_ieq compares a span with a lower-case literal without case",
 		 test_span_ieq_compares_without_case},
 	};
-	CU_pSuite s;
-	size_t i;
-	unsigned fails;
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("worker/http_chunked", NULL, NULL);
-	for (i = 0; s && i < sizeof(tests) / sizeof(tests[0]); i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
-}
+UNIT_MAIN("worker/http_chunked", tests)

@@ -2,13 +2,13 @@
  * Unit tests for worker/http_request.c (and the shared head checks in
  * worker/http_common.c).
  */
-#include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
 #include "worker/http.h"
+#include "tests/unit/unit.h"
 
 static struct http_header hdrs[HTTP_MAX_HEADERS];
 static struct http_request req;
@@ -674,12 +674,7 @@ static void test_an_error_stays_an_error(void)
 	CU_ASSERT_EQUAL(http_request_parse(&req, buf, strlen(s)), BAD);
 }
 
-int main(void)
-{
-	static const struct {
-		const char *name;
-		CU_TestFunc fn;
-	} tests[] = {
+static const struct unit_test tests[] = {
 		{"a simple GET is parsed into spans of the buffer",
 		 test_simple_get_is_parsed_into_spans},
 		{"path_end is at the '?' or at the end of the target",
@@ -745,18 +740,5 @@ int main(void)
 		{"an error stays an error",
 		 test_an_error_stays_an_error},
 	};
-	CU_pSuite s;
-	size_t i;
-	unsigned fails;
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("worker/http_request", NULL, NULL);
-	for (i = 0; s && i < sizeof(tests) / sizeof(tests[0]); i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
-}
+UNIT_MAIN("worker/http_request", tests)

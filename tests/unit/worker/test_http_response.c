@@ -1,13 +1,13 @@
 /*
  * Unit tests for worker/http_response.c.
  */
-#include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
 #include "worker/http.h"
+#include "tests/unit/unit.h"
 
 #define BADRESP WEIR_ERR(UPSTREAM_BAD_RESPONSE)
 
@@ -332,12 +332,7 @@ static void test_a_pipelined_response_is_not_consumed(void)
 	CU_ASSERT_EQUAL(resp.head_len, strlen(a));
 }
 
-int main(void)
-{
-	static const struct {
-		const char *name;
-		CU_TestFunc fn;
-	} tests[] = {
+static const struct unit_test tests[] = {
 		{"a simple response is parsed into spans",
 		 test_a_simple_response_is_parsed_into_spans},
 		{"a reason may be empty or absent",
@@ -371,18 +366,5 @@ int main(void)
 		{"a pipelined response is not consumed",
 		 test_a_pipelined_response_is_not_consumed},
 	};
-	CU_pSuite s;
-	size_t i;
-	unsigned fails;
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("worker/http_response", NULL, NULL);
-	for (i = 0; s && i < sizeof(tests) / sizeof(tests[0]); i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
-}
+UNIT_MAIN("worker/http_response", tests)

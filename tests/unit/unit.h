@@ -1,0 +1,43 @@
+/*
+ * unit.h: the one main() every CUnit suite shares. A suite file defines its
+ * tests as a table of {sentence, function} and ends with
+ * UNIT_MAIN("folder/module", tests).
+ */
+#ifndef WEIR_TESTS_UNIT_H
+#define WEIR_TESTS_UNIT_H
+
+#include <CUnit/Basic.h>
+#include <stddef.h>
+
+struct unit_test {
+	const char *name;
+	void (*fn)(void);
+};
+
+/* <init> and <clean> (may be NULL) run before and after the suite. */
+static inline int unit_run(const char *suite, const struct unit_test *tests, size_t n, int (*init)(void),
+                           int (*clean)(void))
+{
+	CU_pSuite s;
+	unsigned fails;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite(suite, init, clean);
+	for (size_t i = 0; s && i < n; i++)
+		CU_add_test(s, tests[i].name, tests[i].fn);
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}
+
+#define UNIT_MAIN_WITH(suite, tests, init, clean)                                        \
+	int main(void)                                                                   \
+	{                                                                                \
+		return unit_run(suite, tests, sizeof(tests) / sizeof((tests)[0]), init, clean); \
+	}
+#define UNIT_MAIN(suite, tests) UNIT_MAIN_WITH(suite, tests, NULL, NULL)
+
+#endif
