@@ -106,7 +106,7 @@ static void master_in_child(int index, struct worker_start *ws)
 	ev_timer_stop(m.loop, &m.upgrade_timer);
 	if (m.upgrade_io.fd >= 0)
 		close(m.upgrade_io.fd);
-	stats_close(m.loop);
+	stats_close(m.loop, 0); /* the socket file is the master's, not ours to remove */
 	ev_loop_fork(m.loop);
 
 	memset(ws, 0, sizeof(*ws));
@@ -296,7 +296,8 @@ static void master_stop(int how)
 	m.stopping = how;
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
-	stats_close(m.loop);
+	/* after an upgrade the new master serves the same unix socket file */
+	stats_close(m.loop, !m.upgraded);
 	master_signal_workers(how == 1 ? SIGQUIT : SIGTERM);
 	/* the workers bound their own drain; this is the backstop */
 	bound = how == 1 ? m.cfg->timeouts.drain / 1000.0 + DRAIN_GRACE : 5.0;
@@ -356,7 +357,7 @@ static int master_reload(void)
 	struct config *ocfg = m.cfg;
 	struct listen_set nls;
 	uint64_t gen;
-	int gslot, stats_changed;
+	int gslot;
 
 	if (!ncfg || !errs) {
 		free(ncfg);
@@ -391,13 +392,9 @@ static int master_reload(void)
 	gen = route_commit(m.seg, gslot);
 
 	/* committed: from here on nothing fails back */
-	stats_changed = ncfg->has_stats != ocfg->has_stats ||
-	                (ncfg->has_stats && strcmp(ncfg->stats.text, ocfg->stats.text) != 0);
-	if (stats_changed) {
-		stats_close(m.loop);
-		if (ncfg->has_stats)
-			stats_open(m.loop, &ncfg->stats, m.seg);
-	}
+	/* sockets whose address or path stay are kept (a scrape in progress
+	 * goes on); a new one that cannot be opened is logged, not fatal */
+	stats_configure(m.loop, ncfg, m.seg);
 	if (log_open(&ncfg->log) < 0)
 		log_error("reload: cannot open the new log files (%s); keeping the old ones", strerror(errno));
 	master_retire_workers(ocfg);
@@ -486,7 +483,7 @@ static void master_upgrade(void)
 	}
 	log_notice("USR2 received: starting %s as the new master", m.exe);
 	log_flush();
-	fd = upgrade_start(m.exe, m.argv, &m.ls, m.cfg, stats_fd(), m.shm_fd, &pid);
+	fd = upgrade_start(m.exe, m.argv, &m.ls, m.cfg, stats_fd(STATS_TCP), stats_fd(STATS_UNIX), m.shm_fd, &pid);
 	if (fd < 0)
 		return;
 	m.upgrade_pid = pid;
@@ -564,8 +561,10 @@ static void master_raise_nofile(const struct config *cfg)
 		return;
 	rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
-		log_warn("open files limited to %llu; %u connections per worker need %llu",
-		         (unsigned long long)rl.rlim_cur, cfg->limits.connections, (unsigned long long)want);
+		log_notice("open files limit is %llu: a worker holds about %llu client connections at most "
+		           "(limits.connections is %u; raise the hard limit for more)",
+		           (unsigned long long)rl.rlim_cur, (unsigned long long)(rl.rlim_cur - 1024) / 2,
+		           cfg->limits.connections);
 }
 
 /* master_process = false: the one worker runs here, on the same default
@@ -585,7 +584,7 @@ static int master_run_single(void)
 		m.ls.fds[l][0] = -1; /* the worker closes it when it stops accepting */
 	}
 	rc = worker_main(&ws);
-	stats_close(m.loop);
+	stats_close(m.loop, 1);
 	if (m.cfg->pid_file[0])
 		unlink(m.cfg->pid_file);
 	listen_close(&m.ls);
@@ -643,17 +642,14 @@ int master_run(struct config *cfg, char *const argv[])
 	}
 	if (upgrade_fd >= 0 ? upgrade_adopt_listeners(&m.ls, cfg, inh) < 0 : listen_open(&m.ls, cfg) < 0)
 		return 1;
-	if (inh && inh->stats_fd >= 0) {
-		if (cfg->has_stats && strcmp(inh->stats_addr.text, cfg->stats.text) == 0) {
-			stats_adopt(m.loop, inh->stats_fd, m.seg);
-		} else {
-			close(inh->stats_fd);
-			if (cfg->has_stats && stats_open(m.loop, &cfg->stats, m.seg) < 0)
-				return 1;
-		}
-	} else if (cfg->has_stats && stats_open(m.loop, &cfg->stats, m.seg) < 0) {
+	/* inherited stats sockets are served as they are; stats_configure()
+	 * then keeps those this configuration still names and opens the rest */
+	if (inh && inh->stats_fd >= 0)
+		stats_adopt(m.loop, STATS_TCP, inh->stats_fd, inh->stats_addr.text, m.seg);
+	if (inh && inh->stats_unix_fd >= 0)
+		stats_adopt(m.loop, STATS_UNIX, inh->stats_unix_fd, inh->stats_unix_path, m.seg);
+	if (stats_configure(m.loop, cfg, m.seg) < 0)
 		return 1;
-	}
 	free(inh);
 	if (master_write_pid(cfg->pid_file) < 0) {
 		log_error("cannot write the pid file %s: %s", cfg->pid_file, strerror(errno));
@@ -688,6 +684,8 @@ int master_run(struct config *cfg, char *const argv[])
 		log_notice("listening on %s (%d sockets, one per worker)", cfg->listeners[l].addr.text, cfg->workers);
 	if (cfg->has_stats)
 		log_notice("stats on http://%s/metrics", cfg->stats.text);
+	if (cfg->stats_unix[0])
+		log_notice("stats on unix socket %s (mode %04o)", cfg->stats_unix, cfg->stats_mode);
 	for (int i = 0; i < cfg->workers; i++)
 		master_spawn(i);
 	if (upgrade_fd >= 0) {
