@@ -563,7 +563,7 @@ static void master_raise_nofile(const struct config *cfg)
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
 		log_notice("open files limit is %llu: a worker holds about %llu client connections at most "
 		           "(limits.connections is %u; raise the hard limit for more)",
-		           (unsigned long long)rl.rlim_cur, (unsigned long long)(rl.rlim_cur - 1024) / 2,
+		           (unsigned long long)rl.rlim_cur, (unsigned long long)(rl.rlim_cur > 2048 ? rl.rlim_cur - 1024 : rl.rlim_cur) / 2,
 		           cfg->limits.connections);
 }
 
