@@ -120,6 +120,8 @@ int main(int argc, char **argv)
 		if (errs->count > kept)
 			fprintf(stderr, "%s: %d more problems not shown\n", path, errs->count - kept);
 		fprintf(stderr, "weir: configuration %s is invalid\n", path);
+		free(errs);
+		free(cfg);
 		return 1;
 	}
 	free(errs);
