@@ -4,6 +4,7 @@ import pytest
 
 from harness import ASAN, QUICK, Origin, Weir
 
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "large: 1 GiB transfers; skipped with WEIR_QUICK=1")
 

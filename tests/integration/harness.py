@@ -20,10 +20,8 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import time
 
-import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -670,6 +668,7 @@ class Weir:
             stdout=open(self.stdout_path, "ab"), stderr=open(self.stderr_path, "ab"),
             start_new_session=True)
         self.pgid = self.proc.pid
+        self.probes = 0
         if wait:
             self.wait_ready()
         return self
@@ -685,11 +684,22 @@ class Weir:
             if self.proc.poll() is not None:
                 raise AssertionError("weir exited with %s during start-up" % self.proc.returncode)
             if can_connect(self.port, 0.2):
+                self.probes += 1
                 try:
                     fetch_metrics(self.stats_port, timeout=1.0)
-                    return
                 except (OSError, AssertionError) as e:
                     last = e
+                    continue
+                # let the probe connections be counted before a test takes
+                # its first scrape, so counter deltas are exact
+                end = time.monotonic() + slack(1)
+                while time.monotonic() < end:
+                    m = fetch_metrics(self.stats_port, timeout=1.0)
+                    if (m("weir_client_connections_total") >= self.probes
+                            and m("weir_client_connections_active") == 0):
+                        break
+                    time.sleep(0.02)
+                return
             time.sleep(0.02)
         raise AssertionError("weir not ready in %.0fs (%r)" % (slack(timeout), last))
 

@@ -3,7 +3,6 @@
 
 import hashlib
 import os
-import socket
 import time
 
 from harness import Client, build_request, chunked, header_values, settle, simple, slack
@@ -206,3 +205,36 @@ def test_a_request_body_and_its_response_body_of_a_few_megabytes_round_trip(weir
                       body=chunked(data, 65536))
         assert r.json() == {"body_len": len(data), "body_sha256": sha(data)}
     settle()
+
+
+def test_head_of_a_chunked_resource_does_not_wait_for_a_body(weir):
+    with weir.client() as c:
+        r = c.request("HEAD", "/chunked/5000", timeout=1.5)
+        assert r.status == 200
+        r = c.request("HEAD", "/bytes/5000", timeout=1.5)
+        assert r.status == 200 and r.get("Content-Length") == "5000"
+        assert c.request("GET", "/bytes/2", timeout=1.5).body == b"xx"
+
+
+def test_a_304_carrying_a_content_length_is_passed_on_without_waiting_for_a_body(weir):
+    with weir.client() as c:
+        r = c.request("GET", "/304cl", timeout=1.5)
+        assert r.status == 304 and r.get("ETag") == '"v1"'
+        assert c.request("GET", "/bytes/2", timeout=1.5).body == b"xx"
+
+
+def test_a_client_that_sends_its_body_without_waiting_for_100_continue_is_served(weir, origin):
+    data = b"q" * 3000
+    with weir.client() as c:
+        c.send(build_request("POST", "/upload", headers=[("Expect", "100-continue")], body=data))
+        r = c.read_response()
+        assert r.status == 200 and r.json()["body_len"] == 3000
+        assert all(i.status == 100 for i in r.interim)
+        assert c.request("GET", "/bytes/1").body == b"x"
+
+
+def test_a_chunked_response_with_extensions_and_trailers_arrives_with_the_right_body(weir):
+    with weir.client() as c:
+        r = c.request("GET", "/chunked-ext")
+        assert r.status == 200 and r.body == b"hello world"
+        assert c.request("GET", "/bytes/1").body == b"x"

@@ -227,3 +227,22 @@ def test_an_error_answer_counts_in_the_responses_by_class(weir_factory, origin):
     m1 = w.metrics()
     assert m1("weir_responses_total", **{"class": "4xx"}) - m0("weir_responses_total", **{"class": "4xx"}) == 1
     assert m1("weir_responses_total", **{"class": "2xx"}) - m0("weir_responses_total", **{"class": "2xx"}) == 1
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_client_header(weir_factory, origin):
+    w = simple(weir_factory, origin, timeouts={"client_header": "1s"})
+    with w.client() as c:
+        t = time.monotonic()
+        data = c.read_all(timeout=4)
+        took = time.monotonic() - t
+        assert c.eof
+        assert 0.8 <= took <= slack(2.5), took
+        assert data == b"" or data.startswith(b"HTTP/1.1 408 "), data
+
+
+def test_a_control_byte_in_the_target_gets_400(weir, origin):
+    with weir.client() as c:
+        c.send(b"GET /a\x01b HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert c.read_response().status == 400
+        assert c.closed_by_peer(2)
+    assert origin.entries() == []

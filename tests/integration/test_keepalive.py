@@ -168,3 +168,107 @@ def test_a_client_that_closes_after_its_request_does_not_disturb_the_worker(weir
     with weir.client() as c:
         assert c.request("GET", "/echo").status == 200
     assert weir.proc.poll() is None
+
+
+def test_a_hundred_pipelined_requests_in_one_write_are_answered_in_order(weir):
+    with weir.client(timeout=10) as c:
+        c.send(b"".join(build_request("GET", "/bytes/%d" % (n % 50 + 1)) for n in range(100)))
+        for n in range(100):
+            r = c.read_response()
+            assert r.status == 200 and r.body == b"x" * (n % 50 + 1), n
+        assert c.is_open()
+
+
+def test_pipelined_requests_with_bodies_stay_in_sync(weir, origin):
+    data = b"".join([
+        build_request("POST", "/upload", body=b"first"),
+        build_request("POST", "/upload", headers=[("Transfer-Encoding", "chunked")],
+                      body=b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"),
+        build_request("GET", "/bytes/3"),
+        build_request("POST", "/upload", body=b""),
+    ])
+    with weir.client() as c:
+        c.send(data)
+        assert c.read_response().json()["body_len"] == 5
+        assert c.read_response().json()["body_len"] == 5
+        assert c.read_response().body == b"xxx"
+        assert c.read_response().json()["body_len"] == 0
+    assert [e["target"] for e in origin.requests()] == ["/upload", "/upload", "/bytes/3", "/upload"]
+
+
+def test_requests_pipelined_after_connection_close_are_not_answered(weir, origin):
+    with weir.client() as c:
+        c.send(build_request("GET", "/bytes/1", headers=[("Connection", "close")])
+               + build_request("GET", "/after-close"))
+        r = c.read_response()
+        assert r.body == b"x"
+        assert c.closed_by_peer(2)
+    time_limit = slack(0.3)
+    time.sleep(time_limit)
+    assert origin.requests("/after-close") == []
+
+
+def test_a_client_that_disconnects_mid_body_is_counted_and_does_not_poison_the_pool(weir_factory, origin):
+    w = simple(weir_factory, origin, workers=1)
+    m0 = w.metrics()
+    c = Client(w.port)
+    c.send(build_request("POST", "/upload", headers=[("Content-Length", "1000000")]) + b"y" * 100000)
+    time.sleep(slack(0.3))
+    c.close()
+    wait_until(lambda: w.metrics().error("client_closed") > m0.error("client_closed"), slack(3),
+               what="client_closed counted")
+    with w.client() as c2:
+        for _ in range(3):
+            r = c2.request("POST", "/upload", body=b"ok")
+            assert r.status == 200 and r.json()["body_len"] == 2
+    assert len(origin.requests("/upload")) == 3
+
+
+def test_a_client_that_never_reads_its_response_is_dropped_after_client_send(weir_factory, origin):
+    w = simple(weir_factory, origin, timeouts={"client_send": "1s", "upstream_read": "10s"})
+    m0 = w.metrics()
+    c = Client(w.port, rcvbuf=4096)
+    try:
+        c.send(build_request("GET", "/bytes/%d" % (64 << 20)))
+        wait_until(lambda: w.metrics().error("client_timeout") > m0.error("client_timeout"),
+                   slack(6), interval=0.2, what="client_timeout counted")
+    finally:
+        c.close()
+    assert w.get("/bytes/2").body == b"xx"
+
+
+def test_an_upstream_connection_the_origin_marked_close_is_never_reused(weir_factory, origin):
+    w = simple(weir_factory, origin, workers=1)
+    m0 = w.metrics()
+    with w.client() as c:
+        for _ in range(5):
+            r = c.request("GET", "/conn-close")
+            assert r.status == 200 and r.body == b"closing\n"
+            # the client connection is not closed because the upstream one was
+            assert "close" not in r.connection_tokens()
+    settle()
+    m1 = w.metrics()
+    assert m1("weir_upstream_reuses_total") - m0("weir_upstream_reuses_total") == 0
+    assert m1("weir_upstream_connects_total") - m0("weir_upstream_connects_total") == 5
+    assert len(origin.requests("/conn-close")) == 5
+
+
+def test_an_http10_client_gets_a_read_to_close_response_and_then_the_close(weir):
+    with weir.client() as c:
+        r = c.request("GET", "/close/5000", version="1.0")
+        assert r.status == 200 and r.body == b"x" * 5000
+        assert not r.chunked
+        assert c.eof or c.closed_by_peer(2)
+
+
+def test_an_http10_response_from_the_origin_is_not_reused(weir_factory, origin):
+    w = simple(weir_factory, origin, workers=1)
+    m0 = w.metrics()
+    with w.client() as c:
+        for _ in range(4):
+            r = c.request("GET", "/http10")
+            assert r.status == 200 and r.body == b"old10\n"
+    settle()
+    m1 = w.metrics()
+    assert m1("weir_upstream_reuses_total") - m0("weir_upstream_reuses_total") == 0
+    assert len({e["conn"] for e in origin.requests("/http10")}) == 4

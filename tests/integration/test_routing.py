@@ -3,7 +3,7 @@ host, 404 when nothing matches, weighted round robin within a group."""
 
 import collections
 
-from harness import Client, error_response_ok, settle
+from harness import Client, error_response_ok, settle, slack, wait_until
 
 
 def three_origins(origin_factory, weir_factory, routes, **kw):
@@ -88,6 +88,7 @@ def test_a_request_matching_no_route_gets_404_and_never_reaches_an_origin(origin
               {"host": "*.example.com", "path": "/api/", "upstream": "b"}]
     w, a, b, c = three_origins(origin_factory, weir_factory, routes)
     m0 = w.metrics()
+    n0 = len(w.error_lines())
     with w.client() as cl:
         r = cl.request("GET", "/x", host="other.test")
         error_response_ok(r, 404, "Not Found", close=False)
@@ -100,6 +101,7 @@ def test_a_request_matching_no_route_gets_404_and_never_reaches_an_origin(origin
     assert a.requests("/x") == [] and b.requests() == [] and c.requests() == []
     m1 = w.metrics()
     assert m1.error("no_route") - m0.error("no_route") == 2
+    wait_until(lambda: len(w.error_lines()) >= n0 + 2, slack(2), what="2 error-log lines")
 
 
 def test_a_host_whose_routes_match_no_path_gets_404_rather_than_the_catch_all(origin_factory, weir_factory):
@@ -137,3 +139,9 @@ def test_equal_weights_alternate_between_servers(origin_factory, weir_factory):
             order.append(cl.request("GET", "/").get("X-Origin"))
     assert order.count("A") == 5 and order.count("B") == 5, order
     assert all(order[i] != order[i + 1] for i in range(9)), order
+
+
+def test_an_ipv6_literal_host_goes_to_the_catch_all(origin_factory, weir_factory):
+    w, *_ = three_origins(origin_factory, weir_factory, SPEC_ROUTES)
+    assert origin_of(w, "[::1]:8080") == "C"
+    assert origin_of(w, "[::1]") == "C"

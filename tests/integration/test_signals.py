@@ -194,3 +194,28 @@ def test_usr1_reopens_the_log_files(weir, origin):
     wait_until(second_in_new_file, slack(3), interval=0.3, what="access log reopened")
     with open(weir.access_log + ".1") as f:
         assert "/first" in f.read()
+
+
+def test_each_killed_worker_is_replaced_and_counted(weir_factory, origin):
+    w = simple(weir_factory, origin, workers=2)
+    first = w.wait_workers(2)
+    for victim in first:
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: (lambda p: len(p) == 2 and victim not in p)(w.worker_pids()),
+                   slack(5), what="replacement for %d" % victim)
+        time.sleep(slack(1))
+    assert not set(first) & set(w.worker_pids())
+    m = w.metrics()
+    assert m("weir_worker_restarts_total") == 2
+    assert m("weir_workers_alive") == 2
+    for _ in range(6):
+        assert w.get("/").status == 200
+
+
+def test_workers_exit_when_the_master_is_killed(weir_factory, origin):
+    w = simple(weir_factory, origin)
+    workers = w.wait_workers()
+    w.signal(signal.SIGKILL)
+    w.proc.wait(5)
+    wait_until(lambda: not any(pid_alive(p) for p in workers), slack(5),
+               what="orphaned workers to exit")

@@ -46,6 +46,7 @@ def test_a_refused_upstream_gets_502(weir_factory):
 def test_after_a_refused_connect_every_server_down_gets_503_within_the_window(weir_factory):
     w, port = dead_upstream(weir_factory, workers=1)
     m0 = w.metrics()
+    n0 = len(w.error_lines())
     with w.client() as c:
         r1 = c.request("GET", "/")
         assert r1.status == 502, r1
@@ -54,6 +55,7 @@ def test_after_a_refused_connect_every_server_down_gets_503_within_the_window(we
         r3 = c.request("GET", "/")
         assert r3.status == 503
     counted(w, "no_server", m0, 2)
+    wait_until(lambda: len(w.error_lines()) >= n0 + 3, slack(2), what="3 error-log lines")
 
 
 def test_a_server_marked_down_is_tried_again_after_ten_seconds(weir_factory, origin_factory):
@@ -107,9 +109,11 @@ def test_an_upstream_that_closes_without_answering_gets_502(weir, origin):
 
 def test_an_upstream_that_sends_garbage_gets_502(weir):
     m0 = weir.metrics()
+    n0 = len(weir.error_lines())
     r = weir.get("/garbage")
     error_response_ok(r, 502, "Bad Gateway", close=False)
     counted(weir, "upstream_bad_response", m0)
+    logged(weir, n0)
 
 
 def test_an_upstream_with_a_two_digit_status_gets_502(weir):
@@ -255,3 +259,12 @@ def test_an_upstream_failure_on_one_client_does_not_affect_others(weir_factory, 
             assert time.monotonic() - t < slack(0.5)
     finally:
         stalled.close()
+
+
+def test_a_group_whose_servers_all_refuse_gets_502_then_503(weir_factory):
+    p1, p2 = closed_port(), closed_port()
+    w = weir_factory(workers=1, upstreams=[{"name": "a", "servers": [
+        "127.0.0.1:%d" % p1, "127.0.0.1:%d" % p2]}], routes=[{"path": "/", "upstream": "a"}])
+    with w.client() as c:
+        assert c.request("GET", "/").status == 502
+        assert c.request("GET", "/").status == 503

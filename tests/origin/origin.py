@@ -40,6 +40,11 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /upload                reads the whole body: JSON {body_len, body_sha256}
   /head-test             Content-Length 5 "hello" (GET and HEAD)
   /respheaders           hop-by-hop headers, end-to-end headers, 2 Set-Cookie
+  /chunked-ext           chunked with chunk extensions and a trailer
+  /http10                an HTTP/1.0 response (not persistent) on a
+                         connection this server keeps reading
+  /conn-close            answers with Connection: close and closes
+  /304cl                 304 with a Content-Length: 100 and (rightly) no body
   /keepalive-then-close  answers keep-alive, closes the socket 50 ms later
   /close-on-next         answers keep-alive; the next request on the same
                          connection is read, logged and answered by a close
@@ -456,6 +461,25 @@ class Server:
             body = b"headers\n"
             c.send(self.head_bytes(200, hs + [("Content-Length", str(len(body)))])
                    + (b"" if head_only else body))
+            return not close
+        if path == "/chunked-ext":
+            c.send(self.head_bytes(200, [("Transfer-Encoding", "chunked"),
+                                         ("Trailer", "X-Sum")]))
+            if not head_only:
+                c.send(b"5;a=1\r\nhello\r\n1;b=\"q\"\r\n \r\n"
+                       b"5\r\nworld\r\n0\r\nX-Sum: 11\r\n\r\n")
+            return not close
+        if path == "/http10":
+            # an HTTP/1.0 response without keep-alive: not persistent, even
+            # though this server would go on reading the connection
+            c.send(b"HTTP/1.0 200 OK\r\nContent-Length: 6\r\nX-Origin: %s\r\n\r\nold10\n"
+                   % self.name.encode())
+            return True
+        if path == "/conn-close":
+            self.respond(c, r, 200, b"closing\n", (), close=True)
+            return False
+        if path == "/304cl":
+            c.send(self.head_bytes(304, [("Content-Length", "100"), ("ETag", '"v1"')]))
             return not close
         if path == "/keepalive-then-close":
             self.respond(c, r, 200, b"ok\n", (), close)
