@@ -70,7 +70,7 @@ static void server_labels(struct textbuf *o, const struct route_upstream *u, con
 struct render {
 	struct shm_segment *seg;
 	const struct route_table *t;
-	struct shm_route_counters routes[STAT_ROUTES];  /* sums by stat index */
+	struct shm_route_counters routes[STAT_ROUTES]; /* sums by stat index */
 	struct shm_server_counters servers[STAT_SERVERS];
 	/* entries of t to show: the first of each stat index, in table order
 	 * (only "other" is shared by routes; servers also share one when an
@@ -165,12 +165,12 @@ static void render_servers(struct textbuf *o, const struct render *r)
 		const char *name, *help;
 		size_t off;
 	} simple[] = {
-		{"weir_upstream_server_requests_total", "Requests sent to an upstream server, retries included.",
-		 offsetof(struct shm_server_counters, requests)},
-		{"weir_upstream_server_connects_total", "Connections opened to an upstream server.",
-		 offsetof(struct shm_server_counters, connects)},
-		{"weir_upstream_server_reuses_total", "Requests sent on a kept-alive connection to an upstream server.",
-		 offsetof(struct shm_server_counters, reuses)},
+	    {"weir_upstream_server_requests_total", "Requests sent to an upstream server, retries included.",
+	     offsetof(struct shm_server_counters, requests)},
+	    {"weir_upstream_server_connects_total", "Connections opened to an upstream server.",
+	     offsetof(struct shm_server_counters, connects)},
+	    {"weir_upstream_server_reuses_total", "Requests sent on a kept-alive connection to an upstream server.",
+	     offsetof(struct shm_server_counters, reuses)},
 	};
 
 	for (size_t f = 0; f < sizeof(simple) / sizeof(simple[0]); f++) {
@@ -248,8 +248,8 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	textbuf_printf(o, "weir_build_info{version=\"");
 	textbuf_label(o, WEIR_VERSION);
 	textbuf_printf(o, "\"} 1\n");
-	metric(o, "weir_start_time_seconds", "gauge", "Unix time the shared segment was created (the first master started).",
-	       seg->started_at);
+	metric(o, "weir_start_time_seconds", "gauge",
+	       "Unix time the shared segment was created (the first master started).", seg->started_at);
 	metric(o, "weir_requests_total", "counter", "Requests whose head was read.", c.requests);
 	family(o, "weir_responses_total", "counter", "Responses sent to clients, by status class.");
 	for (int k = 1; k <= 5; k++)
@@ -268,6 +268,13 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	for (int e = 1; e < WEIR_ERR_COUNT; e++) /* entry 0 is AGAIN, not a failure */
 		textbuf_printf(o, "weir_errors_total{kind=\"%s\"} %llu\n", weir_err_counter(-e - 1),
 		               (unsigned long long)c.errors[e]);
+	family(o, "weir_tls_handshakes_total", "counter",
+	       "TLS handshakes completed, by whether they resumed a session (a ticket).");
+	textbuf_printf(
+	    o, "weir_tls_handshakes_total{resumed=\"false\"} %llu\nweir_tls_handshakes_total{resumed=\"true\"} %llu\n",
+	    /* a worker may count between the two loads of a sum */
+	    (unsigned long long)(c.tls_handshakes > c.tls_resumed ? c.tls_handshakes - c.tls_resumed : 0),
+	    (unsigned long long)c.tls_resumed);
 	metric(o, "weir_slab_bytes_in_use", "gauge", "Worker slab bytes handed out.", c.slab_in_use);
 	metric(o, "weir_slab_bytes_free", "gauge", "Worker slab bytes mapped and free.", c.slab_free);
 	metric(o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)alive);

@@ -42,20 +42,27 @@ void textbuf_put(struct textbuf *t, const char *s, size_t n)
 	t->buf[t->len] = 0;
 }
 
+void textbuf_vprintf(struct textbuf *t, const char *fmt, va_list ap)
+{
+	va_list again;
+	int n;
+
+	va_copy(again, ap);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	if (n >= 0 && textbuf_room(t, (size_t)n) == 0) {
+		vsnprintf(t->buf + t->len, t->cap - t->len, fmt, again);
+		t->len += (size_t)n;
+	}
+	va_end(again);
+}
+
 void textbuf_printf(struct textbuf *t, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	textbuf_vprintf(t, fmt, ap);
 	va_end(ap);
-	if (n < 0 || textbuf_room(t, (size_t)n) < 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-	va_end(ap);
-	t->len += (size_t)n;
 }
 
 void textbuf_label(struct textbuf *t, const char *s)

@@ -10,6 +10,7 @@
 #ifndef WEIR_MASTER_TEXTBUF_H
 #define WEIR_MASTER_TEXTBUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #define TEXTBUF_MAX (64u * 1024 * 1024)
@@ -22,6 +23,8 @@ struct textbuf {
 
 /* Appends formatted text. */
 void textbuf_printf(struct textbuf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void textbuf_vprintf(struct textbuf *t, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Appends <n> bytes of <s>. */
 void textbuf_put(struct textbuf *t, const char *s, size_t n);

@@ -1,0 +1,367 @@
+#include "master/admin.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "master/metrics.h"
+#include "shm/shm.h"
+
+#define TEXT_PLAIN    "text/plain; charset=utf-8"
+#define ADMIN_ARG_MAX 256
+
+static const char help_text[] =
+    "weir stats socket. Commands:\n"
+    "  GET  /metrics     Prometheus metrics (text format 0.0.4)\n"
+    "  GET  /info        version, uptime, workers alive, config and routes generation\n"
+    "  GET  /routes      the current route table (host, path, upstream), in matching order\n"
+    "  GET  /upstreams   every upstream group and server: state, weight, counters\n"
+    "  POST /upstreams/GROUP/ADDRESS?state=up|drain|down\n"
+    "  POST /upstreams/GROUP/ADDRESS?weight=N   (1..1000, or \"default\" for the configured one)\n"
+    "       change a server at run time, without a reload: drain and down take it out of\n"
+    "       the choice for new requests, up puts it back. Arguments may be combined with &\n"
+    "       or sent as a form body: curl -d state=drain http://HOST/upstreams/api/10.0.0.1:80\n";
+
+static const char *const state_names[] = {"up", "drain", "down"};
+
+static void reply(struct stats_reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void reply(struct stats_reply *r, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->status = status;
+	r->type = TEXT_PLAIN;
+	va_start(ap, fmt);
+	textbuf_vprintf(&r->body, fmt, ap);
+	va_end(ap);
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decodes [s, s+n) into <out> of <cap> bytes (with <plus>, '+' is
+ * a space, as in a form). Returns 0, or -1 if it is malformed, holds a NUL
+ * or a control byte, or does not fit. */
+static int decode(const char *s, size_t n, char *out, size_t cap, int plus)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int c = (unsigned char)s[i];
+
+		if (c == '%') {
+			int h, l;
+			if (i + 2 >= n)
+				return -1;
+			h = hexval(s[i + 1]);
+			l = hexval(s[i + 2]);
+			if (h < 0 || l < 0)
+				return -1;
+			c = h * 16 + l;
+			i += 2;
+		} else if (c == '+' && plus) {
+			c = ' ';
+		}
+		if (c < 0x20 || c == 0x7f || o + 1 >= cap)
+			return -1;
+		out[o++] = (char)c;
+	}
+	out[o] = 0;
+	return 0;
+}
+
+/* ---- GET ----------------------------------------------------------------- */
+
+static int workers_alive(struct shm_segment *seg)
+{
+	int alive = 0;
+
+	for (int i = 0; i < SHM_SLOTS; i++)
+		alive += atomic_load(&seg->slots[i].pid) != 0;
+	return alive;
+}
+
+static void admin_info(struct shm_segment *seg, struct stats_reply *r)
+{
+	const struct route_table *t = metrics_table(seg);
+	long long now = (long long)time(NULL);
+
+	r->status = 200;
+	r->type = TEXT_PLAIN;
+	textbuf_printf(&r->body,
+	               "version %s\npid %d\nstart_time %llu\nuptime_seconds %lld\nworkers_alive %d\n"
+	               "config_generation %llu\nroutes_generation %llu\nroutes %u\nupstreams %u\nservers %u\n",
+	               WEIR_VERSION, (int)getpid(), (unsigned long long)seg->started_at,
+	               now - (long long)seg->started_at, workers_alive(seg),
+	               (unsigned long long)atomic_load(&seg->config_generation), (unsigned long long)t->id, t->nroutes,
+	               t->nupstreams, t->nservers);
+}
+
+static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
+{
+	const struct route_table *t = metrics_table(seg);
+	char hb[CONFIG_HOST_MAX + 2];
+	int wh = 4, wp = 4;
+
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		int h = (int)strlen(metrics_route_host(&t->routes[i], hb, sizeof(hb)));
+		int p = (int)t->routes[i].path_len;
+		wh = h > wh ? h : wh;
+		wp = p > wp ? p : wp;
+	}
+	r->status = 200;
+	r->type = TEXT_PLAIN;
+	/* hosts and paths hold no spaces (the config refuses them): columns
+	 * split on whitespace */
+	textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, "HOST", wp, "PATH", "UPSTREAM");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		const struct route_entry *e = &t->routes[i];
+		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, metrics_route_host(e, hb, sizeof(hb)), wp, e->path,
+		               t->upstreams[e->upstream].name);
+	}
+}
+
+static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
+{
+	const struct route_table *t = metrics_table(seg);
+	struct shm_route_counters *routes = malloc(sizeof(*routes) * STAT_ROUTES);
+	struct shm_server_counters *sums = malloc(sizeof(*sums) * STAT_SERVERS);
+
+	if (!routes || !sums) {
+		free(routes);
+		free(sums);
+		reply(r, 500, "out of memory\n");
+		return;
+	}
+	shm_sum_keys(seg, routes, sums);
+	r->status = 200;
+	r->type = TEXT_PLAIN;
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		textbuf_printf(&r->body, "upstream %s keepalive=%u servers=%u\n", up->name, up->keepalive,
+		               up->nservers);
+		for (uint32_t k = 0; k < up->nservers; k++) {
+			const struct route_server *s = &t->servers[up->first_server + k];
+			const struct shm_server_counters *c = &sums[s->stat];
+			uint32_t a = shm_admin(seg, s->stat);
+			uint32_t st = SHM_ADMIN_STATE(a);
+
+			textbuf_printf(
+			    &r->body,
+			    "  server %s state=%s weight=%u configured_weight=%u requests=%llu connects=%llu "
+			    "reuses=%llu 1xx=%llu 2xx=%llu 3xx=%llu 4xx=%llu 5xx=%llu%s\n",
+			    s->text, st < 3 ? state_names[st] : "?",
+			    SHM_ADMIN_WEIGHT(a) ? SHM_ADMIN_WEIGHT(a) : s->weight, s->weight,
+			    (unsigned long long)c->requests, (unsigned long long)c->connects,
+			    (unsigned long long)c->reuses, (unsigned long long)c->responses[0],
+			    (unsigned long long)c->responses[1], (unsigned long long)c->responses[2],
+			    (unsigned long long)c->responses[3], (unsigned long long)c->responses[4],
+			    s->stat == STAT_SERVER_OTHER ? " shared_counters=other" : "");
+		}
+	}
+	free(routes);
+	free(sums);
+}
+
+/* ---- POST ---------------------------------------------------------------- */
+
+/* The arguments of a server change: -1 when not given. */
+struct admin_args {
+	int state;  /* enum shm_admin_state */
+	int weight; /* 1..1000, 0 for "default" */
+};
+
+/* Parses "a=b&c=d" from [s, s+n) into <a>. Returns NULL, or what is wrong
+ * (into <why> of <cap> bytes). */
+static const char *parse_args(const char *s, size_t n, struct admin_args *a, char *why, size_t cap)
+{
+	const char *end = s + n;
+
+	while (s < end) {
+		const char *amp = memchr(s, '&', (size_t)(end - s));
+		const char *pe = amp ? amp : end;
+		const char *eq = memchr(s, '=', (size_t)(pe - s));
+		char key[ADMIN_ARG_MAX], val[ADMIN_ARG_MAX];
+
+		if (pe == s) { /* "&&" or a trailing "&" */
+			s = pe + 1;
+			continue;
+		}
+		if (!eq || decode(s, (size_t)(eq - s), key, sizeof(key), 1) < 0 ||
+		    decode(eq + 1, (size_t)(pe - eq - 1), val, sizeof(val), 1) < 0) {
+			snprintf(why, cap, "arguments must be NAME=VALUE pairs joined by &");
+			return why;
+		}
+		if (strcmp(key, "state") == 0) {
+			int k;
+			for (k = 0; k < 3 && strcmp(val, state_names[k]) != 0; k++)
+				;
+			if (k == 3) {
+				snprintf(why, cap, "state \"%.64s\" is not one of up, drain, down", val);
+				return why;
+			}
+			a->state = k;
+		} else if (strcmp(key, "weight") == 0) {
+			char *e;
+			long w = strtol(val, &e, 10);
+
+			if (strcmp(val, "default") == 0) {
+				a->weight = 0;
+			} else if (!val[0] || *e || val[0] == '-' || val[0] == '+' || w < 1 || w > 1000) {
+				snprintf(why, cap, "weight \"%.64s\" must be a number from 1 to 1000, or \"default\"",
+				         val);
+				return why;
+			} else {
+				a->weight = (int)w;
+			}
+		} else {
+			snprintf(why, cap, "unknown argument \"%.64s\": give state or weight", key);
+			return why;
+		}
+		s = pe + (pe < end);
+	}
+	return NULL;
+}
+
+/* POST /upstreams/GROUP/ADDRESS; <rest> is "GROUP/ADDRESS" (still encoded). */
+static void admin_server_change(struct shm_segment *seg, const char *rest, const char *query, size_t qlen,
+                                const char *body, size_t body_len, struct stats_reply *r)
+{
+	const struct route_table *t = metrics_table(seg);
+	const char *slash = strchr(rest, '/');
+	char group[ADMIN_ARG_MAX], addr_text[ADMIN_ARG_MAX], why[256];
+	struct config_addr addr;
+	struct admin_args a = {.state = -1, .weight = -1};
+	const struct route_upstream *up = NULL;
+	const struct route_server *s = NULL;
+	uint32_t old, word, st, w;
+
+	if (!slash || decode(rest, (size_t)(slash - rest), group, sizeof(group), 0) < 0 ||
+	    decode(slash + 1, strlen(slash + 1), addr_text, sizeof(addr_text), 0) < 0 || !group[0] || !addr_text[0]) {
+		reply(r, 400, "say which server: POST /upstreams/GROUP/ADDRESS?state=up|drain|down or ?weight=N\n");
+		return;
+	}
+	if (config_parse_addr(addr_text, &addr) < 0) {
+		reply(r, 400, "\"%s\" is not a server address such as 10.0.0.1:8080 or [::1]:8080\n", addr_text);
+		return;
+	}
+	if (parse_args(query, qlen, &a, why, sizeof(why)) || parse_args(body, body_len, &a, why, sizeof(why))) {
+		reply(r, 400, "%s\n", why);
+		return;
+	}
+	if (a.state < 0 && a.weight < 0) {
+		reply(r, 400, "nothing to change: give ?state=up|drain|down or ?weight=N (1..1000, or default)\n");
+		return;
+	}
+	for (uint32_t u = 0; u < t->nupstreams && !up; u++)
+		if (strcmp(t->upstreams[u].name, group) == 0)
+			up = &t->upstreams[u];
+	if (!up) {
+		reply(r, 404, "no upstream group \"%s\" in the current configuration (GET /upstreams lists them)\n",
+		      group);
+		return;
+	}
+	for (uint32_t k = 0; k < up->nservers && !s; k++)
+		if (strcmp(t->servers[up->first_server + k].text, addr.text) == 0)
+			s = &t->servers[up->first_server + k];
+	if (!s) {
+		reply(r, 404, "upstream \"%s\" has no server %s (GET /upstreams lists them)\n", group, addr.text);
+		return;
+	}
+	if (s->stat == STAT_SERVER_OTHER) {
+		reply(r, 409,
+		      "server %s of upstream \"%s\" has no stat index of its own (more than %d servers were "
+		      "configured since weir started), so it cannot be changed at run time; restart weir to reset\n",
+		      addr.text, group, STAT_SERVER_OTHER);
+		return;
+	}
+	/* one word, so a worker never sees a new state with an old weight;
+	 * the master is its only writer, but during a binary upgrade the other
+	 * master may answer too: compare-and-swap keeps both changes */
+	old = atomic_load(&seg->admin[s->stat]);
+	do {
+		st = a.state >= 0 ? (uint32_t)a.state : SHM_ADMIN_STATE(old);
+		w = a.weight >= 0 ? (uint32_t)a.weight : SHM_ADMIN_WEIGHT(old);
+		word = SHM_ADMIN_WORD(st, w);
+	} while (!atomic_compare_exchange_weak(&seg->admin[s->stat], &old, word));
+	log_notice("stats: upstream \"%s\" server %s set to state %s, weight %u%s", group, addr.text, state_names[st],
+	           w ? w : s->weight, w ? "" : " (configured)");
+	reply(r, 200, "upstream %s server %s state=%s weight=%u configured_weight=%u\n", group, addr.text,
+	      state_names[st], w ? w : s->weight, s->weight);
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+static void not_allowed(struct stats_reply *r, const char *allow)
+{
+	r->allow = allow;
+	reply(r, 405, "method not allowed here: use %s\n\n%s", allow, help_text);
+}
+
+void admin_dispatch(struct shm_segment *seg, const char *method, const char *target, const char *body, size_t body_len,
+                    struct stats_reply *r)
+{
+	const char *q = strchr(target, '?');
+	size_t plen = q ? (size_t)(q - target) : strlen(target);
+	const char *query = q ? q + 1 : "";
+	int get = strcmp(method, "GET") == 0;
+	char path[ADMIN_ARG_MAX * 2 + 16];
+
+	r->status = 0;
+	r->allow = NULL;
+	if (plen >= sizeof(path)) {
+		reply(r, 404, "%s", help_text);
+		return;
+	}
+	memcpy(path, target, plen);
+	path[plen] = 0;
+
+	if (strcmp(path, "/metrics") == 0) {
+		if (!get) {
+			not_allowed(r, "GET");
+			return;
+		}
+		r->status = 200;
+		r->type = "text/plain; version=0.0.4; charset=utf-8";
+		metrics_render(seg, &r->body);
+		return;
+	}
+	if (strcmp(path, "/") == 0 || strcmp(path, "/info") == 0 || strcmp(path, "/routes") == 0 ||
+	    strcmp(path, "/upstreams") == 0) {
+		if (!get) {
+			not_allowed(r, "GET");
+			return;
+		}
+		if (path[1] == 0)
+			reply(r, 200, "%s", help_text);
+		else if (path[1] == 'i')
+			admin_info(seg, r);
+		else if (path[1] == 'r')
+			admin_routes(seg, r);
+		else
+			admin_upstreams(seg, r);
+		return;
+	}
+	if (strncmp(path, "/upstreams/", 11) == 0) {
+		if (strcmp(method, "POST") != 0) {
+			not_allowed(r, "POST");
+			return;
+		}
+		admin_server_change(seg, path + 11, query, strlen(query), body, body_len, r);
+		return;
+	}
+	reply(r, 404, "no such command: %s\n\n%s", path, help_text);
+}

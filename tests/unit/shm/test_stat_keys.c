@@ -1,0 +1,377 @@
+/*
+ * test_stat_keys.c: shm/stat and the per-key counters of shm/shm: stable
+ * stat indices for route and server keys (append-only, bounded, shared
+ * "other" past the bound, unchanged by a reload that reorders the config),
+ * histogram bucket selection, the fold of a dead worker's per-key counters,
+ * and the admin words a reload keeps or drops.
+ */
+#include <CUnit/Basic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "shm/route.h"
+#include "shm/shm.h"
+#include "shm/stat.h"
+
+static char dir[] = "/tmp/weir-test-stat-XXXXXX";
+static int nfiles;
+
+static int suite_init(void)
+{
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+	char p[300];
+
+	for (int i = 0; i < nfiles; i++) {
+		snprintf(p, sizeof p, "%s/%d.conf", dir, i);
+		unlink(p);
+	}
+	return rmdir(dir);
+}
+
+static struct config *load(const char *text)
+{
+	static struct config_errors errs;
+	struct config *cfg = calloc(1, sizeof(*cfg));
+	char path[300];
+	FILE *f;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+	snprintf(path, sizeof path, "%s/%d.conf", dir, nfiles++);
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs(text, f);
+	fclose(f);
+	if (config_load(path, cfg, &errs) != 0) {
+		for (int i = 0; i < errs.count && i < CONFIG_MAX_ERRORS; i++)
+			fprintf(stderr, "\n    %s", errs.msg[i]);
+		CU_FAIL_FATAL("config did not load");
+	}
+	return cfg;
+}
+
+static void unload(struct config *cfg)
+{
+	config_free(cfg);
+	free(cfg);
+}
+
+/* ---- the key table -------------------------------------------------------- */
+
+static void test_a_route_key_keeps_its_index(void)
+{
+	struct stat_keys *k = calloc(1, sizeof(*k));
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/"), 0);
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "api.example.com", "/v1/"), 1);
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_WILDCARD, ".example.com", "/"), 2);
+	/* the same key again: the same index, nothing appended */
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "api.example.com", "/v1/"), 1);
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/"), 0);
+	CU_ASSERT_EQUAL(atomic_load(&k->nroutes), 3);
+	/* the host kind, the host and the path all make the key */
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "api.example.com", "/"), 3);
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, ".example.com", "/"), 4);
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "api.example.org", "/v1/"), 5);
+	CU_ASSERT_STRING_EQUAL(k->routes[1].host, "api.example.com");
+	CU_ASSERT_STRING_EQUAL(k->routes[1].path, "/v1/");
+	CU_ASSERT_EQUAL(k->routes[2].host_kind, CONFIG_HOST_WILDCARD);
+	free(k);
+}
+
+static void test_keys_past_the_bound_share_the_other_index(void)
+{
+	struct stat_keys *k = calloc(1, sizeof(*k));
+	char path[32], addr[32];
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	for (int i = 0; i < STAT_ROUTE_OTHER; i++) {
+		snprintf(path, sizeof path, "/r%d/", i);
+		CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", path), i);
+	}
+	CU_ASSERT_EQUAL(atomic_load(&k->nroutes), STAT_ROUTE_OTHER);
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/one-too-many/"), STAT_ROUTE_OTHER);
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/two-too-many/"), STAT_ROUTE_OTHER);
+	CU_ASSERT_EQUAL(atomic_load(&k->nroutes), STAT_ROUTE_OTHER);
+	/* the keys already there keep their own */
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/r7/"), 7);
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/r254/"), 254);
+
+	for (int i = 0; i < STAT_SERVER_OTHER; i++) {
+		snprintf(addr, sizeof addr, "10.0.%d.%d:80", i / 250, i % 250);
+		CU_ASSERT_EQUAL(stat_server_index(k, "api", addr), i);
+	}
+	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.9.9.9:80"), STAT_SERVER_OTHER);
+	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.0.0.3:80"), 3);
+	free(k);
+}
+
+static void test_a_server_key_is_its_upstream_and_address(void)
+{
+	struct stat_keys *k = calloc(1, sizeof(*k));
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.0.0.1:80"), 0);
+	CU_ASSERT_EQUAL(stat_server_index(k, "web", "10.0.0.1:80"), 1);
+	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.0.0.2:80"), 2);
+	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.0.0.1:80"), 0);
+	CU_ASSERT_EQUAL(stat_server_index(k, "web", "10.0.0.1:80"), 1);
+	CU_ASSERT_STRING_EQUAL(k->servers[1].upstream, "web");
+	CU_ASSERT_STRING_EQUAL(k->servers[1].addr, "10.0.0.1:80");
+	free(k);
+}
+
+/* ---- buckets -------------------------------------------------------------- */
+
+static void test_a_duration_lands_in_the_first_bucket_whose_bound_holds_it(void)
+{
+	CU_ASSERT_EQUAL(stat_bucket(0), 0);
+	CU_ASSERT_EQUAL(stat_bucket(4999), 0);
+	CU_ASSERT_EQUAL(stat_bucket(5000), 0); /* le: the bound itself is inside */
+	CU_ASSERT_EQUAL(stat_bucket(5001), 1);
+	CU_ASSERT_EQUAL(stat_bucket(100000), 4);
+	CU_ASSERT_EQUAL(stat_bucket(999999), 7);
+	CU_ASSERT_EQUAL(stat_bucket(1000000), 7);
+	CU_ASSERT_EQUAL(stat_bucket(10000000), 10);
+	CU_ASSERT_EQUAL(stat_bucket(10000001), STAT_BUCKETS - 1);
+	CU_ASSERT_EQUAL(stat_bucket(UINT64_MAX), STAT_BUCKETS - 1);
+	/* every bound agrees with the labels the master renders */
+	for (unsigned b = 0; b + 1 < STAT_BUCKETS; b++) {
+		uint64_t bound = stat_bucket_bound_us(b);
+		char le[32];
+
+		CU_ASSERT_EQUAL(stat_bucket(bound), b);
+		CU_ASSERT_EQUAL(stat_bucket(bound + 1), b + 1);
+		snprintf(le, sizeof le, "%g", (double)bound / 1e6);
+		CU_ASSERT_STRING_EQUAL(stat_bucket_le(b), le);
+	}
+	CU_ASSERT_STRING_EQUAL(stat_bucket_le(STAT_BUCKETS - 1), "+Inf");
+	CU_ASSERT_EQUAL(stat_bucket_bound_us(STAT_BUCKETS - 1), UINT64_MAX);
+}
+
+static void test_durations_turn_into_whole_microseconds(void)
+{
+	CU_ASSERT_EQUAL(stat_us(0.0015), 1500);
+	CU_ASSERT_EQUAL(stat_us(2.0), 2000000);
+	CU_ASSERT_EQUAL(stat_us(0.0), 0);
+	CU_ASSERT_EQUAL(stat_us(-0.25), 0); /* a clock step never underflows */
+}
+
+/* ---- through route generations --------------------------------------------- */
+
+#define CFG_HEAD                                                                                                       \
+	"listeners = ( { address = \"127.0.0.1:8080\"; } );\n"                                                         \
+	"upstreams = (\n"                                                                                              \
+	"  { name = \"api\"; servers = ( { address = \"10.0.0.1:80\"; }, { address = \"10.0.0.2:80\"; } ); },\n"       \
+	"  { name = \"web\"; servers = ( { address = \"10.0.0.3:80\"; } ); }\n"                                        \
+	");\n"
+
+/* The stat index of the route (host as compiled, path) in the current table. */
+static int route_stat(struct shm_segment *seg, const char *host, const char *path)
+{
+	const struct route_table *t = &seg->gens[atomic_load(&seg->gen_current)];
+
+	for (uint32_t i = 0; i < t->nroutes; i++)
+		if (strcmp(t->routes[i].host, host) == 0 && strcmp(t->routes[i].path, path) == 0)
+			return t->routes[i].stat;
+	return -1;
+}
+
+static int server_stat(struct shm_segment *seg, const char *upstream, const char *addr)
+{
+	const struct route_table *t = &seg->gens[atomic_load(&seg->gen_current)];
+
+	for (uint32_t u = 0; u < t->nupstreams; u++)
+		for (uint32_t k = 0; k < t->upstreams[u].nservers; k++) {
+			const struct route_server *s = &t->servers[t->upstreams[u].first_server + k];
+			if (strcmp(t->upstreams[u].name, upstream) == 0 && strcmp(s->text, addr) == 0)
+				return s->stat;
+		}
+	return -1;
+}
+
+static void test_a_reload_that_reorders_the_config_keeps_every_index(void)
+{
+	struct config *one =
+	    load(CFG_HEAD "routes = ( { host = \"api.example.com\"; path = \"/v1/\"; upstream = \"api\"; },\n"
+	                  "  { path = \"/\"; upstream = \"web\"; } );\n");
+	struct config *two =
+	    load("listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
+	         "upstreams = (\n"
+	         "  { name = \"web\"; servers = ( { address = \"10.0.0.3:80\"; } ); },\n"
+	         "  { name = \"api\"; servers = ( { address = \"10.0.0.9:80\"; }, { address = \"10.0.0.2:80\"; },\n"
+	         "                              { address = \"10.0.0.1:80\"; } ); }\n"
+	         ");\n"
+	         "routes = ( { host = \"*.example.com\"; upstream = \"web\"; },\n"
+	         "  { path = \"/\"; upstream = \"web\"; },\n"
+	         "  { host = \"API.example.com\"; path = \"/v1/\"; upstream = \"api\"; } );\n");
+	int fd;
+	struct shm_segment *seg = shm_create(&fd);
+	int r_api, r_any, s1, s2, s3;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(seg);
+	CU_ASSERT_FATAL(route_publish(seg, one) != 0);
+	r_api = route_stat(seg, "api.example.com", "/v1/");
+	r_any = route_stat(seg, "", "/");
+	s1 = server_stat(seg, "api", "10.0.0.1:80");
+	s2 = server_stat(seg, "api", "10.0.0.2:80");
+	s3 = server_stat(seg, "web", "10.0.0.3:80");
+	CU_ASSERT(r_api >= 0 && r_any >= 0 && r_api != r_any);
+	CU_ASSERT(s1 >= 0 && s2 >= 0 && s3 >= 0 && s1 != s2 && s2 != s3 && s1 != s3);
+
+	/* another order of routes, upstreams and servers, one route and one
+	 * server more: the old keys keep their indices, the new get new ones */
+	CU_ASSERT_FATAL(route_publish(seg, two) != 0);
+	CU_ASSERT_EQUAL(route_stat(seg, "api.example.com", "/v1/"), r_api);
+	CU_ASSERT_EQUAL(route_stat(seg, "", "/"), r_any);
+	CU_ASSERT_EQUAL(route_stat(seg, ".example.com", "/"), 2);
+	CU_ASSERT_EQUAL(server_stat(seg, "api", "10.0.0.1:80"), s1);
+	CU_ASSERT_EQUAL(server_stat(seg, "api", "10.0.0.2:80"), s2);
+	CU_ASSERT_EQUAL(server_stat(seg, "web", "10.0.0.3:80"), s3);
+	CU_ASSERT_EQUAL(server_stat(seg, "api", "10.0.0.9:80"), 3);
+	/* and back: nothing new is appended */
+	CU_ASSERT_FATAL(route_publish(seg, one) != 0);
+	CU_ASSERT_EQUAL(route_stat(seg, "api.example.com", "/v1/"), r_api);
+	CU_ASSERT_EQUAL(atomic_load(&seg->keys.nroutes), 3);
+	CU_ASSERT_EQUAL(atomic_load(&seg->keys.nservers), 4);
+
+	unload(one);
+	unload(two);
+	munmap(seg, sizeof(*seg));
+	close(fd);
+}
+
+static void test_a_dead_workers_per_key_counters_are_folded_not_lost(void)
+{
+	struct config *cfg = load(CFG_HEAD "routes = ( { path = \"/\"; upstream = \"api\"; } );\n");
+	struct shm_route_counters *r = calloc(STAT_ROUTES, sizeof(*r));
+	struct shm_server_counters *s = calloc(STAT_SERVERS, sizeof(*s));
+	int fd, w;
+	struct shm_segment *seg = shm_create(&fd);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(seg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_FATAL(route_publish(seg, cfg) != 0);
+	w = shm_slot_claim(seg);
+	CU_ASSERT_FATAL(w >= 0);
+	SHM_ADD(&seg->slots[w].routes[0], requests, 7);
+	SHM_ADD(&seg->slots[w].routes[0], duration[stat_bucket(1234)], 7);
+	SHM_ADD(&seg->slots[w].routes[STAT_ROUTE_OTHER], requests, 2);
+	SHM_ADD(&seg->slots[w].servers[1], responses[1], 5);
+	SHM_ADD(&seg->retired_routes[0], requests, 100);
+
+	shm_sum_keys(seg, r, s);
+	CU_ASSERT_EQUAL(r[0].requests, 107);
+	CU_ASSERT_EQUAL(r[0].duration[0], 7);
+	CU_ASSERT_EQUAL(r[STAT_ROUTE_OTHER].requests, 2);
+	CU_ASSERT_EQUAL(s[1].responses[1], 5);
+
+	shm_slot_retire(seg, w);
+	CU_ASSERT_EQUAL(atomic_load(&seg->slots[w].state), SHM_SLOT_FREE);
+	CU_ASSERT_EQUAL(seg->slots[w].routes[0].requests, 0);
+	CU_ASSERT_EQUAL(seg->slots[w].servers[1].responses[1], 0);
+	shm_sum_keys(seg, r, s);
+	CU_ASSERT_EQUAL(r[0].requests, 107);
+	CU_ASSERT_EQUAL(r[0].duration[0], 7);
+	CU_ASSERT_EQUAL(r[STAT_ROUTE_OTHER].requests, 2);
+	CU_ASSERT_EQUAL(s[1].responses[1], 5);
+
+	free(r);
+	free(s);
+	unload(cfg);
+	munmap(seg, sizeof(*seg));
+	close(fd);
+}
+
+static void test_a_reload_keeps_admin_overrides_of_servers_that_stay(void)
+{
+	struct config *both = load(CFG_HEAD "routes = ( { path = \"/\"; upstream = \"api\"; } );\n");
+	struct config *fewer =
+	    load("listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
+	         "upstreams = ( { name = \"api\"; servers = ( { address = \"10.0.0.1:80\"; } ); } );\n"
+	         "routes = ( { path = \"/\"; upstream = \"api\"; } );\n");
+	int fd, s1, s2;
+	struct shm_segment *seg = shm_create(&fd);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(seg);
+	CU_ASSERT_FATAL(route_publish(seg, both) != 0);
+	s1 = server_stat(seg, "api", "10.0.0.1:80");
+	s2 = server_stat(seg, "api", "10.0.0.2:80");
+	atomic_store(&seg->admin[s1], SHM_ADMIN_WORD(SHM_ADMIN_DOWN, 0));
+	atomic_store(&seg->admin[s2], SHM_ADMIN_WORD(SHM_ADMIN_UP, 3));
+
+	/* the same servers: both overrides stay */
+	CU_ASSERT_FATAL(route_publish(seg, both) != 0);
+	CU_ASSERT_EQUAL(shm_admin(seg, (uint16_t)s1), SHM_ADMIN_WORD(SHM_ADMIN_DOWN, 0));
+	CU_ASSERT_EQUAL(shm_admin(seg, (uint16_t)s2), SHM_ADMIN_WORD(SHM_ADMIN_UP, 3));
+	/* 10.0.0.2 leaves the config: its override goes; 10.0.0.1 keeps its */
+	CU_ASSERT_FATAL(route_publish(seg, fewer) != 0);
+	CU_ASSERT_EQUAL(SHM_ADMIN_STATE(shm_admin(seg, (uint16_t)s1)), SHM_ADMIN_DOWN);
+	CU_ASSERT_EQUAL(shm_admin(seg, (uint16_t)s2), 0);
+	/* and it comes back without one, under its old index */
+	CU_ASSERT_FATAL(route_publish(seg, both) != 0);
+	CU_ASSERT_EQUAL(server_stat(seg, "api", "10.0.0.2:80"), s2);
+	CU_ASSERT_EQUAL(shm_admin(seg, (uint16_t)s2), 0);
+
+	unload(both);
+	unload(fewer);
+	munmap(seg, sizeof(*seg));
+	close(fd);
+}
+
+static void test_the_admin_word_packs_state_and_weight(void)
+{
+	uint32_t w = SHM_ADMIN_WORD(SHM_ADMIN_DRAIN, 1000);
+
+	CU_ASSERT_EQUAL(SHM_ADMIN_STATE(w), SHM_ADMIN_DRAIN);
+	CU_ASSERT_EQUAL(SHM_ADMIN_WEIGHT(w), 1000);
+	CU_ASSERT_EQUAL(SHM_ADMIN_WORD(SHM_ADMIN_UP, 0), 0); /* no override at all */
+	CU_ASSERT_EQUAL(SHM_ADMIN_STATE(SHM_ADMIN_WORD(SHM_ADMIN_DOWN, 7)), SHM_ADMIN_DOWN);
+}
+
+static const struct {
+	const char *name;
+	CU_TestFunc fn;
+} tests[] = {
+    {"a route key gets the next index once and the same index ever after", test_a_route_key_keeps_its_index},
+    {"keys past the bound share the \"other\" index and the others keep theirs",
+     test_keys_past_the_bound_share_the_other_index},
+    {"a server key is its upstream name and its address", test_a_server_key_is_its_upstream_and_address},
+    {"a duration lands in the first bucket whose bound holds it",
+     test_a_duration_lands_in_the_first_bucket_whose_bound_holds_it},
+    {"durations turn into whole microseconds, never negative", test_durations_turn_into_whole_microseconds},
+    {"a reload that reorders routes, upstreams and servers keeps every stat index",
+     test_a_reload_that_reorders_the_config_keeps_every_index},
+    {"a dead worker's per-key counters are folded into the retired block, not lost",
+     test_a_dead_workers_per_key_counters_are_folded_not_lost},
+    {"a reload keeps the admin overrides of servers that stay and drops the others",
+     test_a_reload_keeps_admin_overrides_of_servers_that_stay},
+    {"the admin word packs a state and a weight; zero means no override", test_the_admin_word_packs_state_and_weight},
+};
+
+int main(void)
+{
+	CU_pSuite s;
+	unsigned fails;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("shm/stat", suite_init, suite_clean);
+	for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
+		CU_add_test(s, tests[i].name, tests[i].fn);
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}
