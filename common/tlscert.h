@@ -1,0 +1,46 @@
+/*
+ * tlscert.h: a certificate chain and its private key, read from PEM files.
+ *
+ * Principle: certificates are read where the configuration is read, by the
+ * master (as root, before any worker drops privileges), so `weir -t`, start-up
+ * and reload all see the same files and fail the same way, and a worker never
+ * opens a key file. What is kept is parsed BoringSSL objects; the master
+ * makes no SSL_CTX and does no handshake: each worker builds its contexts
+ * from these objects when it starts (worker/tls.c).
+ *
+ * The names a certificate serves are taken from the certificate itself:
+ * its subjectAltName DNS names, or its subject CN when it has none; lower
+ * case, "*.example.com" kept as written for wildcards.
+ */
+#ifndef WEIR_COMMON_TLSCERT_H
+#define WEIR_COMMON_TLSCERT_H
+
+#include <stddef.h>
+
+#include <openssl/base.h>
+#include <openssl/x509.h>
+
+#define TLSCERT_NAME_MAX 256 /* one DNS name, including the NUL */
+#define TLSCERT_MAX_NAMES 64 /* names kept per certificate; more are ignored */
+
+struct tlscert {
+	X509 *leaf;
+	STACK_OF(X509) *chain; /* intermediates after the leaf, may be empty */
+	EVP_PKEY *key;
+	int nnames;
+	char names[TLSCERT_MAX_NAMES][TLSCERT_NAME_MAX];
+};
+
+/*
+ * Reads the PEM chain in <cert_path> (leaf first) and the PEM key in
+ * <key_path> and checks that the key belongs to the leaf. Returns a
+ * malloc'd struct, or NULL with <why> (at most <cap> bytes) saying what is
+ * wrong, worded to follow "certificate PATH: ".
+ */
+struct tlscert *tlscert_load(const char *cert_path, const char *key_path, char *why, size_t cap);
+
+/* Frees what tlscert_load() returned (BoringSSL wipes the key as it frees
+ * it); NULL is fine. */
+void tlscert_free(struct tlscert *tc);
+
+#endif

@@ -1,0 +1,410 @@
+"""TLS termination: certificates chosen by SNI (exact and wildcard names
+taken from the certificates), ALPN http/1.1, TLS 1.2 and 1.3 only, session
+tickets that resume on any worker, `weir -t` naming a bad certificate, a
+plain listener beside a TLS one, and X-Forwarded-Proto: https.
+
+Certificates are made per test with the openssl command-line tool: a CA,
+an ECDSA leaf for app.test and *.wild.test, an RSA leaf for rsa.test."""
+
+import hashlib
+import json
+import os
+import re
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+
+from harness import render_config, settle, slack, wait_until, WEIR_BIN
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True,
+                   timeout=slack(30), stdin=subprocess.DEVNULL)
+
+
+def make_leaf(d, name, sans, rsa=False):
+    if rsa:
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=%s" % name,
+                "-keyout", "%s.key" % name, "-out", "%s.csr" % name, cwd=d)
+    else:
+        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-subj", "/CN=%s" % name, "-keyout", "%s.key" % name, "-out", "%s.csr" % name, cwd=d)
+    ext = os.path.join(d, "%s.ext" % name)
+    with open(ext, "w") as f:
+        f.write("subjectAltName=%s\n" % ",".join("DNS:%s" % s for s in sans))
+    openssl("x509", "-req", "-in", "%s.csr" % name, "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "30", "-extfile", ext, "-out", "%s.pem" % name, cwd=d)
+    return os.path.join(d, "%s.pem" % name), os.path.join(d, "%s.key" % name)
+
+
+@pytest.fixture
+def certs(tmp_path):
+    d = str(tmp_path / "pki")
+    os.mkdir(d)
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-days", "30", "-subj", "/CN=weir test CA", "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
+    c = {"dir": d, "ca": os.path.join(d, "ca.pem")}
+    c["ec"] = make_leaf(d, "app.test", ["app.test", "*.wild.test"])
+    c["rsa"] = make_leaf(d, "rsa.test", ["rsa.test"], rsa=True)
+    return c
+
+
+def tls_listener(port, pairs):
+    certs = ", ".join('{ cert = "%s"; key = "%s"; }' % p for p in pairs)
+    return '{ address = "127.0.0.1:%d"; tls = { certificates = ( %s ); }; }' % (port, certs)
+
+
+def start_tls_weir(weir_factory, origin, pairs, plain_port=None, workers=2, extra=""):
+    """weir whose main port speaks TLS with <pairs> [(cert, key)]; with
+    <plain_port>, a plain listener beside it."""
+    w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a"}], workers=workers, extra=extra)
+    text = open(w.conf).read()
+    old = 'listeners = ( { address = "127.0.0.1:%d"; } );' % w.port
+    assert old in text
+    new = "listeners = ( %s%s );" % (
+        tls_listener(w.port, pairs),
+        ', { address = "127.0.0.1:%d"; }' % plain_port if plain_port else "")
+    w.write_raw_config(text.replace(old, new))
+    w.start()
+    return w
+
+
+def client_ctx(certs, alpn=("http/1.1",)):
+    ctx = ssl.create_default_context(cafile=certs["ca"])
+    if alpn:
+        ctx.set_alpn_protocols(list(alpn))
+    return ctx
+
+
+def tls_connect(port, ctx, name, session=None):
+    raw = socket.create_connection(("127.0.0.1", port), timeout=slack(5))
+    try:
+        return ctx.wrap_socket(raw, server_hostname=name, session=session)
+    except Exception:
+        raw.close()
+        raise
+
+
+def read_response(s):
+    """One HTTP/1.1 response with Content-Length from TLS socket <s>."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        assert d, "closed before the head: %r" % buf
+        buf += d
+    head, body = buf.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    assert m, head
+    n = int(m.group(1))
+    while len(body) < n:
+        d = s.recv(65536)
+        assert d, "closed in the body"
+        body += d
+    return head.decode("latin-1"), body[:n]
+
+
+def https_get(s, target, host="app.test", extra=""):
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (target, host, extra)).encode())
+    return read_response(s)
+
+
+def s_client(port, *args, stdin=b"", timeout=10):
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port] + list(args),
+                       input=stdin, capture_output=True, timeout=slack(timeout))
+    return r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+
+
+def worker_of(w, sock):
+    """Pid of the worker holding the server end of client socket <sock>
+    (from /proc: the TCP entry's inode, then the worker's fds)."""
+    cport = sock.getsockname()[1]
+    want_local = "0100007F:%04X" % w.port
+    want_rem = "0100007F:%04X" % cport
+    inode = None
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            p = line.split()
+            if p[1] == want_local and p[2] == want_rem:
+                inode = p[9]
+    assert inode, "no server socket for client port %d" % cport
+    for pid in w.worker_pids():
+        try:
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "socket:[%s]" % inode:
+                    return pid
+        except OSError:
+            continue
+    raise AssertionError("no worker holds socket inode %s" % inode)
+
+
+# ---------------------------------------------------------------------------
+
+
+def test_curl_gets_the_origins_body_over_tls(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]])
+    r = subprocess.run(["curl", "-sS", "--cacert", certs["ca"], "--resolve",
+                        "app.test:%d:127.0.0.1" % w.port, "https://app.test:%d/" % w.port],
+                       capture_output=True, timeout=slack(10))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"hello from origin\n"
+
+
+def test_sni_picks_the_certificate_by_exact_and_wildcard_name(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"], certs["rsa"]])
+    for name, subject in [("app.test", "CN = app.test"), ("rsa.test", "CN = rsa.test"),
+                          ("x.wild.test", "CN = app.test"), ("RSA.Test", "CN = rsa.test"),
+                          ("unknown.test", "CN = app.test")]:
+        out = s_client(w.port, "-servername", name, "-CAfile", certs["ca"], stdin=b"")
+        assert "subject=" + subject in out, (name, out)
+    # the RSA certificate is served with an RSA key, the ECDSA one with ECDSA
+    ctx = client_ctx(certs)
+    with tls_connect(w.port, ctx, "rsa.test") as s:
+        assert s.getpeercert()["subject"] == ((("commonName", "rsa.test"),),)
+    with tls_connect(w.port, ctx, "a.wild.test") as s:
+        assert s.getpeercert()["subject"] == ((("commonName", "app.test"),),)
+    # a wildcard covers one label only: b.a.wild.test gets the default,
+    # which is app.test's certificate and does not name it
+    with pytest.raises(ssl.SSLCertVerificationError):
+        tls_connect(w.port, ctx, "b.a.wild.test").close()
+
+
+def test_alpn_negotiates_http11_only(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]])
+    with tls_connect(w.port, client_ctx(certs, ("h2", "http/1.1")), "app.test") as s:
+        assert s.selected_alpn_protocol() == "http/1.1"
+    with tls_connect(w.port, client_ctx(certs, ("h2",)), "app.test") as s:
+        assert s.selected_alpn_protocol() is None
+        head, body = https_get(s, "/")
+        assert body == b"hello from origin\n"
+    out = s_client(w.port, "-servername", "app.test", "-alpn", "http/1.1")
+    assert "ALPN protocol: http/1.1" in out, out
+
+
+def test_tls12_and_tls13_are_served_and_tls11_is_refused(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"], certs["rsa"]])
+    before = w.metrics().error("tls_handshake")
+    for v, name in [(ssl.TLSVersion.TLSv1_2, "app.test"), (ssl.TLSVersion.TLSv1_2, "rsa.test"),
+                    (ssl.TLSVersion.TLSv1_3, "app.test")]:
+        ctx = client_ctx(certs)
+        ctx.minimum_version = ctx.maximum_version = v
+        with tls_connect(w.port, ctx, name) as s:
+            assert s.version() == {ssl.TLSVersion.TLSv1_2: "TLSv1.2", ssl.TLSVersion.TLSv1_3: "TLSv1.3"}[v]
+            assert https_get(s, "/", host=name)[1] == b"hello from origin\n"
+            if v == ssl.TLSVersion.TLSv1_2:  # the key type shows in the 1.2 suite
+                assert s.cipher()[0].startswith("ECDHE-RSA-" if name == "rsa.test" else "ECDHE-ECDSA-"), s.cipher()
+    out = s_client(w.port, "-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0", "-servername", "app.test")
+    assert re.search(r"alert protocol version|no protocols available|unsupported protocol", out, re.I), out
+    settle()
+    m = w.metrics()
+    assert m.error("tls_handshake") >= before + 1
+    assert any("TLS handshake failed" in l for l in w.error_lines())
+
+
+def test_a_session_resumes_on_a_connection_another_worker_accepted(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], workers=2)
+    w.wait_workers(2)
+    ctx = client_ctx(certs)
+    with tls_connect(w.port, ctx, "app.test") as s:
+        first = worker_of(w, s)
+        https_get(s, "/")  # the TLS 1.3 ticket comes after the handshake
+        session = s.session
+    assert session is not None
+    before = w.metrics()("weir_tls_handshakes_total", resumed="true")
+    other = None
+    resumed = 0
+    for _ in range(40):
+        with tls_connect(w.port, ctx, "app.test", session=session) as s:
+            assert s.session_reused, "ticket not accepted"
+            resumed += 1
+            assert https_get(s, "/")[1] == b"hello from origin\n"
+            if worker_of(w, s) != first:
+                other = worker_of(w, s)
+                break
+    assert other is not None, "40 connections all landed on worker %d" % first
+    settle()
+    assert w.metrics()("weir_tls_handshakes_total", resumed="true") >= before + resumed
+    # and openssl s_client says the same
+    # (a request, and -ign_eof to wait for the answer: the TLS 1.3 ticket
+    # comes after the handshake, and s_client saves what it has at exit)
+    sess = os.path.join(certs["dir"], "sess.pem")
+    req = b"GET / HTTP/1.0\r\nHost: app.test\r\n\r\n"
+    out = s_client(w.port, "-servername", "app.test", "-ign_eof", "-sess_out", sess, stdin=req)
+    assert "hello from origin" in out, out
+    reused = sum("Reused, TLS" in s_client(w.port, "-servername", "app.test", "-ign_eof", "-sess_in", sess,
+                                           stdin=req)
+                 for _ in range(10))
+    assert reused == 10
+
+
+def test_a_ticket_from_before_a_rotation_still_resumes(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], extra='tls_ticket_rotate = "2s";')
+    ctx = client_ctx(certs)
+    with tls_connect(w.port, ctx, "app.test") as s:
+        https_get(s, "/")
+        session = s.session
+    wait_until(lambda: sum("new session ticket key made" in l for l in w.error_lines()) >= 2,
+               slack(6), what="a key rotation")
+    with tls_connect(w.port, ctx, "app.test", session=session) as s:
+        assert s.session_reused
+        https_get(s, "/")
+
+
+def test_a_plain_listener_beside_a_tls_one_keeps_working(weir_factory, origin, certs):
+    from harness import free_port, get
+    plain = free_port()
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], plain_port=plain)
+    r = get(plain, "/echo")
+    assert r.status == 200
+    assert [v for n, v in r.json()["headers"] if n.lower() == "x-forwarded-proto"] == ["http"]
+    with tls_connect(w.port, client_ctx(certs), "app.test") as s:
+        assert https_get(s, "/")[1] == b"hello from origin\n"
+
+
+def test_x_forwarded_proto_https_reaches_the_origin(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]])
+    with tls_connect(w.port, client_ctx(certs), "app.test") as s:
+        head, body = https_get(s, "/echo", extra="X-Forwarded-Proto: http\r\n")
+    j = json.loads(body)
+    assert [v for n, v in j["headers"] if n.lower() == "x-forwarded-proto"] == ["https"]
+
+
+def test_bodies_flow_both_ways_over_tls_on_one_connection(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]])
+    with tls_connect(w.port, client_ctx(certs), "app.test") as s:
+        for n in (0, 1, 16383, 16384, 16385, 1000000):
+            head, body = https_get(s, "/bytes/%d" % n)
+            assert body == b"x" * n, n
+        data = os.urandom(3 * 1024 * 1024 + 17)
+        s.sendall(b"POST /upload HTTP/1.1\r\nHost: app.test\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+        head, body = read_response(s)
+        j = json.loads(body)
+        assert j["body_len"] == len(data)
+        assert j["body_sha256"] == hashlib.sha256(data).hexdigest()
+        # chunked answers are re-framed through the same path
+        s.sendall(b"GET /chunked/50000 HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
+        buf = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+        assert b"Transfer-Encoding: chunked" in buf and buf.endswith(b"0\r\n\r\n")
+
+
+def test_a_stalled_handshake_is_cut_by_the_header_timeout_and_counted(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]])
+    before = w.metrics().error("tls_handshake")
+    s = socket.create_connection(("127.0.0.1", w.port), timeout=slack(5))
+    s.sendall(b"\x16\x03\x01\x00\x80")  # a ClientHello record header, then nothing
+    s.settimeout(slack(6))
+    t0 = time.monotonic()
+    assert s.recv(100) == b""  # client_header is 2s in the harness
+    assert time.monotonic() - t0 < slack(5)
+    s.close()
+    # a connection that sends nothing is closed quietly, uncounted
+    s = socket.create_connection(("127.0.0.1", w.port), timeout=slack(5))
+    s.close()
+    settle(0.5)
+    assert w.metrics().error("tls_handshake") == before + 1
+    assert any("TLS handshake failed: timed out" in l for l in w.error_lines())
+
+
+def test_handshake_failure_lines_are_rate_limited(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], workers=1)
+    before = w.metrics().error("tls_handshake")
+    for _ in range(40):
+        s = socket.create_connection(("127.0.0.1", w.port), timeout=slack(5))
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")  # plain HTTP on the TLS port
+        try:
+            s.recv(100)
+        except OSError:
+            pass
+        s.close()
+    wait_until(lambda: w.metrics().error("tls_handshake") >= before + 40, slack(3), what="40 failures")
+    wait_until(lambda: any("more TLS handshake failure(s) not logged" in l for l in w.error_lines()),
+               slack(3), what="the suppressed line")
+    lines = [l for l in w.error_lines() if "TLS handshake failed" in l]
+    assert 10 <= len(lines) < 40
+
+
+def check_conf(tmp_path, text):
+    p = tmp_path / "check.conf"
+    p.write_text(text)
+    r = subprocess.run([WEIR_BIN, "-t", "-c", str(p)], capture_output=True, timeout=slack(10),
+                       stdin=subprocess.DEVNULL)
+    return r.returncode, r.stderr.decode(errors="replace"), str(p)
+
+
+def conf_with(tmp_path, pairs):
+    text = render_config(str(tmp_path), 18443, 18444, upstreams=[{"name": "a", "servers": ["127.0.0.1:9"]}],
+                         routes=[{"path": "/", "upstream": "a"}])
+    old = 'listeners = ( { address = "127.0.0.1:18443"; } );'
+    return text.replace(old, "listeners = (\n  %s\n);" % tls_listener(18443, pairs))
+
+
+def test_weir_t_accepts_good_certificates(tmp_path, certs):
+    rc, err, _ = check_conf(tmp_path, conf_with(tmp_path, [certs["ec"], certs["rsa"]]))
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("case", ["missing cert", "missing key", "bad pem", "key mismatch"])
+def test_weir_t_names_a_bad_certificate_file(tmp_path, certs, case):
+    cert, key = certs["ec"]
+    if case == "missing cert":
+        cert = os.path.join(certs["dir"], "nope.pem")
+        why = "cannot read it: No such file"
+    elif case == "missing key":
+        key = os.path.join(certs["dir"], "nope.key")
+        why = "cannot read the key %s" % key
+    elif case == "bad pem":
+        cert = os.path.join(certs["dir"], "bad.pem")
+        with open(cert, "w") as f:
+            f.write("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
+        why = "no PEM certificate"
+    else:
+        key = certs["rsa"][1]
+        why = "does not match"
+    rc, err, path = check_conf(tmp_path, conf_with(tmp_path, [certs["rsa"], (cert, key)]))
+    assert rc == 1
+    m = re.search(r"^%s:(\d+): certificate (\S+): (.*)$" % re.escape(path), err, re.M)
+    assert m, err
+    assert m.group(2) == cert and why in m.group(3), err
+    assert int(m.group(1)) == 4 + 1  # the listener entry's line
+
+
+def test_a_reload_serves_the_certificate_files_as_they_are_now(weir_factory, origin, certs):
+    import shutil
+    import signal
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]])
+    ctx = client_ctx(certs)
+    with tls_connect(w.port, ctx, "app.test") as s:
+        assert s.getpeercert()["subject"] == ((("commonName", "app.test"),),)
+    # the same paths now hold rsa.test's certificate and key
+    shutil.copy(certs["rsa"][0], certs["ec"][0])
+    shutil.copy(certs["rsa"][1], certs["ec"][1])
+    before = w.metrics()("weir_reloads_total", result="ok")
+    w.signal(signal.SIGHUP)
+    wait_until(lambda: w.metrics()("weir_reloads_total", result="ok") > before, slack(5), what="the reload")
+
+    def new_cert():
+        with tls_connect(w.port, client_ctx(certs), "rsa.test") as s:
+            return s.getpeercert()["subject"] == ((("commonName", "rsa.test"),),)
+    wait_until(new_cert, slack(5), what="the new certificate")
+
+
+def test_a_reload_with_a_broken_key_changes_nothing(weir_factory, origin, certs):
+    import signal
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]])
+    with open(certs["ec"][1], "w") as f:
+        f.write("not a key\n")
+    before = w.metrics()("weir_reloads_total", result="failed")
+    w.signal(signal.SIGHUP)
+    wait_until(lambda: w.metrics()("weir_reloads_total", result="failed") > before, slack(5), what="the refusal")
+    assert any("is not a PEM private key" in l for l in w.error_lines())
+    with tls_connect(w.port, client_ctx(certs), "app.test") as s:
+        assert https_get(s, "/")[1] == b"hello from origin\n"

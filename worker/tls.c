@@ -1,0 +1,373 @@
+/*
+ * tls.c: contexts, handshakes, SNI, ALPN and session tickets (see tls.h).
+ */
+#include "worker/tls.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/mem.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <openssl/ssl.h>
+
+#include "common/log.h"
+#include "common/tlscert.h"
+#include "shm/ticket.h"
+#include "worker/conn.h"
+#include "worker/tls_names.h"
+#include "worker/worker.h"
+
+#define TLS_LOG_PER_SEC 10
+
+/* One TLS listener: a context per certificate ([0] is the default, which
+ * receives every ClientHello), and the names that select the others. */
+struct tls_listener {
+	SSL_CTX *ctx[CONFIG_MAX_CERTS];
+	int nctx;
+	struct tls_name *names; /* point into the config's tlscert names */
+	int nnames;
+};
+
+/* This worker's copy of the ticket keys, on a page of its own that is
+ * kept out of core dumps and wiped at exit. */
+struct tls_keys {
+	uint64_t seq;
+	int n;
+	struct ticket_key key[2];
+};
+
+static struct {
+	struct tls_listener *l[CONFIG_MAX_LISTENERS];
+	struct tls_keys *keys; /* mmap'd page, NULL without TLS listeners */
+	/* failure lines in the current second, and those left out */
+	time_t log_sec;
+	uint32_t log_lines;
+	uint32_t log_suppressed;
+} tls;
+
+/* ---- session tickets --------------------------------------------------- */
+
+/* The keys for this handshake: copied again only when the master rotated. */
+static int tls_keys_current(void)
+{
+	struct tls_keys *k = tls.keys;
+
+	if (ticket_keys_seq(&wk.seg->ticket) != k->seq) {
+		int n = ticket_keys_copy(&wk.seg->ticket, k->key, &k->seq);
+		if (n >= 0)
+			k->n = n; /* -1: a rotation is under way; the old copy serves */
+	}
+	return k->n;
+}
+
+/*
+ * Seals and opens tickets as nginx does: AES-128-CBC with an HMAC-SHA256,
+ * under a 16-byte key name. Opening with the previous key answers 2, which
+ * makes BoringSSL issue a new ticket under the current one.
+ */
+static int tls_ticket_cb(SSL *ssl, uint8_t *name, uint8_t *iv, EVP_CIPHER_CTX *ectx, HMAC_CTX *hctx, int encrypt)
+{
+	int n = tls_keys_current();
+	const struct ticket_key *k;
+	(void)ssl;
+
+	if (encrypt) {
+		if (n == 0)
+			return -1; /* cannot happen: the master makes a key before any worker starts */
+		k = &tls.keys->key[0];
+		if (!RAND_bytes(iv, EVP_CIPHER_iv_length(EVP_aes_128_cbc())))
+			return -1;
+		memcpy(name, k->name, sizeof(k->name));
+		if (!EVP_EncryptInit_ex(ectx, EVP_aes_128_cbc(), NULL, k->aes, iv) ||
+		    !HMAC_Init_ex(hctx, k->hmac, sizeof(k->hmac), EVP_sha256(), NULL))
+			return -1;
+		return 1;
+	}
+	for (int i = 0; i < n; i++) {
+		k = &tls.keys->key[i];
+		if (memcmp(name, k->name, sizeof(k->name)) != 0)
+			continue;
+		if (!HMAC_Init_ex(hctx, k->hmac, sizeof(k->hmac), EVP_sha256(), NULL) ||
+		    !EVP_DecryptInit_ex(ectx, EVP_aes_128_cbc(), NULL, k->aes, iv))
+			return -1;
+		return i == 0 ? 1 : 2;
+	}
+	return 0; /* unknown or expired key: a full handshake */
+}
+
+/* ---- SNI and ALPN ------------------------------------------------------ */
+
+static int tls_servername_cb(SSL *ssl, int *alert, void *arg)
+{
+	struct tls_listener *l = arg;
+	const char *host = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	int i;
+	(void)alert;
+
+	if (!host || l->nctx < 2)
+		return SSL_TLSEXT_ERR_OK;
+	i = tls_names_pick(l->names, l->nnames, host, strlen(host));
+	if (i > 0)
+		SSL_set_SSL_CTX(ssl, l->ctx[i]);
+	return SSL_TLSEXT_ERR_OK;
+}
+
+static int tls_alpn_cb(SSL *ssl, const uint8_t **out, uint8_t *outlen, const uint8_t *in, unsigned inlen,
+                       void *arg)
+{
+	static const uint8_t http11[] = "\x08http/1.1";
+	uint8_t *sel;
+	(void)ssl;
+	(void)arg;
+
+	/* a client offering only h2 gets no ALPN answer and may go on with
+	 * HTTP/1.1 or leave: its choice, as with nginx without http2 */
+	if (SSL_select_next_proto(&sel, outlen, http11, sizeof(http11) - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_NOACK;
+	*out = sel;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+/* ---- contexts ------------------------------------------------------------ */
+
+static const char *tls_err(void)
+{
+	uint32_t e = ERR_peek_last_error();
+	const char *r = e ? ERR_reason_error_string(e) : NULL;
+
+	ERR_clear_error();
+	return r ? r : "unknown error";
+}
+
+/* The context for certificate <c> of listener <lc>. */
+static SSL_CTX *tls_ctx_new(const struct config_listener *lc, const struct config_cert *c)
+{
+	const struct tlscert *tc = c->loaded;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+	uint8_t sid[SHA256_DIGEST_LENGTH];
+	SHA256_CTX sh;
+
+	if (!ctx)
+		return NULL;
+	/* sessions are bound to the listener address and the certificate
+	 * file: a ticket for one name is never resumed under another
+	 * certificate, and stays valid across reloads and workers */
+	SHA256_Init(&sh);
+	SHA256_Update(&sh, lc->addr.text, strlen(lc->addr.text) + 1);
+	SHA256_Update(&sh, c->cert, strlen(c->cert));
+	SHA256_Final(sid, &sh);
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) || !SSL_CTX_use_certificate(ctx, tc->leaf) ||
+	    !SSL_CTX_set1_chain(ctx, tc->chain) || !SSL_CTX_use_PrivateKey(ctx, tc->key) ||
+	    !SSL_CTX_check_private_key(ctx) || !SSL_CTX_set_session_id_context(ctx, sid, SSL_MAX_SID_CTX_LENGTH)) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	/* partial writes: SSL_write returns after each record, as write(2)
+	 * returns short; moving buffer: a retry after WANT_WRITE comes from a
+	 * fresh stack copy of the same bytes (conn_sendv) */
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* no per-process session cache: a worker's cache would only help the
+	 * clients that land on it again; tickets work on every worker */
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_tlsext_ticket_key_cb(ctx, tls_ticket_cb);
+	SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_cb, NULL);
+	return ctx;
+}
+
+static void tls_listener_free(struct tls_listener *l)
+{
+	if (!l)
+		return;
+	for (int i = 0; i < l->nctx; i++)
+		SSL_CTX_free(l->ctx[i]);
+	free(l->names);
+	free(l);
+}
+
+int tls_init(const struct config *cfg)
+{
+	int any = 0;
+
+	for (int i = 0; i < cfg->nlisteners; i++) {
+		const struct config_listener *lc = &cfg->listeners[i];
+		struct tls_listener *l;
+		int nn = 0;
+
+		if (!lc->tls)
+			continue;
+		any = 1;
+		for (int k = 0; k < lc->ncerts; k++)
+			nn += cfg->certs[lc->first_cert + k].loaded->nnames;
+		l = calloc(1, sizeof(*l));
+		if (!l || !(l->names = calloc((size_t)(nn ? nn : 1), sizeof(*l->names)))) {
+			free(l);
+			log_error("TLS on %s: out of memory", lc->addr.text);
+			return -1;
+		}
+		tls.l[i] = l;
+		for (int k = 0; k < lc->ncerts; k++) {
+			const struct config_cert *c = &cfg->certs[lc->first_cert + k];
+
+			l->ctx[k] = tls_ctx_new(lc, c);
+			if (!l->ctx[k]) {
+				log_error("TLS on %s: certificate %s: %s", lc->addr.text, c->cert, tls_err());
+				return -1;
+			}
+			l->nctx++;
+			for (int j = 0; j < c->loaded->nnames; j++)
+				l->names[l->nnames++] = (struct tls_name){
+					.name = c->loaded->names[j], .len = strlen(c->loaded->names[j]), .cert = k};
+		}
+		SSL_CTX_set_tlsext_servername_callback(l->ctx[0], tls_servername_cb);
+		SSL_CTX_set_tlsext_servername_arg(l->ctx[0], l);
+	}
+	if (!any)
+		return 0;
+	tls.keys = mmap(NULL, TICKET_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (tls.keys == MAP_FAILED) {
+		tls.keys = NULL;
+		log_error("TLS: cannot map the ticket key page: %s", strerror(errno));
+		return -1;
+	}
+	madvise(tls.keys, TICKET_PAGE, MADV_DONTDUMP);
+	tls_keys_current();
+	return 0;
+}
+
+void tls_cleanup(void)
+{
+	for (int i = 0; i < CONFIG_MAX_LISTENERS; i++) {
+		tls_listener_free(tls.l[i]);
+		tls.l[i] = NULL;
+	}
+	if (tls.keys) {
+		OPENSSL_cleanse(tls.keys, sizeof(*tls.keys));
+		munmap(tls.keys, TICKET_PAGE);
+		tls.keys = NULL;
+	}
+}
+
+int tls_listener(int l)
+{
+	return l >= 0 && l < CONFIG_MAX_LISTENERS && tls.l[l] != NULL;
+}
+
+SSL *tls_new(int l, int fd)
+{
+	SSL *ssl = SSL_new(tls.l[l]->ctx[0]);
+
+	if (!ssl)
+		return NULL;
+	if (!SSL_set_fd(ssl, fd)) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	SSL_set_accept_state(ssl);
+	return ssl;
+}
+
+/* ---- handshakes ---------------------------------------------------------- */
+
+int tls_got_bytes(const struct conn *c)
+{
+	return c->ssl && BIO_number_read(SSL_get_rbio(c->ssl)) > 0;
+}
+
+int tls_handshake(struct conn *c, int *events, const char **why)
+{
+	int rc, err;
+
+	errno = 0;
+	rc = SSL_do_handshake(c->ssl);
+	if (rc == 1) {
+		SHM_ADD(wk.cnt, tls_handshakes, 1);
+		if (SSL_session_reused(c->ssl))
+			SHM_ADD(wk.cnt, tls_resumed, 1);
+		return 0;
+	}
+	err = SSL_get_error(c->ssl, rc);
+	switch (err) {
+	case SSL_ERROR_WANT_READ:
+		*events = EV_READ;
+		return WEIR_EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		*events = EV_WRITE;
+		return WEIR_EAGAIN;
+	case SSL_ERROR_SSL:
+		*why = tls_err();
+		break;
+	case SSL_ERROR_SYSCALL:
+	case SSL_ERROR_ZERO_RETURN:
+		if (errno && errno != EPIPE && errno != ECONNRESET)
+			*why = strerror(errno);
+		else
+			*why = tls_got_bytes(c) ? "the client closed the connection" : NULL;
+		break;
+	default:
+		*why = "unexpected SSL_get_error";
+		break;
+	}
+	ERR_clear_error();
+	return WEIR_ERR(TLS_HANDSHAKE);
+}
+
+void tls_handshake_failed(struct conn *c, const char *why)
+{
+	time_t now = (time_t)ev_now(wk.loop);
+
+	worker_count_error(WEIR_ERR(TLS_HANDSHAKE));
+	if (log_level_min > LOG_LEVEL_INFO)
+		return;
+	if (now != tls.log_sec) {
+		if (tls.log_suppressed)
+			log_info("%u more TLS handshake failure(s) not logged", tls.log_suppressed);
+		tls.log_sec = now;
+		tls.log_lines = 0;
+		tls.log_suppressed = 0;
+	}
+	if (tls.log_lines >= TLS_LOG_PER_SEC) {
+		tls.log_suppressed++;
+		return;
+	}
+	tls.log_lines++;
+	log_info("%s: TLS handshake failed: %s", c->peer, why);
+}
+
+void tls_close(struct conn *c)
+{
+	if (!c->ssl)
+		return;
+	/* one close_notify, no waiting for the client's: with a full socket
+	 * buffer it is simply not sent, as nginx does on lingering close */
+	if (SSL_is_init_finished(c->ssl))
+		SSL_shutdown(c->ssl);
+	ERR_clear_error();
+	SSL_free(c->ssl);
+	c->ssl = NULL;
+	c->tls_read_wants = c->tls_write_wants = 0;
+}
+
+void tls_tick(void)
+{
+	time_t now = (time_t)ev_now(wk.loop);
+
+	if (tls.log_suppressed && now != tls.log_sec) {
+		log_info("%u more TLS handshake failure(s) not logged", tls.log_suppressed);
+		tls.log_suppressed = 0;
+		tls.log_lines = 0;
+		tls.log_sec = now;
+	}
+	/* without a master this process is the one that rotates */
+	if (tls.keys && !wk.cfg->master_process &&
+	    ticket_keys_maybe_rotate(&wk.seg->ticket, wk.cfg->tls_ticket_rotate, (uint64_t)time(NULL)) < 0)
+		log_error("cannot make a new session ticket key (RAND_bytes failed)");
+}

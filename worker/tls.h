@@ -1,0 +1,66 @@
+/*
+ * tls.h: TLS termination on a worker's client connections (BoringSSL).
+ *
+ * Principle: the master reads certificates and keys with the configuration
+ * (common/tlscert.h) and makes the ticket keys (shm/ticket.h); it never
+ * builds an SSL_CTX nor shakes hands. Each worker builds its contexts once
+ * at start-up from those parsed objects: per TLS listener one SSL_CTX per
+ * certificate, the first being the default one that receives the
+ * ClientHello and switches to another by SNI. TLS 1.2 and 1.3 only, ALPN
+ * http/1.1 only, stateless resumption with tickets sealed by the keys in
+ * the shared segment, so any worker resumes what another issued.
+ *
+ * Per connection, tls_new() makes the SSL (BoringSSL allocates per
+ * connection and per handshake: the one place on a worker's request path
+ * that calls malloc, and it cannot be avoided without forking BoringSSL),
+ * tls_handshake() drives the handshake; after it, conn_recv() and
+ * conn_sendv() (conn.c) are SSL_read and SSL_write, and tls_close() sends
+ * close_notify once, without waiting for the client's.
+ */
+#ifndef WEIR_WORKER_TLS_H
+#define WEIR_WORKER_TLS_H
+
+#include <openssl/base.h>
+
+#include "common/config.h"
+
+struct conn;
+
+/* Builds the contexts of every TLS listener in <cfg> and maps the page the
+ * ticket keys are copied to. Returns 0, or -1 after logging why. */
+int tls_init(const struct config *cfg);
+
+/* Frees every context and wipes the ticket key copy (worker exit). */
+void tls_cleanup(void);
+
+/* Is listener <l> (index in cfg->listeners) a TLS one? */
+int tls_listener(int l);
+
+/* A new server SSL for socket <fd> accepted on TLS listener <l>, or NULL
+ * when out of memory. */
+SSL *tls_new(int l, int fd);
+
+/* One step of the handshake of <c>. Returns 0 when it is complete (and
+ * counted), WEIR_EAGAIN with *events set to what to wait for (EV_READ or
+ * EV_WRITE), or WEIR_ERR(TLS_HANDSHAKE) when it failed: then *why says why,
+ * or is NULL when the client left before sending a byte (not a failure
+ * worth a line: a port probe or a health check). */
+int tls_handshake(struct conn *c, int *events, const char **why);
+
+/* Did the client send anything yet on <c> (for a quiet close)? */
+int tls_got_bytes(const struct conn *c);
+
+/* Counts a failed handshake on <c> and logs <why> at info level, at most
+ * TLS_LOG_PER_SEC lines a second, then one line saying how many were left
+ * out. */
+void tls_handshake_failed(struct conn *c, const char *why);
+
+/* Sends close_notify once if the handshake completed (never waits for the
+ * answer) and frees c->ssl. Any later I/O on <c> is on the raw socket. */
+void tls_close(struct conn *c);
+
+/* Once a second (worker tick): the "N more suppressed" line, and, when
+ * there is no master (master_process = false), the ticket key rotation. */
+void tls_tick(void);
+
+#endif
