@@ -28,6 +28,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/tlscert.h"
+
 /* The state of one load: where errors go, kept sorted by line. */
 struct loader {
 	const char *file;
@@ -563,21 +565,139 @@ static void load_log(struct loader *ld, const config_setting_t *root)
 	}
 }
 
+/* Is <a> on a loopback address (127.0.0.0/8, ::1, or ::ffff:127.x)? */
+static int addr_is_loopback(const struct config_addr *a)
+{
+	if (a->sa.ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)&a->sa;
+		return (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (a->sa.ss_family == AF_INET6) {
+		const struct in6_addr *ip = &((const struct sockaddr_in6 *)&a->sa)->sin6_addr;
+		return IN6_IS_ADDR_LOOPBACK(ip) || (IN6_IS_ADDR_V4MAPPED(ip) && ip->s6_addr[12] == 127);
+	}
+	return 0;
+}
+
+/*
+ * The stats socket answers admin commands that change routing as well as
+ * metrics, and it has no authentication: so a TCP address that is not
+ * loopback must be asked for twice (allow_remote), and a unix socket gets
+ * a file mode that keeps it to its owner and group by default.
+ */
 static void load_stats(struct loader *ld, const config_setting_t *root)
 {
-	static const char *const keys[] = {"listen", NULL};
+	static const char *const keys[] = {"listen", "unix", "mode", "allow_remote", NULL};
+	struct config *cfg = ld->cfg;
 	config_setting_t *g = get_group(ld, root, "stats", "stats");
+	const char *v;
+	enum got gl, gu;
 
+	cfg->stats_mode = 0660;
 	if (!g)
 		return;
 	check_keys(ld, g, keys, "in stats");
-	if (get_addr(ld, g, "listen", "stats.listen", 1, &ld->cfg->stats) == GOT_OK)
-		ld->cfg->has_stats = 1;
+	get_bool(ld, g, "allow_remote", "stats.allow_remote", &cfg->stats_allow_remote);
+	gu = get_string(ld, g, "unix", "stats.unix", &v, sizeof cfg->stats_unix - 1);
+	if (gu == GOT_OK) {
+		if (v[0] != '/') {
+			fail(ld, line_of(config_setting_get_member(g, "unix")),
+			     "stats.unix \"%s\" must be an absolute path, such as /run/weir/stats.sock", v);
+			gu = GOT_BAD;
+		} else {
+			strcpy(cfg->stats_unix, v);
+		}
+	}
+	if (get_string(ld, g, "mode", "stats.mode", &v, 255) == GOT_OK) {
+		char *end;
+		unsigned long mode = strtoul(v, &end, 8);
+
+		if (!v[0] || *end || v[0] == '-' || v[0] == '+' || mode > 0777)
+			fail(ld, line_of(config_setting_get_member(g, "mode")),
+			     "stats.mode \"%s\" must be an octal file mode from \"0000\" to \"0777\", such as \"0660\"", v);
+		else
+			cfg->stats_mode = (unsigned)mode;
+	}
+	gl = get_addr(ld, g, "listen", "stats.listen", 0, &cfg->stats);
+	if (gl == GOT_OK) {
+		cfg->has_stats = 1;
+		if (!cfg->stats_allow_remote && !addr_is_loopback(&cfg->stats))
+			fail(ld, line_of(config_setting_get_member(g, "listen")),
+			     "stats.listen \"%s\" is not a loopback address: anyone who reaches it can read the "
+			     "metrics and change upstream servers; set stats.allow_remote = true to mean it",
+			     cfg->stats.text);
+	}
+	if (gl == GOT_NONE && gu == GOT_NONE)
+		fail(ld, line_of(g), "stats.listen is required unless stats.unix is given");
 }
 
-static void load_listeners(struct loader *ld, const config_setting_t *root)
+/*
+ * tls = { certificates = ( { cert = "..."; key = "..."; }, ... ); } of
+ * listener entry <e>. Every file is read and checked here, so `weir -t`,
+ * start-up and a reload all refuse a missing file, bad PEM or a key that
+ * is not the certificate's, naming the certificate. Returns -1 only when
+ * out of memory.
+ */
+static int load_listener_tls(struct loader *ld, const config_setting_t *e, struct config_listener *l)
 {
-	static const char *const keys[] = {"address", "backlog", NULL};
+	static const char *const tkeys[] = {"certificates", NULL};
+	static const char *const ckeys[] = {"cert", "key", NULL};
+	struct config *cfg = ld->cfg;
+	config_setting_t *g = get_group(ld, e, "tls", "listeners.tls");
+	config_setting_t *list;
+	int n;
+
+	if (!g)
+		return 0;
+	check_keys(ld, g, tkeys, "in listeners.tls");
+	l->tls = 1;
+	l->first_cert = cfg->ncerts;
+	list = get_list(ld, g, "certificates", "listeners.tls.certificates", 1, CONFIG_MAX_CERTS);
+	if (!list)
+		return 0;
+	if (!cfg->certs && !(cfg->certs = calloc(CONFIG_MAX_CERTS, sizeof *cfg->certs)))
+		return -1;
+	n = config_setting_length(list);
+	for (int i = 0; i < n; i++) {
+		config_setting_t *ce = get_entry(ld, list, i, "listeners.tls.certificates");
+		struct config_cert *c;
+		const char *v;
+		enum got gc, gk;
+		char why[400];
+
+		if (!ce)
+			continue;
+		if (cfg->ncerts == CONFIG_MAX_CERTS) {
+			fail(ld, line_of(ce), "listeners.tls.certificates: at most %d certificates are allowed over all "
+			     "listeners", CONFIG_MAX_CERTS);
+			break;
+		}
+		check_keys(ld, ce, ckeys, "in certificates entry");
+		c = &cfg->certs[cfg->ncerts++];
+		l->ncerts++;
+		c->line = line_of(ce);
+		gc = get_string(ld, ce, "cert", "listeners.tls.certificates.cert", &v, sizeof c->cert - 1);
+		if (gc == GOT_OK)
+			strcpy(c->cert, v);
+		gk = get_string(ld, ce, "key", "listeners.tls.certificates.key", &v, sizeof c->key - 1);
+		if (gk == GOT_OK)
+			strcpy(c->key, v);
+		if (gc == GOT_NONE)
+			fail(ld, c->line, "listeners.tls.certificates.cert is required");
+		if (gk == GOT_NONE)
+			fail(ld, c->line, "listeners.tls.certificates.key is required");
+		if (gc != GOT_OK || gk != GOT_OK)
+			continue;
+		c->loaded = tlscert_load(c->cert, c->key, why, sizeof why);
+		if (!c->loaded)
+			fail(ld, c->line, "certificate %s: %s", c->cert, why);
+	}
+	return 0;
+}
+
+static int load_listeners(struct loader *ld, const config_setting_t *root)
+{
+	static const char *const keys[] = {"address", "backlog", "tls", NULL};
 	struct config *cfg = ld->cfg;
 	config_setting_t *list = get_list(ld, root, "listeners", "listeners", 1, CONFIG_MAX_LISTENERS);
 	int n = list ? config_setting_length(list) : 0;
@@ -592,6 +712,8 @@ static void load_listeners(struct loader *ld, const config_setting_t *root)
 		l->backlog = 511;
 		l->line = line_of(e);
 		get_int(ld, e, "backlog", "listeners.backlog", 1, 65535, &l->backlog);
+		if (load_listener_tls(ld, e, l) < 0)
+			return -1;
 		if (get_addr(ld, e, "address", "listeners.address", 1, &l->addr) != GOT_OK)
 			continue;
 		for (int j = 0; j < cfg->nlisteners; j++) {
@@ -604,6 +726,7 @@ static void load_listeners(struct loader *ld, const config_setting_t *root)
 		}
 		cfg->nlisteners++;
 	}
+	return 0;
 }
 
 /* An upstream name: 1..63 of [A-Za-z0-9_.-]. */
@@ -942,7 +1065,8 @@ static void load_limits(struct loader *ld, const config_setting_t *root)
 static int load_tree(struct loader *ld, const config_setting_t *root)
 {
 	static const char *const keys[] = {"workers",   "master_process", "pid_file", "user",     "log",    "stats",
-	                                   "listeners", "upstreams",      "routes",   "timeouts", "limits", NULL};
+	                                   "listeners", "upstreams",      "routes",   "timeouts", "limits",
+	                                   "tls_ticket_rotate", NULL};
 	const char *v;
 	config_setting_t *mp;
 
@@ -969,9 +1093,10 @@ static int load_tree(struct loader *ld, const config_setting_t *root)
 	}
 	load_log(ld, root);
 	load_stats(ld, root);
-	load_listeners(ld, root);
-	if (load_upstreams(ld, root) < 0 || load_routes(ld, root) < 0)
+	if (load_listeners(ld, root) < 0 || load_upstreams(ld, root) < 0 || load_routes(ld, root) < 0)
 		return -1;
+	ld->cfg->tls_ticket_rotate = 12 * 60 * 60 * 1000;
+	get_duration(ld, root, "tls_ticket_rotate", "tls_ticket_rotate", &ld->cfg->tls_ticket_rotate);
 	load_timeouts(ld, root);
 	load_limits(ld, root);
 	return 0;
@@ -1030,5 +1155,8 @@ void config_free(struct config *cfg)
 	free(cfg->upstreams);
 	free(cfg->servers);
 	free(cfg->routes);
+	for (int i = 0; i < cfg->ncerts; i++)
+		tlscert_free(cfg->certs[i].loaded);
+	free(cfg->certs);
 	memset(cfg, 0, sizeof *cfg);
 }

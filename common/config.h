@@ -29,6 +29,7 @@
 #define CONFIG_MAX_SERVERS 1024 /* over all upstreams */
 #define CONFIG_MAX_ROUTES 1024
 #define CONFIG_MAX_ERRORS 32
+#define CONFIG_MAX_CERTS 64 /* over all TLS listeners */
 
 /* A socket address as parsed from "1.2.3.4:80" or "[::1]:80". <text> keeps
  * the address as written back in canonical form, for logs. */
@@ -38,10 +39,26 @@ struct config_addr {
 	char text[CONFIG_ADDR_STR_MAX];
 };
 
+struct tlscert;
+
+/* One certificate of a TLS listener: its files, and what was read from
+ * them (common/tlscert.h), owned by the config. */
+struct config_cert {
+	char cert[1024];
+	char key[1024];
+	int line;
+	struct tlscert *loaded;
+};
+
 struct config_listener {
 	struct config_addr addr;
 	int backlog; /* default 511 */
 	int line;    /* line of the entry in the file, for messages */
+	/* tls = { certificates = ( { cert = ...; key = ...; }, ... ); }: the
+	 * first certificate is the default, the others are chosen by SNI */
+	int tls;
+	int first_cert; /* index into config.certs */
+	int ncerts;
 };
 
 struct config_server {
@@ -125,6 +142,11 @@ struct config {
 	int nservers;
 	struct config_route *routes; /* malloc'd, nroutes entries, in file order */
 	int nroutes;
+	struct config_cert *certs; /* malloc'd, ncerts entries (TLS listeners) */
+	int ncerts;
+	/* tls_ticket_rotate: how often the master makes a new session ticket
+	 * key (the previous one still decrypts); default 12 h */
+	uint32_t tls_ticket_rotate;
 
 	struct config_timeouts timeouts;
 	struct config_limits limits;
@@ -136,9 +158,13 @@ struct config {
 	char user[64];
 	unsigned uid, gid; /* resolved from user at load time */
 
-	/* stats socket served by the master: GET /metrics (Prometheus text) */
-	int has_stats;            /* 0 when the stats block is absent */
+	/* stats socket served by the master: GET /metrics (Prometheus text) and
+	 * the admin commands; on a TCP address, a unix socket, or both */
+	int has_stats;            /* 1 when stats.listen is set */
 	struct config_addr stats; /* stats.listen, e.g. "127.0.0.1:9901" */
+	char stats_unix[108];     /* stats.unix, a socket path; "" for none */
+	unsigned stats_mode;      /* stats.mode, file mode of the unix socket: 0660 */
+	int stats_allow_remote;   /* stats.allow_remote: listen may be non-loopback */
 };
 
 struct config_errors {

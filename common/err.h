@@ -33,7 +33,8 @@
 	X(CLIENT_CLOSED, 0, "client_closed", "client closed the connection mid-request") \
 	X(CLIENT_TIMEOUT, 0, "client_timeout", "client stopped reading or sending")     \
 	X(RESPONSE_CUT, 0, "response_cut", "response cut short after it had started")   \
-	X(DRAIN_CUT, 0, "drain_cut", "connection cut by the drain timeout")
+	X(DRAIN_CUT, 0, "drain_cut", "connection cut by the drain timeout")             \
+	X(TLS_HANDSHAKE, 0, "tls_handshake", "TLS handshake failed")
 
 #define WEIR_OK 0
 

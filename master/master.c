@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -20,6 +21,7 @@
 #include "master/upgrade.h"
 #include "shm/route.h"
 #include "shm/shm.h"
+#include "shm/ticket.h"
 
 /* A worker that dies younger than this counts as failing to start; the
  * master waits before replacing it, doubling the wait each time. */
@@ -217,7 +219,15 @@ static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
 	(void)revents;
 
 	if (m.upgrade_pid && c->rpid == m.upgrade_pid) {
-		master_upgrade_failed("the new binary exited before it was ready");
+		char why[96];
+
+		if (WIFSIGNALED(status))
+			snprintf(why, sizeof(why), "the new binary was killed by signal %d before it was ready",
+			         WTERMSIG(status));
+		else
+			snprintf(why, sizeof(why), "the new binary exited with code %d before it was ready%s",
+			         WEXITSTATUS(status), WEXITSTATUS(status) == 1 ? " (its configuration check failed?)" : "");
+		master_upgrade_failed(why);
 		return;
 	}
 	if (master_old_exited(c->rpid)) {
@@ -265,7 +275,23 @@ static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
 	master_spawn(index);
 }
 
-/* Once a second: old workers past their drain bound are killed. */
+/* Makes the first session ticket key, or the next one when
+ * tls_ticket_rotate has passed since the last (the schedule lives in the
+ * segment, so it carries over a binary upgrade). Workers pick it up at
+ * their next handshake; the previous key still opens older tickets. */
+static int master_rotate_ticket_key(void)
+{
+	int rc = ticket_keys_maybe_rotate(&m.seg->ticket, m.cfg->tls_ticket_rotate, (uint64_t)time(NULL));
+
+	if (rc < 0)
+		log_error("cannot make a session ticket key: RAND_bytes failed");
+	else if (rc > 0)
+		log_info("new session ticket key made (rotation every %u s)", m.cfg->tls_ticket_rotate / 1000);
+	return rc;
+}
+
+/* Once a second: old workers past their drain bound are killed, and the
+ * ticket key is rotated when due. */
 static void master_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	(void)t;
@@ -276,6 +302,7 @@ static void master_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 			kill(m.old[i].pid, SIGKILL);
 			m.old[i].kill_at = ev_now(loop) + 60;
 		}
+	master_rotate_ticket_key();
 }
 
 static void master_stop_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
@@ -452,6 +479,12 @@ static void master_upgrade_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	if (n < 0 && errno == EAGAIN)
 		return;
+	if (n == 0) {
+		/* it is going away: its exit status will say why (the timer
+		 * stays as the backstop) */
+		ev_io_stop(loop, w);
+		return;
+	}
 	if (n != 5 || memcmp(buf, "ready", 5) != 0) {
 		master_upgrade_failed("the new master closed the channel without saying it was ready");
 		return;
@@ -584,6 +617,7 @@ static int master_run_single(void)
 		m.ls.fds[l][0] = -1; /* the worker closes it when it stops accepting */
 	}
 	rc = worker_main(&ws);
+	ticket_keys_wipe(&m.seg->ticket);
 	stats_close(m.loop, 1);
 	if (m.cfg->pid_file[0])
 		unlink(m.cfg->pid_file);
@@ -636,6 +670,8 @@ int master_run(struct config *cfg, char *const argv[])
 		}
 		atomic_store(&m.seg->config_generation, 1);
 	}
+	if (master_rotate_ticket_key() < 0)
+		return 1;
 	if (route_publish(m.seg, cfg) == 0) {
 		log_error("cannot publish the routing table");
 		return 1;
@@ -648,9 +684,9 @@ int master_run(struct config *cfg, char *const argv[])
 		stats_adopt(m.loop, STATS_TCP, inh->stats_fd, inh->stats_addr.text, m.seg);
 	if (inh && inh->stats_unix_fd >= 0)
 		stats_adopt(m.loop, STATS_UNIX, inh->stats_unix_fd, inh->stats_unix_path, m.seg);
+	free(inh);
 	if (stats_configure(m.loop, cfg, m.seg) < 0)
 		return 1;
-	free(inh);
 	if (master_write_pid(cfg->pid_file) < 0) {
 		log_error("cannot write the pid file %s: %s", cfg->pid_file, strerror(errno));
 		return 1;
@@ -697,6 +733,8 @@ int master_run(struct config *cfg, char *const argv[])
 
 	log_notice("stopped");
 	log_flush();
+	if (!m.upgraded)
+		ticket_keys_wipe(&m.seg->ticket); /* the new master would still need them */
 	if (m.cfg->pid_file[0]) {
 		char old[4200];
 

@@ -1,106 +1,59 @@
 #include "master/stats.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "master/admin.h"
 #include "master/listen.h"
-#include "shm/shm.h"
+#include "master/textbuf.h"
 
 #define STATS_MAX_CONNS 16
-#define STATS_REQ_MAX 2048
-#define STATS_TIMEOUT 5.0
+#define STATS_REQ_MAX   2048 /* request head and body together */
+#define STATS_TIMEOUT   5.0  /* for the whole exchange */
+#define STATS_BACKLOG   64
 
 struct stats_conn {
 	ev_io io;
 	ev_timer timer;
 	int used;
-	char req[STATS_REQ_MAX];
+	char req[STATS_REQ_MAX + 1];
 	size_t req_len;
-	char *resp; /* malloc'd: the master is not on the request path */
-	size_t resp_len, resp_off;
+	struct textbuf resp; /* the whole answer, head and body */
+	size_t resp_off;
+};
+
+struct stats_listener {
+	ev_io io;
+	int fd;
+	int adopted; /* handed over by the old master, which still serves it */
+	char name[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* address text or path */
 };
 
 static struct {
-	ev_io accept_io;
-	int fd;
 	struct shm_segment *seg;
+	struct stats_listener l[2]; /* by enum stats_kind */
 	struct stats_conn conns[STATS_MAX_CONNS];
-} st = {.fd = -1};
+} st = {.l = {{.fd = -1}, {.fd = -1}}};
 
-struct out {
-	char *buf;
-	size_t cap, len;
-};
-
-static void out_printf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out_printf(struct out *o, const char *fmt, ...)
+static const char *stats_reason(int status)
 {
-	va_list ap;
-	int n;
-
-	if (o->len >= o->cap)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		o->len = o->len + (size_t)n < o->cap ? o->len + (size_t)n : o->cap;
-}
-
-static void out_metric(struct out *o, const char *name, const char *type, const char *help, uint64_t v)
-{
-	out_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, (unsigned long long)v);
-}
-
-size_t stats_render(struct shm_segment *seg, char *buf, size_t cap)
-{
-	struct shm_counters c;
-	struct out o = {buf, cap, 0};
-	int alive = 0;
-
-	shm_sum(seg, &c);
-	for (int i = 0; i < SHM_SLOTS; i++)
-		alive += atomic_load(&seg->slots[i].pid) != 0;
-
-	out_metric(&o, "weir_requests_total", "counter", "Requests whose head was read.", c.requests);
-	out_printf(&o, "# HELP weir_responses_total Responses sent to clients, by status class.\n"
-	               "# TYPE weir_responses_total counter\n");
-	for (int k = 1; k <= 5; k++)
-		out_printf(&o, "weir_responses_total{class=\"%dxx\"} %llu\n", k, (unsigned long long)c.responses[k]);
-	out_metric(&o, "weir_client_bytes_received_total", "counter", "Bytes read from clients.", c.bytes_in);
-	out_metric(&o, "weir_client_bytes_sent_total", "counter", "Bytes written to clients.", c.bytes_out);
-	out_metric(&o, "weir_client_connections_total", "counter", "Client connections accepted.", c.conn_total);
-	out_metric(&o, "weir_client_connections_active", "gauge", "Client connections open.", c.conn_active);
-	out_metric(&o, "weir_upstream_connects_total", "counter", "Upstream connections opened.",
-	           c.upstream_connects);
-	out_metric(&o, "weir_upstream_reuses_total", "counter", "Requests sent on a kept-alive upstream connection.",
-	           c.upstream_reuses);
-	out_metric(&o, "weir_upstream_retries_total", "counter", "Requests sent again after an upstream failure.",
-	           c.upstream_retries);
-	out_metric(&o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
-	out_printf(&o, "# HELP weir_errors_total Failures, by kind.\n# TYPE weir_errors_total counter\n");
-	for (int e = 1; e < WEIR_ERR_COUNT; e++) /* entry 0 is AGAIN, not a failure */
-		out_printf(&o, "weir_errors_total{kind=\"%s\"} %llu\n", weir_err_counter(-e - 1),
-		           (unsigned long long)c.errors[e]);
-	out_metric(&o, "weir_slab_bytes_in_use", "gauge", "Worker slab bytes handed out.", c.slab_in_use);
-	out_metric(&o, "weir_slab_bytes_free", "gauge", "Worker slab bytes mapped and free.", c.slab_free);
-	out_metric(&o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)alive);
-	out_metric(&o, "weir_worker_restarts_total", "counter", "Workers replaced after an unexpected exit.",
-	           atomic_load(&seg->worker_restarts));
-	out_printf(&o, "# HELP weir_reloads_total Configuration reloads, by result.\n# TYPE weir_reloads_total counter\n"
-	               "weir_reloads_total{result=\"ok\"} %llu\nweir_reloads_total{result=\"failed\"} %llu\n",
-	           (unsigned long long)atomic_load(&seg->reloads_ok),
-	           (unsigned long long)atomic_load(&seg->reloads_failed));
-	out_metric(&o, "weir_config_generation", "gauge", "Configuration generation: 1 at start, one more per reload.",
-	           atomic_load(&seg->config_generation));
-	out_metric(&o, "weir_start_time_seconds", "gauge", "Unix time the master started.", seg->started_at);
-	return o.len;
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Content Too Large";
+	default: return "Internal Server Error";
+	}
 }
 
 static void stats_conn_close(struct ev_loop *loop, struct stats_conn *sc)
@@ -108,26 +61,111 @@ static void stats_conn_close(struct ev_loop *loop, struct stats_conn *sc)
 	ev_io_stop(loop, &sc->io);
 	ev_timer_stop(loop, &sc->timer);
 	close(sc->io.fd);
-	free(sc->resp);
-	sc->resp = NULL;
+	textbuf_free(&sc->resp);
 	sc->used = 0;
 }
 
-static void stats_conn_reply(struct stats_conn *sc, const char *status, const char *type, const char *body,
-                             size_t body_len)
+/* Frames <r> as the whole HTTP answer in sc->resp. */
+static void stats_conn_reply(struct stats_conn *sc, struct stats_reply *r)
 {
-	char head[256];
-	int n = snprintf(head, sizeof(head),
-	                 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
-	                 type, body_len);
+	if (r->body.failed) {
+		textbuf_free(&r->body);
+		r->status = 500;
+		r->allow = NULL;
+		r->type = "text/plain";
+		textbuf_printf(&r->body, "out of memory rendering the answer\n");
+	}
+	textbuf_printf(&sc->resp,
+	               "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s"
+	               "Connection: close\r\n\r\n",
+	               r->status, stats_reason(r->status), r->type ? r->type : "text/plain", r->body.len,
+	               r->allow ? "Allow: " : "", r->allow ? r->allow : "", r->allow ? "\r\n" : "");
+	if (r->body.len)
+		textbuf_put(&sc->resp, r->body.buf, r->body.len);
+	textbuf_free(&r->body);
+}
 
-	sc->resp = malloc((size_t)n + body_len);
-	if (!sc->resp)
-		return;
-	memcpy(sc->resp, head, (size_t)n);
-	memcpy(sc->resp + n, body, body_len);
-	sc->resp_len = (size_t)n + body_len;
-	sc->resp_off = 0;
+static void stats_conn_error(struct stats_conn *sc, int status, const char *text)
+{
+	struct stats_reply r = {.status = status, .type = "text/plain; charset=utf-8"};
+
+	textbuf_printf(&r.body, "%s\n", text);
+	stats_conn_reply(sc, &r);
+}
+
+/* The value of header <name> in the head [head, end), or NULL. */
+static const char *stats_header(const char *head, const char *end, const char *name, size_t *len)
+{
+	size_t nl = strlen(name);
+
+	for (const char *p = strstr(head, "\r\n"); p && p + 2 < end; p = strstr(p + 2, "\r\n")) {
+		const char *line = p + 2;
+		if ((size_t)(end - line) > nl && strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
+			const char *v = line + nl + 1, *e = strstr(v, "\r\n");
+			while (*v == ' ' || *v == '\t')
+				v++;
+			*len = e ? (size_t)(e - v) : 0;
+			return v;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Looks at what has arrived. Returns 0 while more is needed, 1 when
+ * sc->resp holds the answer. Only what the commands need is parsed: the
+ * request line, and Content-Length for a form body; Transfer-Encoding is
+ * refused, as are heads or bodies past STATS_REQ_MAX.
+ */
+static int stats_conn_request(struct stats_conn *sc)
+{
+	char *end = strstr(sc->req, "\r\n\r\n"), *sp1, *sp2, *eol;
+	size_t head_len, body_len = 0, vlen;
+	const char *v;
+	struct stats_reply r = {0};
+
+	if (!end) {
+		if (sc->req_len >= STATS_REQ_MAX || memchr(sc->req, 0, sc->req_len)) {
+			stats_conn_error(sc, 400, "request head too large or malformed");
+			return 1;
+		}
+		return 0;
+	}
+	head_len = (size_t)(end - sc->req) + 4;
+	eol = strstr(sc->req, "\r\n");
+	sp1 = memchr(sc->req, ' ', (size_t)(eol - sc->req));
+	sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
+	if (!sp1 || !sp2 || sp1 == sc->req || sp2 == sp1 + 1 || sp1[1] != '/' || (size_t)(eol - sp2 - 1) != 8 ||
+	    strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
+		stats_conn_error(sc, 400, "malformed request line");
+		return 1;
+	}
+	if (stats_header(sc->req, end + 2, "Transfer-Encoding", &vlen)) {
+		stats_conn_error(sc, 400, "send arguments in the query or in a body with Content-Length");
+		return 1;
+	}
+	v = stats_header(sc->req, end + 2, "Content-Length", &vlen);
+	if (v) {
+		char *e;
+		unsigned long long n = strtoull(v, &e, 10);
+
+		if (vlen == 0 || e != v + vlen || *v == '-' || *v == '+') {
+			stats_conn_error(sc, 400, "bad Content-Length");
+			return 1;
+		}
+		if (n > STATS_REQ_MAX - head_len) {
+			stats_conn_error(sc, 413, "request too large: the stats socket takes 2 KiB at most");
+			return 1;
+		}
+		body_len = (size_t)n;
+	}
+	if (sc->req_len < head_len + body_len)
+		return 0;
+	*sp1 = 0;
+	*sp2 = 0;
+	admin_dispatch(st.seg, sc->req, sp1 + 1, sc->req + head_len, body_len, &r);
+	stats_conn_reply(sc, &r);
+	return 1;
 }
 
 static void stats_conn_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -135,36 +173,19 @@ static void stats_conn_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct stats_conn *sc = w->data;
 	(void)revents;
 
-	if (!sc->resp) {
-		ssize_t n = read(w->fd, sc->req + sc->req_len, sizeof(sc->req) - 1 - sc->req_len);
+	if (!sc->resp.len) {
+		ssize_t n = read(w->fd, sc->req + sc->req_len, STATS_REQ_MAX - sc->req_len);
 		if (n <= 0) {
-			if (n < 0 && errno == EAGAIN)
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
 				return;
 			stats_conn_close(loop, sc);
 			return;
 		}
 		sc->req_len += (size_t)n;
 		sc->req[sc->req_len] = 0;
-		if (!strstr(sc->req, "\r\n\r\n")) {
-			if (sc->req_len == sizeof(sc->req) - 1)
-				stats_conn_close(loop, sc);
+		if (!stats_conn_request(sc))
 			return;
-		}
-		if (strncmp(sc->req, "GET /metrics ", 13) == 0 || strncmp(sc->req, "GET /metrics?", 13) == 0) {
-			size_t cap = 256 * 1024;
-			char *body = malloc(cap);
-			if (!body) {
-				stats_conn_close(loop, sc);
-				return;
-			}
-			size_t len = stats_render(st.seg, body, cap);
-			stats_conn_reply(sc, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, len);
-			free(body);
-		} else {
-			static const char nf[] = "404 Not Found: try GET /metrics\n";
-			stats_conn_reply(sc, "404 Not Found", "text/plain", nf, sizeof(nf) - 1);
-		}
-		if (!sc->resp) {
+		if (sc->resp.failed) {
 			stats_conn_close(loop, sc);
 			return;
 		}
@@ -172,10 +193,10 @@ static void stats_conn_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_set(&sc->io, sc->io.fd, EV_WRITE);
 		ev_io_start(loop, &sc->io);
 	}
-	while (sc->resp_off < sc->resp_len) {
-		ssize_t n = write(w->fd, sc->resp + sc->resp_off, sc->resp_len - sc->resp_off);
+	while (sc->resp_off < sc->resp.len) {
+		ssize_t n = write(w->fd, sc->resp.buf + sc->resp_off, sc->resp.len - sc->resp_off);
 		if (n < 0) {
-			if (errno == EAGAIN)
+			if (errno == EAGAIN || errno == EINTR)
 				return;
 			break;
 		}
@@ -208,7 +229,8 @@ static void stats_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		sc->used = 1;
 		sc->req_len = 0;
-		sc->resp = NULL;
+		sc->resp_off = 0;
+		memset(&sc->resp, 0, sizeof(sc->resp));
 		ev_io_init(&sc->io, stats_conn_cb, fd, EV_READ);
 		sc->io.data = sc;
 		ev_timer_init(&sc->timer, stats_timeout_cb, STATS_TIMEOUT, 0);
@@ -218,38 +240,135 @@ static void stats_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-void stats_adopt(struct ev_loop *loop, int fd, struct shm_segment *seg)
+void stats_adopt(struct ev_loop *loop, enum stats_kind kind, int fd, const char *name, struct shm_segment *seg)
 {
-	st.fd = fd;
+	struct stats_listener *l = &st.l[kind];
+
 	st.seg = seg;
-	ev_io_init(&st.accept_io, stats_accept_cb, st.fd, EV_READ);
-	ev_io_start(loop, &st.accept_io);
+	l->fd = fd;
+	l->adopted = 1;
+	snprintf(l->name, sizeof(l->name), "%s", name);
+	ev_io_init(&l->io, stats_accept_cb, fd, EV_READ);
+	ev_io_start(loop, &l->io);
 }
 
-int stats_open(struct ev_loop *loop, const struct config_addr *addr, struct shm_segment *seg)
+/*
+ * A listening unix socket at <path> with file mode <mode>. A socket file
+ * already there is taken over only if nobody answers on it (a weir that
+ * died left it); anything else there is an error, never removed.
+ */
+static int stats_unix_socket(const char *path, unsigned mode)
 {
-	int fd = listen_socket(addr, 64, 0);
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	struct stat sb;
+	mode_t old;
+	int fd, rc, saved;
 
-	if (fd < 0) {
-		log_error("cannot open the stats socket on %s: %s", addr->text, strerror(errno));
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		log_error("cannot open the stats socket %s: the path is too long", path);
 		return -1;
 	}
-	stats_adopt(loop, fd, seg);
-	return 0;
+	strcpy(sun.sun_path, path);
+	if (lstat(path, &sb) == 0) {
+		int probe;
+
+		if (!S_ISSOCK(sb.st_mode)) {
+			log_error("cannot open the stats socket %s: a file that is not a socket is there", path);
+			return -1;
+		}
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		rc = probe < 0 ? -1 : connect(probe, (struct sockaddr *)&sun, sizeof(sun));
+		saved = errno;
+		if (probe >= 0)
+			close(probe);
+		if (rc == 0 || saved == EAGAIN || saved == EINPROGRESS) {
+			log_error("cannot open the stats socket %s: another process is listening on it", path);
+			return -1;
+		}
+		unlink(path); /* nobody home: a stale file */
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		log_error("cannot open the stats socket %s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* bind creates the file with 0777 less the umask: narrow the umask so
+	 * the file is never, even for a moment, more open than <mode> */
+	old = umask((mode_t)(~mode & 0777));
+	rc = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+	umask(old);
+	if (rc < 0 || chmod(path, (mode_t)mode) < 0 || listen(fd, STATS_BACKLOG) < 0) {
+		saved = errno;
+		if (rc == 0)
+			unlink(path);
+		close(fd);
+		log_error("cannot open the stats socket %s: %s", path, strerror(saved));
+		return -1;
+	}
+	return fd;
 }
 
-int stats_fd(void)
+static void stats_close_one(struct ev_loop *loop, enum stats_kind kind, int unlink_unix)
 {
-	return st.fd;
-}
+	struct stats_listener *l = &st.l[kind];
 
-void stats_close(struct ev_loop *loop)
-{
-	if (st.fd < 0)
+	if (l->fd < 0)
 		return;
-	ev_io_stop(loop, &st.accept_io);
-	close(st.fd);
-	st.fd = -1;
+	ev_io_stop(loop, &l->io);
+	close(l->fd);
+	l->fd = -1;
+	if (kind == STATS_UNIX && unlink_unix)
+		unlink(l->name);
+	l->name[0] = 0;
+}
+
+int stats_configure(struct ev_loop *loop, const struct config *cfg, struct shm_segment *seg)
+{
+	int rc = 0, fd;
+
+	st.seg = seg;
+	if (st.l[STATS_TCP].fd >= 0 && (!cfg->has_stats || strcmp(st.l[STATS_TCP].name, cfg->stats.text) != 0))
+		stats_close_one(loop, STATS_TCP, 0);
+	if (cfg->has_stats && st.l[STATS_TCP].fd < 0) {
+		fd = listen_socket(&cfg->stats, STATS_BACKLOG, 0);
+		if (fd < 0) {
+			log_error("cannot open the stats socket on %s: %s", cfg->stats.text, strerror(errno));
+			rc = -1;
+		} else {
+			stats_adopt(loop, STATS_TCP, fd, cfg->stats.text, seg);
+		}
+	}
+	st.l[STATS_TCP].adopted = 0;
+
+	/* an inherited socket this config moved elsewhere keeps its file: until
+	 * the upgrade succeeds it is the old master's, and a stale file is
+	 * replaced by whoever binds that path next */
+	if (st.l[STATS_UNIX].fd >= 0 && strcmp(st.l[STATS_UNIX].name, cfg->stats_unix) != 0)
+		stats_close_one(loop, STATS_UNIX, !st.l[STATS_UNIX].adopted);
+	if (cfg->stats_unix[0] && st.l[STATS_UNIX].fd < 0) {
+		fd = stats_unix_socket(cfg->stats_unix, cfg->stats_mode);
+		if (fd < 0)
+			rc = -1;
+		else
+			stats_adopt(loop, STATS_UNIX, fd, cfg->stats_unix, seg);
+		st.l[STATS_UNIX].adopted = 0;
+	} else if (cfg->stats_unix[0] && chmod(cfg->stats_unix, (mode_t)cfg->stats_mode) < 0) {
+		/* kept (reload, upgrade): the mode may have changed */
+		log_error("cannot set the mode of the stats socket %s: %s", cfg->stats_unix, strerror(errno));
+	}
+	st.l[STATS_UNIX].adopted = 0; /* from now on it is ours alone */
+	return rc;
+}
+
+int stats_fd(enum stats_kind kind)
+{
+	return st.l[kind].fd;
+}
+
+void stats_close(struct ev_loop *loop, int unlink_unix)
+{
+	stats_close_one(loop, STATS_TCP, 0);
+	stats_close_one(loop, STATS_UNIX, unlink_unix);
 	for (int i = 0; i < STATS_MAX_CONNS; i++)
 		if (st.conns[i].used)
 			stats_conn_close(loop, &st.conns[i]);

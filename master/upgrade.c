@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -16,7 +17,9 @@
 /* One message: a header and up to UPGRADE_BATCH labels, with their fds. */
 struct upgrade_label {
 	struct config_addr addr;
-	int32_t index; /* worker slot; -1 stats, -2 shared segment */
+	int32_t index; /* worker slot; -1 stats, -2 shared segment, -3 unix stats
+	                * socket (addr.sa holds its sockaddr_un: the message
+	                * format is the same as before that kind existed) */
 };
 
 struct upgrade_msg {
@@ -67,7 +70,7 @@ static void upgrade_add(struct upgrade_out *o, const struct config_addr *addr, i
 }
 
 static int upgrade_send_all(int sock, const struct listen_set *ls, const struct config *cfg, int stats_fd,
-                            int shm_fd)
+                            int stats_unix_fd, int shm_fd)
 {
 	struct upgrade_out o = {.sock = sock, .msg = calloc(1, sizeof(struct upgrade_msg))};
 	static const struct config_addr none;
@@ -77,6 +80,13 @@ static int upgrade_send_all(int sock, const struct listen_set *ls, const struct 
 	upgrade_add(&o, &none, -2, shm_fd);
 	if (stats_fd >= 0)
 		upgrade_add(&o, &cfg->stats, -1, stats_fd);
+	if (stats_unix_fd >= 0) {
+		struct config_addr ua = {0};
+
+		ua.len = sizeof(ua.sa);
+		if (getsockname(stats_unix_fd, (struct sockaddr *)&ua.sa, &ua.len) == 0 && ua.sa.ss_family == AF_UNIX)
+			upgrade_add(&o, &ua, -3, stats_unix_fd);
+	}
 	for (int l = 0; l < ls->nlisteners; l++)
 		for (int w = 0; w < ls->nworkers; w++)
 			if (ls->fds[l][w] >= 0)
@@ -87,7 +97,7 @@ static int upgrade_send_all(int sock, const struct listen_set *ls, const struct 
 }
 
 int upgrade_start(const char *exe, char *const argv[], const struct listen_set *ls, const struct config *cfg,
-                  int stats_fd, int shm_fd, pid_t *pid)
+                  int stats_fd, int stats_unix_fd, int shm_fd, pid_t *pid)
 {
 	int sv[2];
 	char env[32];
@@ -113,7 +123,7 @@ int upgrade_start(const char *exe, char *const argv[], const struct listen_set *
 		_exit(127);
 	}
 	close(sv[1]);
-	if (upgrade_send_all(sv[0], ls, cfg, stats_fd, shm_fd) < 0) {
+	if (upgrade_send_all(sv[0], ls, cfg, stats_fd, stats_unix_fd, shm_fd) < 0) {
 		log_error("upgrade: cannot hand the sockets to the new master: %s", strerror(errno));
 		close(sv[0]);
 		return -1;
@@ -129,7 +139,7 @@ int upgrade_receive(struct upgrade_inherit *inh)
 	int sock, last = 0;
 
 	memset(inh, 0, sizeof(*inh));
-	inh->shm_fd = inh->stats_fd = -1;
+	inh->shm_fd = inh->stats_fd = inh->stats_unix_fd = -1;
 	if (!env)
 		return -1;
 	sock = atoi(env);
@@ -172,6 +182,12 @@ int upgrade_receive(struct upgrade_inherit *inh)
 			} else if (lb->index == -1) {
 				inh->stats_fd = fds[i];
 				inh->stats_addr = lb->addr;
+			} else if (lb->index == -3) {
+				const struct sockaddr_un *sun = (const struct sockaddr_un *)&lb->addr.sa;
+
+				inh->stats_unix_fd = fds[i];
+				snprintf(inh->stats_unix_path, sizeof(inh->stats_unix_path), "%.*s",
+				         (int)strnlen(sun->sun_path, sizeof(sun->sun_path)), sun->sun_path);
 			} else if (inh->n < (int)(sizeof(inh->socks) / sizeof(inh->socks[0]))) {
 				inh->socks[inh->n].addr = lb->addr;
 				inh->socks[inh->n].index = lb->index;

@@ -27,6 +27,8 @@ struct upgrade_inherit {
 	int shm_fd; /* -1 if none */
 	int stats_fd;
 	struct config_addr stats_addr;
+	int stats_unix_fd; /* -1 if none */
+	char stats_unix_path[108];
 	int n;
 	struct {
 		struct config_addr addr;
@@ -36,10 +38,11 @@ struct upgrade_inherit {
 };
 
 /* Old master: starts <exe> with <argv> and sends it the sockets of <ls>
- * (for <cfg>), <stats_fd> (-1 if none) and <shm_fd>. Returns the socket on
- * which "ready" will arrive and sets *pid, or -1 (logged). */
+ * (for <cfg>), the stats sockets <stats_fd> (TCP) and <stats_unix_fd>
+ * (-1 if none) and <shm_fd>. Returns the socket on which "ready" will
+ * arrive and sets *pid, or -1 (logged). */
 int upgrade_start(const char *exe, char *const argv[], const struct listen_set *ls, const struct config *cfg,
-                  int stats_fd, int shm_fd, pid_t *pid);
+                  int stats_fd, int stats_unix_fd, int shm_fd, pid_t *pid);
 
 /* New master: receives what the old one sent on the fd named by
  * $WEIR_UPGRADE_FD. Returns the channel fd (for upgrade_ready) or -1. */

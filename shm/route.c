@@ -120,6 +120,22 @@ const struct route_entry *route_lookup(const struct route_table *t, const char *
 	return NULL;
 }
 
+/* Gives every route and server of <t> its stable stat index. */
+static void route_assign_stats(struct shm_segment *seg, struct route_table *t)
+{
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		struct route_entry *e = &t->routes[i];
+		e->stat = stat_route_index(&seg->keys, e->host_kind, e->host, e->path);
+	}
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+		for (uint32_t k = 0; k < up->nservers; k++) {
+			struct route_server *s = &t->servers[up->first_server + k];
+			s->stat = stat_server_index(&seg->keys, up->name, s->text);
+		}
+	}
+}
+
 int route_prepare(struct shm_segment *seg, const struct config *cfg)
 {
 	uint32_t cur = atomic_load(&seg->gen_current);
@@ -130,23 +146,36 @@ int route_prepare(struct shm_segment *seg, const struct config *cfg)
 
 		if (seg->gens[g].id != 0 && (uint32_t)g == cur)
 			continue;
-		for (int w = 0; w < SHM_SLOTS && !busy; w++)
-			busy = seg->gens[g].id != 0 && atomic_load(&seg->slots[w].pid) != 0 &&
-			       atomic_load(&seg->slots[w].gen_seen) == seg->gens[g].id;
+		for (int w = 0; w < SHM_SLOTS && !busy && seg->gens[g].id != 0; w++) {
+			const struct shm_slot *ws = &seg->slots[w];
+			uint64_t min = atomic_load(&ws->gen_min);
+
+			busy = atomic_load(&ws->pid) != 0 &&
+			       (atomic_load(&ws->gen_seen) == seg->gens[g].id || (min != 0 && min <= seg->gens[g].id));
+		}
 		if (!busy)
 			slot = g;
 	}
 	if (slot < 0)
 		return -1;
 	route_compile(&seg->gens[slot], cfg);
+	route_assign_stats(seg, &seg->gens[slot]);
 	seg->gens[slot].id = seg->gen_next_id++;
 	return slot;
 }
 
 uint64_t route_commit(struct shm_segment *seg, int slot)
 {
+	const struct route_table *t = &seg->gens[slot];
+	uint8_t kept[STAT_SERVERS] = {0};
+
 	atomic_store_explicit(&seg->gen_current, (uint32_t)slot, memory_order_seq_cst);
-	return seg->gens[slot].id;
+	for (uint32_t i = 0; i < t->nservers; i++)
+		kept[t->servers[i].stat] = 1;
+	for (int k = 0; k < STAT_SERVERS; k++)
+		if (!kept[k] && atomic_load_explicit(&seg->admin[k], memory_order_relaxed))
+			atomic_store_explicit(&seg->admin[k], 0, memory_order_relaxed);
+	return t->id;
 }
 
 uint64_t route_publish(struct shm_segment *seg, const struct config *cfg)

@@ -33,6 +33,7 @@ struct route_entry {
 	uint8_t host_kind; /* enum config_host_kind */
 	uint16_t host_len;
 	uint16_t path_len;
+	uint16_t stat;     /* stable stat index of (host kind, host, path): stat.h */
 	uint32_t upstream; /* index into route_table.upstreams */
 	char host[CONFIG_HOST_MAX];
 	char path[CONFIG_PATH_MAX];
@@ -43,6 +44,7 @@ struct route_server {
 	socklen_t len;
 	uint32_t weight;
 	uint32_t keepalive; /* pool size of the server's upstream group */
+	uint16_t stat;      /* stable stat index of (upstream name, address): stat.h */
 	char text[CONFIG_ADDR_STR_MAX];
 };
 
@@ -63,7 +65,8 @@ struct route_table {
 	struct route_server servers[CONFIG_MAX_SERVERS];
 };
 
-/* Fills <t> from <cfg>, sorted for lookup. */
+/* Fills <t> from <cfg>, sorted for lookup. Stat indices are left 0:
+ * route_prepare() assigns them. */
 void route_compile(struct route_table *t, const struct config *cfg);
 
 /*
@@ -81,11 +84,18 @@ uint64_t route_publish(struct shm_segment *seg, const struct config *cfg);
 
 /* The two halves of route_publish(), for a reload that must be able to
  * back out: prepare writes a free slot (-1 if none) without making it
- * visible; commit makes it current and returns its generation id. */
+ * visible, with the stat index of every route and server (new keys are
+ * appended to the segment's key table even if the reload backs out: they
+ * only use up room); commit makes it current and returns its generation id.
+ * Commit also drops the admin override (state, weight) of every server key
+ * the new table no longer holds, so a server removed and added back later
+ * starts without one; servers that stay keep theirs. */
 int route_prepare(struct shm_segment *seg, const struct config *cfg);
 uint64_t route_commit(struct shm_segment *seg, int slot);
 
-/* Worker in slot <slot>: the current table, reported as in use. */
+/* Worker in slot <slot>: the current table, reported as in use. A table
+ * kept past the next acquire (by a request in flight) must also be held
+ * with the worker's gen_min (see worker_table_hold). */
 const struct route_table *route_acquire(struct shm_segment *seg, int slot);
 
 #endif

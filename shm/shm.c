@@ -26,6 +26,9 @@ struct shm_segment *shm_create(int *fd)
 	seg->size = size;
 	seg->gen_next_id = 1;
 	seg->started_at = (uint64_t)time(NULL);
+	/* the ticket keys' page stays out of core dumps, ours and (inherited
+	 * with the mapping) the workers'; the master makes the keys */
+	ticket_keys_protect(&seg->ticket);
 	*fd = mfd;
 	return seg;
 fail:
@@ -56,6 +59,7 @@ struct shm_segment *shm_attach(int fd, const char **why)
 		*why = "shared segment magic or layout version differs from this build";
 		return NULL;
 	}
+	ticket_keys_protect(&seg->ticket);
 	return seg;
 }
 
@@ -64,8 +68,9 @@ static uint64_t shm_load(const uint64_t *p)
 	return atomic_load_explicit((_Atomic uint64_t *)p, memory_order_relaxed);
 }
 
-/* Adds <src> to <dst> field by field; the struct is all uint64_t. */
-static void shm_counters_add(struct shm_counters *dst, const struct shm_counters *src, size_t upto)
+/* Adds the first <upto> bytes of <src> to <dst> field by field; the
+ * counter structs are all uint64_t. */
+static void shm_counters_add(void *dst, const void *src, size_t upto)
 {
 	uint64_t *d = (uint64_t *)dst;
 	const uint64_t *s = (const uint64_t *)src;
@@ -76,7 +81,7 @@ static void shm_counters_add(struct shm_counters *dst, const struct shm_counters
 
 /* The retired block may be written by two masters during a binary
  * upgrade: fold with atomic adds. */
-static void shm_counters_fold(struct shm_counters *dst, const struct shm_counters *src, size_t upto)
+static void shm_counters_fold(void *dst, const void *src, size_t upto)
 {
 	_Atomic uint64_t *d = (_Atomic uint64_t *)dst;
 	const uint64_t *s = (const uint64_t *)src;
@@ -91,6 +96,36 @@ void shm_sum(struct shm_segment *seg, struct shm_counters *out)
 	shm_counters_add(out, &seg->retired, sizeof(*out));
 	for (int i = 0; i < SHM_SLOTS; i++)
 		shm_counters_add(out, &seg->slots[i].c, sizeof(*out));
+}
+
+/* Loops <i> over each route (server) stat index handed out, then the
+ * "other" one: only those can hold counts, and touching no other page
+ * keeps the sparse segment sparse. */
+#define SHM_FOR_ROUTE_KEYS(seg, i) \
+	for (uint32_t i##_n = atomic_load_explicit(&(seg)->keys.nroutes, memory_order_acquire), \
+	              i = i##_n ? 0 : STAT_ROUTE_OTHER; \
+	     i < STAT_ROUTES; i = (i + 1 == i##_n ? STAT_ROUTE_OTHER : i + 1))
+#define SHM_FOR_SERVER_KEYS(seg, i) \
+	for (uint32_t i##_n = atomic_load_explicit(&(seg)->keys.nservers, memory_order_acquire), \
+	              i = i##_n ? 0 : STAT_SERVER_OTHER; \
+	     i < STAT_SERVERS; i = (i + 1 == i##_n ? STAT_SERVER_OTHER : i + 1))
+
+void shm_sum_keys(struct shm_segment *seg, struct shm_route_counters *routes, struct shm_server_counters *servers)
+{
+	memset(routes, 0, sizeof(*routes) * STAT_ROUTES);
+	memset(servers, 0, sizeof(*servers) * STAT_SERVERS);
+	for (int w = -1; w < SHM_SLOTS; w++) {
+		struct shm_route_counters *r = w < 0 ? seg->retired_routes : seg->slots[w].routes;
+		struct shm_server_counters *sv = w < 0 ? seg->retired_servers : seg->slots[w].servers;
+
+		/* a free slot's counters are zero: shm_slot_retire cleared them */
+		if (w >= 0 && atomic_load(&seg->slots[w].state) == SHM_SLOT_FREE)
+			continue;
+		SHM_FOR_ROUTE_KEYS(seg, i)
+			shm_counters_add(&routes[i], &r[i], sizeof(r[i]));
+		SHM_FOR_SERVER_KEYS(seg, i)
+			shm_counters_add(&servers[i], &sv[i], sizeof(sv[i]));
+	}
 }
 
 int shm_slot_claim(struct shm_segment *seg)
@@ -110,7 +145,19 @@ void shm_slot_retire(struct shm_segment *seg, int i)
 	/* only counters are folded: the gauges of a dead worker are gone */
 	shm_counters_fold(&seg->retired, &s->c, SHM_COUNTERS_MONOTONIC);
 	memset(&s->c, 0, sizeof(s->c));
+	/* per-key counters are all monotonic */
+	SHM_FOR_ROUTE_KEYS(seg, k) {
+		shm_counters_fold(&seg->retired_routes[k], &s->routes[k],
+		                  sizeof(s->routes[k]));
+		memset(&s->routes[k], 0, sizeof(s->routes[k]));
+	}
+	SHM_FOR_SERVER_KEYS(seg, k) {
+		shm_counters_fold(&seg->retired_servers[k], &s->servers[k],
+		                  sizeof(s->servers[k]));
+		memset(&s->servers[k], 0, sizeof(s->servers[k]));
+	}
 	atomic_store(&s->gen_seen, 0);
+	atomic_store(&s->gen_min, 0);
 	atomic_store(&s->pid, 0);
 	atomic_store(&s->state, SHM_SLOT_FREE);
 }

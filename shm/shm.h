@@ -12,7 +12,15 @@
  *    the worker in that slot (single writer, relaxed stores: no locked
  *    instruction on the hot path), read and summed by the master;
  *  - the "retired" block, into which the master folds the counters of a
- *    worker that exited, so totals never go backwards.
+ *    worker that exited, so totals never go backwards;
+ *  - per-route and per-server counters and histograms, in every slot and in
+ *    the retired block, indexed by a stat index that stays with a route or
+ *    server key across reloads (stat.h);
+ *  - one admin word per server stat index (state and weight set at run time
+ *    through the stats socket), written by the master, read by workers;
+ *  - the TLS session ticket keys, made and rotated by the master, read by
+ *    every worker, so a ticket one worker issued resumes on any other
+ *    (ticket.h); never written to disk, kept out of core dumps.
  *
  * The segment is created by the master before it forks, so every worker
  * inherits the mapping at the same address; its fd can be handed to a new
@@ -28,11 +36,13 @@
 
 #include "common/err.h"
 #include "shm/route.h"
+#include "shm/stat.h"
+#include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 1u
+#define SHM_LAYOUT_VERSION 4u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
-#define SHM_GENS 4    /* route generations */
+#define SHM_GENS 8    /* route generations */
 
 /* One worker's counters. Counters only grow; gauges go up and down. */
 struct shm_counters {
@@ -45,6 +55,8 @@ struct shm_counters {
 	uint64_t upstream_reuses;   /* requests sent on a pooled connection */
 	uint64_t upstream_retries;  /* requests sent again after a failure */
 	uint64_t errors[WEIR_ERR_COUNT];
+	uint64_t tls_handshakes;    /* TLS handshakes completed, resumed or not */
+	uint64_t tls_resumed;       /* of which resumed a session (ticket) */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */
@@ -55,6 +67,36 @@ struct shm_counters {
 /* Fields from <requests> to <errors> are counters; the rest are gauges. */
 #define SHM_COUNTERS_MONOTONIC offsetof(struct shm_counters, conn_active)
 
+/* One route's counters (stat index), 256 bytes. Durations are kept per
+ * bucket and summed in microseconds; the master renders seconds. */
+struct shm_route_counters {
+	uint64_t requests;               /* requests routed here */
+	uint64_t responses[5];           /* answers by status class: [0] 1xx .. [4] 5xx */
+	uint64_t duration[STAT_BUCKETS]; /* first request byte to the end of the answer */
+	uint64_t duration_us;
+	uint64_t upstream[STAT_BUCKETS]; /* upstream attached to the end of its response */
+	uint64_t upstream_us;
+};
+
+/* One server's counters (stat index), one cache line. */
+struct shm_server_counters {
+	uint64_t requests;     /* requests sent to it, retries included */
+	uint64_t responses[5]; /* answers to requests it was sent, by status class */
+	uint64_t connects;     /* connections opened to it */
+	uint64_t reuses;       /* requests sent on a kept-alive connection to it */
+};
+
+/* Admin word of a server stat index: state in the high half, weight in the
+ * low half (0: the configured weight). 0 means no override at all. */
+enum shm_admin_state {
+	SHM_ADMIN_UP = 0,
+	SHM_ADMIN_DRAIN = 1,
+	SHM_ADMIN_DOWN = 2,
+};
+#define SHM_ADMIN_STATE(w) ((uint32_t)(w) >> 16)
+#define SHM_ADMIN_WEIGHT(w) ((uint32_t)(w)&0xffffu)
+#define SHM_ADMIN_WORD(state, weight) (((uint32_t)(state) << 16) | ((uint32_t)(weight)&0xffffu))
+
 enum shm_slot_state {
 	SHM_SLOT_FREE = 0,
 	SHM_SLOT_RUNNING,
@@ -64,8 +106,14 @@ enum shm_slot_state {
 struct shm_slot {
 	_Alignas(64) struct shm_counters c;
 	_Alignas(64) _Atomic uint64_t gen_seen; /* generation id the worker last took */
+	/* oldest generation a request in flight still reads (0: none): a long
+	 * request keeps its table across reloads, and generations only grow,
+	 * so every table from this one on is protected */
+	_Atomic uint64_t gen_min;
 	_Atomic int32_t pid;
 	_Atomic int32_t state;
+	_Alignas(64) struct shm_route_counters routes[STAT_ROUTES];
+	struct shm_server_counters servers[STAT_SERVERS];
 };
 
 struct shm_segment {
@@ -80,9 +128,24 @@ struct shm_segment {
 	_Atomic uint64_t reloads_failed;
 	_Atomic uint64_t config_generation; /* 1 at start, +1 per reload */
 	_Alignas(64) struct shm_counters retired; /* master only */
+	_Alignas(64) struct shm_route_counters retired_routes[STAT_ROUTES];
+	struct shm_server_counters retired_servers[STAT_SERVERS];
+	_Alignas(64) _Atomic uint32_t admin[STAT_SERVERS]; /* SHM_ADMIN_WORD per server stat index */
+	struct stat_keys keys;
 	struct shm_slot slots[SHM_SLOTS];
 	struct route_table gens[SHM_GENS];
+	/* session ticket keys (shm/ticket.h): their own page, so it alone is
+	 * kept out of core dumps (MADV_DONTDUMP) */
+	struct shm_ticket_keys ticket;
 };
+
+/*
+ * Size: 13.2 MiB (each slot's per-key counters are 80 KiB, times 128 slots
+ * and the retired block; the four route generations are 3 MiB). The
+ * memfd is sparse and only pages that are written or read get backed: a
+ * slot nobody claimed costs nothing, and sums read only the slots in use
+ * and the stat indices handed out.
+ */
 
 /* Single-writer counter update: a relaxed load and store, no lock prefix. */
 #define SHM_ADD(cnt, field, n) \
@@ -100,6 +163,18 @@ struct shm_segment *shm_attach(int fd, const char **why);
 
 /* Sums every slot and the retired block into <out>. */
 void shm_sum(struct shm_segment *seg, struct shm_counters *out);
+
+/* Sums the per-key counters of every slot in use and the retired block
+ * into <routes> (STAT_ROUTES entries) and <servers> (STAT_SERVERS), for the
+ * stat indices handed out so far and the "other" index; the rest is zeroed. */
+void shm_sum_keys(struct shm_segment *seg, struct shm_route_counters *routes, struct shm_server_counters *servers);
+
+/* The admin word of server stat index <stat> (relaxed: a worker picking a
+ * server may see a change one request late, never a torn word). */
+static inline uint32_t shm_admin(const struct shm_segment *seg, uint16_t stat)
+{
+	return atomic_load_explicit((_Atomic uint32_t *)&seg->admin[stat], memory_order_relaxed);
+}
 
 /* Claims a free worker slot (marks it running); -1 if none. Atomic, as
  * two masters share the segment during a binary upgrade. */

@@ -2,13 +2,18 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "common/log.h"
+#include "worker/tls.h"
 #include "worker/txn.h"
 #include "worker/upstream.h"
 
@@ -37,15 +42,99 @@ static ev_tstamp conn_after(uint32_t ms)
 	return ev_now(wk.loop) + ms / 1000.0;
 }
 
+void conn_io_set(struct conn *c, int events)
+{
+	worker_io_set(&c->io, events ? events | c->tls_read_wants | c->tls_write_wants : 0);
+}
+
+/* The outcome of an SSL_read (<reading>) or SSL_write that returned
+ * <rc> <= 0, as read(2) or write(2) would tell it. When the call needs the
+ * other direction of the socket, that event goes into *<wants>. */
+static ssize_t conn_tls_error(struct conn *c, int rc, int reading, uint8_t *wants)
+{
+	switch (SSL_get_error(c->ssl, rc)) {
+	case SSL_ERROR_ZERO_RETURN: /* close_notify */
+		if (reading)
+			return 0;
+		errno = EPIPE;
+		return -1;
+	case SSL_ERROR_WANT_READ:
+		if (!reading)
+			*wants = EV_READ;
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_WANT_WRITE:
+		if (reading)
+			*wants = EV_WRITE;
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_SYSCALL:
+		if (errno != 0)
+			return -1;
+		/* end of stream without close_notify: most clients close so */
+		if (reading)
+			return 0;
+		errno = EPIPE;
+		return -1;
+	default:
+		ERR_clear_error();
+		errno = EPROTO;
+		return -1;
+	}
+}
+
 ssize_t conn_recv(struct conn *c, void *p, size_t n)
 {
-	return read(c->io.fd, p, n);
+	int rc;
+
+	if (!c->ssl)
+		return read(c->io.fd, p, n);
+	c->tls_read_wants = 0;
+	errno = 0;
+	rc = SSL_read(c->ssl, p, n > INT_MAX ? INT_MAX : (int)n);
+	if (rc > 0)
+		return rc;
+	return conn_tls_error(c, rc, 1, &c->tls_read_wants);
+}
+
+/*
+ * TLS: one SSL_write per call, one record of up to 16 KiB. Several iovecs
+ * (a head and the first body bytes, chunk framing) are first copied into
+ * a stack buffer so they leave in one record and one write(2) rather than
+ * a record each; an iovec of 16 KiB or more goes as it is. A retry after
+ * WANT_WRITE sees the same iovecs (the queues only move on success), so it
+ * passes the same bytes again, as BoringSSL requires.
+ */
+static ssize_t conn_tls_sendv(struct conn *c, const struct iovec *iov, int cnt)
+{
+	char copy[16384];
+	const void *p = iov[0].iov_base;
+	size_t len = iov[0].iov_len;
+	int rc;
+
+	if (cnt > 1 && len < sizeof(copy)) {
+		len = 0;
+		for (int i = 0; i < cnt && len < sizeof(copy); i++) {
+			size_t k = iov[i].iov_len < sizeof(copy) - len ? iov[i].iov_len : sizeof(copy) - len;
+			memcpy(copy + len, iov[i].iov_base, k);
+			len += k;
+		}
+		p = copy;
+	}
+	c->tls_write_wants = 0;
+	errno = 0;
+	rc = SSL_write(c->ssl, p, len > INT_MAX ? INT_MAX : (int)len);
+	if (rc > 0)
+		return rc;
+	return conn_tls_error(c, rc, 0, &c->tls_write_wants);
 }
 
 ssize_t conn_sendv(struct conn *c, const struct iovec *iov, int cnt, int more)
 {
 	int flags = more ? MSG_MORE : 0;
 
+	if (c->ssl)
+		return conn_tls_sendv(c, iov, cnt);
 	if (cnt == 1)
 		return send(c->io.fd, iov[0].iov_base, iov[0].iov_len, flags);
 	struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
@@ -68,8 +157,10 @@ int conn_read(struct conn *c)
 			c->in->end += (uint32_t)n;
 			SHM_ADD(wk.cnt, bytes_in, n);
 			/* a short read drained the socket: the next readiness
-			 * event tells us when there is more, no need to ask */
-			if ((size_t)n < room)
+			 * event tells us when there is more, no need to ask;
+			 * with TLS a short read ends a record, and what is left
+			 * of it inside BoringSSL raises no event */
+			if ((size_t)n < room && !(c->ssl && SSL_pending(c->ssl) > 0))
 				c->readable = 0;
 			return (int)n;
 		}
@@ -102,6 +193,7 @@ void conn_close(struct conn *c)
 		txn_abort(c->txn, 0);
 	ev_io_stop(wk.loop, &c->io);
 	ev_timer_stop(wk.loop, &c->timer);
+	tls_close(c);
 	close(c->io.fd);
 	if (c->in)
 		buf_put(c->in);
@@ -129,7 +221,7 @@ static void conn_next_request(struct conn *c)
 	}
 	conn_release_input(c);
 	conn_set_deadline(c, conn_after(c->in ? wk.cfg->timeouts.client_header : wk.cfg->timeouts.client_keepalive));
-	worker_io_set(&c->io, EV_READ);
+	conn_io_set(c, EV_READ);
 	if ((c->in && buf_len(c->in)) || c->readable) {
 		/* answers weir makes itself finish within this call, so a buffer
 		 * of pipelined requests for no route would recurse once per
@@ -154,6 +246,9 @@ static void conn_linger(struct conn *c)
 		conn_close(c);
 		return;
 	}
+	/* TLS: close_notify first; from here on the input is discarded
+	 * unread, so it is read raw */
+	tls_close(c);
 	shutdown(c->io.fd, SHUT_WR);
 	c->state = CONN_LINGER;
 	c->answer_len = 0; /* reused: bytes discarded */
@@ -161,7 +256,7 @@ static void conn_linger(struct conn *c)
 		buf_put(c->in);
 		c->in = NULL;
 	}
-	worker_io_set(&c->io, EV_READ);
+	conn_io_set(c, EV_READ);
 	conn_set_deadline(c, ev_now(wk.loop) + LINGER_TIME);
 }
 
@@ -305,7 +400,7 @@ static void conn_write_answer(struct conn *c)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN) {
-				worker_io_set(&c->io, EV_WRITE);
+				conn_io_set(c, EV_WRITE);
 				conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_send));
 				return;
 			}
@@ -378,14 +473,52 @@ static void conn_on_head(struct conn *c)
 		conn_release_input(c);
 }
 
+/* TLS listener: drives the handshake; once done, the connection waits
+ * for its first request like a new plain one. */
+static void conn_on_handshake(struct conn *c)
+{
+	const char *why = NULL;
+	int events = 0;
+	int rc = tls_handshake(c, &events, &why);
+
+	if (rc == WEIR_EAGAIN) {
+		worker_io_set(&c->io, events);
+		return;
+	}
+	if (rc < 0) {
+		if (why)
+			tls_handshake_failed(c, why);
+		conn_close(c);
+		return;
+	}
+	c->state = CONN_IDLE;
+	c->readable = 1; /* the request often follows the Finished message at once */
+	conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_header));
+	conn_io_set(c, EV_READ);
+	conn_on_head(c);
+}
+
 static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = w->data;
 	(void)loop;
 
-	if (revents & EV_READ)
+	/* an SSL_read that waited for the socket to drain is a read to retry
+	 * (an SSL_write that waited for input is retried by whoever has bytes
+	 * queued); each wish is cleared once its event came, so a call that is
+	 * not retried cannot leave the watcher firing */
+	if ((revents & EV_WRITE) && c->tls_read_wants) {
+		c->tls_read_wants = 0;
 		c->readable = 1;
+	}
+	if (revents & EV_READ) {
+		c->tls_write_wants = 0;
+		c->readable = 1;
+	}
 	switch (c->state) {
+	case CONN_HANDSHAKE:
+		conn_on_handshake(c);
+		break;
 	case CONN_IDLE:
 	case CONN_HEAD:
 		conn_on_head(c);
@@ -414,6 +547,13 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	switch (c->state) {
+	case CONN_HANDSHAKE:
+		/* bounded by timeouts.client_header; a client that never sent a
+		 * byte is closed quietly, as an idle plain connection is */
+		if (tls_got_bytes(c))
+			tls_handshake_failed(c, "timed out");
+		conn_close(c);
+		break;
 	case CONN_IDLE:
 		conn_close(c); /* keep-alive idle timeout: nothing to say */
 		break;
@@ -433,7 +573,7 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 }
 
-void conn_accept(int fd, const struct sockaddr *sa)
+void conn_accept(int fd, const struct sockaddr *sa, int l)
 {
 	struct conn *c = slab_alloc(&wk.slab, wk.cls_conn);
 	const void *a;
@@ -465,6 +605,16 @@ void conn_accept(int fd, const struct sockaddr *sa)
 	SHM_SET(wk.cnt, conn_active, wk.nconns);
 
 	c->state = CONN_IDLE;
+	if (tls_listener(l)) {
+		c->tls = 1;
+		c->state = CONN_HANDSHAKE;
+		c->ssl = tls_new(l, fd);
+		if (!c->ssl) {
+			worker_count_error(WEIR_ERR(NOMEM));
+			conn_close(c);
+			return;
+		}
+	}
 	ev_io_start(wk.loop, &c->io);
 	conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_header));
 }

@@ -19,11 +19,14 @@
 #include <netinet/in.h>
 #include <sys/uio.h>
 
+#include <openssl/base.h>
+
 #include "worker/worker.h"
 
 struct txn;
 
 enum conn_state {
+	CONN_HANDSHAKE, /* TLS listener: the handshake is under way (tls.c) */
 	CONN_IDLE,    /* between requests, no bytes pending */
 	CONN_HEAD,    /* reading a request head */
 	CONN_TXN,     /* a request is in flight (txn.c drives) */
@@ -44,13 +47,26 @@ struct conn {
 	uint8_t readable;         /* the socket reported readable, not yet drained */
 	uint8_t close_after;      /* close once the current answer is written */
 	uint8_t eof;              /* the client shut its write side */
+	uint8_t tls;              /* accepted on a TLS listener */
+	/* what the TLS layer waits for beyond what the caller asked: SSL_read
+	 * may need the socket writable (EV_WRITE in tls_read_wants), SSL_write
+	 * readable (EV_READ in tls_write_wants); conn_io_set() arms them and
+	 * conn_io_cb() turns the event back into a retry of that call */
+	uint8_t tls_read_wants;
+	uint8_t tls_write_wants;
+	SSL *ssl;                 /* NULL on a plain connection (and after tls_close) */
 	uint32_t requests;        /* requests served on this connection */
 	char peer[INET6_ADDRSTRLEN];
 	uint8_t peer_len;
 };
 
-/* Takes a new accepted socket. */
-void conn_accept(int fd, const struct sockaddr *sa);
+/* Takes a new socket accepted on listener <l> (index in cfg->listeners). */
+void conn_accept(int fd, const struct sockaddr *sa, int l);
+
+/* Arms <c>'s watcher for <events> (EV_READ, EV_WRITE) plus whatever the
+ * TLS layer waits for to finish a read or write it could not: every client
+ * watcher change goes through here. */
+void conn_io_set(struct conn *c, int events);
 
 /* Sets the deadline of <c>, re-arming its timer if it moves earlier. */
 void conn_set_deadline(struct conn *c, ev_tstamp at);
@@ -67,9 +83,11 @@ void conn_txn_done(struct conn *c, int keep);
 void conn_close(struct conn *c);
 
 /* The client's byte stream: every read and write on a client connection
- * goes through these two, so a TLS layer has one place to sit. They behave
- * as read(2) and sendmsg(2): -1 with errno (EAGAIN when it would block).
- * <more> says more bytes follow at once (MSG_MORE). */
+ * goes through these two, so the TLS layer has one place to sit: on a TLS
+ * connection they are SSL_read and SSL_write. They behave as read(2) and
+ * sendmsg(2): -1 with errno (EAGAIN when it would block: then arm with
+ * conn_io_set()). <more> says more bytes follow at once (MSG_MORE; plain
+ * only). */
 ssize_t conn_recv(struct conn *c, void *p, size_t n);
 ssize_t conn_sendv(struct conn *c, const struct iovec *iov, int cnt, int more);
 

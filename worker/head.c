@@ -106,7 +106,10 @@ int head_write_request(struct txn *t)
 		if (!(r->headers[i].flags & skip))
 			out_header(&o, &r->headers[i]);
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_XFF, "X-Forwarded-For", t->c->peer, t->c->peer_len);
-	OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
+	if (t->c->tls)
+		OUT_LIT(&o, "X-Forwarded-Proto: https\r\n");
+	else
+		OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
 	if (r->body == HTTP_BODY_LENGTH) {
 		OUT_LIT(&o, "Content-Length: ");

@@ -43,6 +43,8 @@ struct txn *txn_new(struct conn *c)
 
 void txn_free(struct txn *t)
 {
+	if (t->table)
+		worker_table_release(t->table);
 	if (t->head_up)
 		buf_put(t->head_up);
 	if (t->head_down)
@@ -142,19 +144,21 @@ static void outq_body(struct outq *q, struct buf *src, uint32_t used, const char
 	q->body_done += len;
 }
 
-/* Writes what <q> holds to <fd>. Returns bytes written (>= 0; the queue is
- * empty when q->count is 0) or -errno. */
-static ssize_t outq_write(int fd, struct outq *q, int more)
+/* Writes what <q> holds to the upstream socket <fd>, or to client <c> when
+ * it is given. Returns bytes written (>= 0; the queue is empty when
+ * q->count is 0) or -errno. */
+static ssize_t outq_write(int fd, struct conn *c, struct outq *q, int more)
 {
 	ssize_t n, total = 0;
-	int flags = more ? MSG_MORE : 0;
 
 	while (q->count) {
-		if (q->count == 1) {
-			n = send(fd, q->iov[q->first].iov_base, q->iov[q->first].iov_len, flags);
+		if (c) {
+			n = conn_sendv(c, q->iov + q->first, q->count, more);
+		} else if (q->count == 1) {
+			n = send(fd, q->iov[q->first].iov_base, q->iov[q->first].iov_len, more ? MSG_MORE : 0);
 		} else {
 			struct msghdr mh = {.msg_iov = q->iov + q->first, .msg_iovlen = (size_t)q->count};
-			n = sendmsg(fd, &mh, flags);
+			n = sendmsg(fd, &mh, more ? MSG_MORE : 0);
 		}
 		if (n < 0) {
 			if (errno == EINTR)
@@ -209,6 +213,31 @@ void txn_abort(struct txn *t, int rc)
 	txn_free(t);
 }
 
+void txn_count_end(struct txn *t, int status)
+{
+	struct shm_route_counters *rc;
+	ev_tstamp now;
+	uint64_t us;
+
+	if (!t->route)
+		return;
+	rc = &wk.rcnt[t->route->stat];
+	now = ev_now(wk.loop);
+	us = stat_us(now - t->start);
+	SHM_ADD(rc, duration[stat_bucket(us)], 1);
+	SHM_ADD(rc, duration_us, us);
+	if (!status)
+		return;
+	SHM_ADD(rc, responses[status / 100 - 1], 1); /* the parsers keep status in 100..599 */
+	if (t->resp_started) {
+		us = stat_us(now - t->up_start);
+		SHM_ADD(rc, upstream[stat_bucket(us)], 1);
+		SHM_ADD(rc, upstream_us, us);
+	}
+	if (t->server >= 0)
+		SHM_ADD(&wk.scnt[t->table->servers[t->server].stat], responses[status / 100 - 1], 1);
+}
+
 void txn_fail(struct txn *t, int rc)
 {
 	struct conn *c = t->c;
@@ -223,6 +252,7 @@ void txn_fail(struct txn *t, int rc)
 	worker_count_error(WEIR_ERR(RESPONSE_CUT));
 	worker_count_error(rc);
 	log_warn("%s: %s after the response had started; cutting the connection", c->peer, weir_err_text(rc));
+	txn_count_end(t, 0);
 	txn_log_access(t, t->status);
 	conn_close(c);
 }
@@ -245,6 +275,7 @@ static void txn_finish(struct txn *t)
 	txn_detach_upstream(t, up_keep);
 	keep = t->req.keep_alive && t->req_body_done && !t->client_close && !wk.draining;
 	SHM_ADD(wk.cnt, responses[t->status / 100], 1);
+	txn_count_end(t, t->status);
 	txn_log_access(t, t->status);
 	txn_free(t);
 	conn_txn_done(c, keep);
@@ -277,6 +308,7 @@ static void txn_attach(struct txn *t, struct upconn *u)
 	u->txn = t;
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
+	SHM_ADD(&wk.scnt[t->table->servers[u->server].stat], requests, 1);
 	upstream_set_deadline(u, ev_now(wk.loop) + (u->connecting ? wk.cfg->timeouts.upstream_connect
 	                                                          : wk.cfg->timeouts.upstream_send) / 1000.0);
 }
@@ -300,6 +332,7 @@ static int txn_connect(struct txn *t, int last_rc)
 		u = upstream_pool_get((uint32_t)s);
 		if (u) {
 			SHM_ADD(wk.cnt, upstream_reuses, 1);
+			SHM_ADD(&wk.scnt[t->table->servers[s].stat], reuses, 1);
 			txn_attach(t, u);
 			return 0;
 		}
@@ -364,6 +397,7 @@ void txn_start(struct txn *t)
 	c->in->start = (uint32_t)t->req.head_len;
 	t->req_head_start = c->in->start;
 	t->table = route_acquire(wk.seg, wk.slot);
+	worker_table_hold(t->table);
 	if (t->table->id != wk.table_id)
 		upstream_sync_table(t->table);
 	t->route = route_lookup(t->table, t->req.host ? t->req.host : "", t->req.host_len, t->req.target,
@@ -376,6 +410,7 @@ void txn_start(struct txn *t)
 		txn_fail(t, WEIR_ERR(NO_ROUTE));
 		return;
 	}
+	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
 	rc = head_write_request(t);
 	t->replayable = 1;
 	if (rc < 0) {
@@ -391,7 +426,8 @@ void txn_start(struct txn *t)
 		/* the client waits for our word before sending the body; a
 		 * fresh socket always takes these 25 bytes */
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		if (write(c->io.fd, cont, sizeof(cont) - 1) != (ssize_t)sizeof(cont) - 1) {
+		struct iovec v = {.iov_base = (void *)cont, .iov_len = sizeof(cont) - 1};
+		if (conn_sendv(c, &v, 1, 0) != (ssize_t)sizeof(cont) - 1) {
 			txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 			conn_close(c);
 			return;
@@ -631,7 +667,7 @@ void txn_pump(struct txn *t)
 		/* client -> upstream */
 		if (u && !u->connecting) {
 			if (t->up.count) {
-				n = outq_write(u->io.fd, &t->up, 0);
+				n = outq_write(u->io.fd, NULL, &t->up, 0);
 				if (n < 0) {
 					if (t->resp_started) {
 						/* it answered and stopped listening: keep the answer */
@@ -675,7 +711,7 @@ void txn_pump(struct txn *t)
 			 * fill its segments (as TCP_CORK, released by the last send
 			 * or after 200 ms should the upstream stall); never for
 			 * chunked or until-close bodies, which may be streams */
-			n = outq_write(c->io.fd, &t->down, t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left > 0);
+			n = outq_write(-1, c, &t->down, t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left > 0);
 			if (n < 0) {
 				txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 				conn_close(c);
@@ -736,7 +772,7 @@ void txn_pump(struct txn *t)
 		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED))
 			want_client_read = 0;
 	}
-	worker_io_set(&c->io, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
+	conn_io_set(c, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
 	if (u) {
 		int ev = 0;
 		if (u->connecting || t->up.count)

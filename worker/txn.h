@@ -104,6 +104,14 @@ void txn_pump(struct txn *t);
  * was sent yet, else cuts the client connection. */
 void txn_fail(struct txn *t, int rc);
 
+/* Counts the end of <t>, answered with <status> (0: cut after the answer
+ * had started), for its route and server: the status class, the request
+ * duration, and the upstream response time when the answer came from the
+ * upstream. A request without a route (404, or an error before routing)
+ * counts only in the totals. Called where a request ends: txn_finish(),
+ * txn_fail() and conn_answer_error(). */
+void txn_count_end(struct txn *t, int status);
+
 /* Frees a transaction whose client connection is going away. */
 void txn_abort(struct txn *t, int rc);
 

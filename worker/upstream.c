@@ -88,6 +88,13 @@ void upstream_mark_down(uint32_t server)
 	wk.servers[server].down_until = ev_now(wk.loop) + UPSTREAM_FAIL_SKIP;
 }
 
+/*
+ * The admin word (shm.h) is read once per server looked at, with a relaxed
+ * load: the master publishes a change with one store, and a worker that
+ * sees it one request late does no harm. A server set to drain or down is
+ * never picked for a new request; its weight, when set, replaces the
+ * configured one. The "other" stat index never carries an override.
+ */
 int upstream_pick(const struct route_table *t, const struct route_upstream *up, uint64_t tried)
 {
 	ev_tstamp now = ev_now(wk.loop);
@@ -95,16 +102,26 @@ int upstream_pick(const struct route_table *t, const struct route_upstream *up, 
 	int best = -1;
 	uint32_t n = up->nservers < 64 ? up->nservers : 64;
 
-	if (n == 1) /* the common case needs no arithmetic */
-		return !(tried & 1) && wk.servers[up->first_server].down_until <= now ? (int)up->first_server : -1;
+	if (n == 1) { /* the common case needs no arithmetic */
+		uint32_t si = up->first_server;
+		return !(tried & 1) && wk.servers[si].down_until <= now &&
+		               SHM_ADMIN_STATE(shm_admin(wk.seg, t->servers[si].stat)) == SHM_ADMIN_UP
+		           ? (int)si
+		           : -1;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t si = up->first_server + i;
 		struct up_server *s = &wk.servers[si];
+		uint32_t admin, w;
 
 		if ((tried >> i) & 1 || s->down_until > now)
 			continue;
-		s->cw += t->servers[si].weight;
-		total += t->servers[si].weight;
+		admin = shm_admin(wk.seg, t->servers[si].stat);
+		if (SHM_ADMIN_STATE(admin) != SHM_ADMIN_UP)
+			continue;
+		w = SHM_ADMIN_WEIGHT(admin) ? SHM_ADMIN_WEIGHT(admin) : t->servers[si].weight;
+		s->cw += w;
+		total += w;
 		if (best < 0 || s->cw > wk.servers[best].cw)
 			best = (int)si;
 	}
@@ -164,6 +181,7 @@ struct upconn *upstream_connect(const struct route_table *t, uint32_t server, in
 	u->timer.data = u;
 	ev_io_start(wk.loop, &u->io);
 	SHM_ADD(wk.cnt, upstream_connects, 1);
+	SHM_ADD(&wk.scnt[rs->stat], connects, 1);
 	SHM_ADD(wk.cnt, upstream_active, 1);
 	return u;
 }
@@ -198,6 +216,23 @@ void upstream_close_pools(void)
 			upstream_close(wk.servers[i].idle);
 }
 
+/* The table wk.servers[] was last reset for; the sweep reads it without
+ * route_acquire(), so that a tick never moves the generation this worker
+ * reports in use under a request still running on an older one. */
+static const struct route_table *synced;
+
+void upstream_admin_sweep(void)
+{
+	const struct route_table *t = synced;
+
+	if (!t || t->id != wk.table_id)
+		return; /* the master moved on and may reuse it: the next request syncs */
+	for (uint32_t i = 0; i < t->nservers; i++)
+		if (wk.servers[i].idle && SHM_ADMIN_STATE(shm_admin(wk.seg, t->servers[i].stat)) != SHM_ADMIN_UP)
+			while (wk.servers[i].idle)
+				upstream_close(wk.servers[i].idle);
+}
+
 void upstream_sync_table(const struct route_table *t)
 {
 	if (t->id == wk.table_id)
@@ -205,4 +240,5 @@ void upstream_sync_table(const struct route_table *t)
 	upstream_close_pools();
 	memset(wk.servers, 0, sizeof(wk.servers));
 	wk.table_id = t->id;
+	synced = t;
 }

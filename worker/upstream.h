@@ -67,6 +67,11 @@ void upstream_set_deadline(struct upconn *u, ev_tstamp at);
  * table generation changed. */
 void upstream_sync_table(const struct route_table *t);
 
+/* Once a second: closes the pooled idle connections of servers an admin
+ * set to drain or down, so a server taken out is left alone within a
+ * second instead of after the keep-alive timeout. */
+void upstream_admin_sweep(void);
+
 /* Closes every pooled connection (shutdown). */
 void upstream_close_pools(void);
 

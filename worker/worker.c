@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "worker/conn.h"
+#include "worker/tls.h"
 #include "worker/txn.h"
 #include "worker/upstream.h"
 
@@ -31,6 +32,45 @@ struct buf *buf_get(void)
 void buf_put(struct buf *b)
 {
 	slab_free(&wk.slab, wk.cls_buf, b);
+}
+
+static void worker_table_publish_min(void)
+{
+	uint64_t min = 0;
+
+	for (int i = 0; i < SHM_GENS; i++)
+		if (wk.held[i].refs && (min == 0 || wk.held[i].id < min))
+			min = wk.held[i].id;
+	if (atomic_load_explicit(&wk.seg->slots[wk.slot].gen_min, memory_order_relaxed) != min)
+		atomic_store_explicit(&wk.seg->slots[wk.slot].gen_min, min, memory_order_seq_cst);
+}
+
+void worker_table_hold(const struct route_table *t)
+{
+	int free_i = -1;
+
+	for (int i = 0; i < SHM_GENS; i++) {
+		if (wk.held[i].refs && wk.held[i].id == t->id) {
+			wk.held[i].refs++; /* the common case: no store to the segment */
+			return;
+		}
+		if (!wk.held[i].refs && free_i < 0)
+			free_i = i;
+	}
+	/* a table we do not hold yet: at most SHM_GENS can exist at once */
+	wk.held[free_i].id = t->id;
+	wk.held[free_i].refs = 1;
+	worker_table_publish_min();
+}
+
+void worker_table_release(const struct route_table *t)
+{
+	for (int i = 0; i < SHM_GENS; i++)
+		if (wk.held[i].refs && wk.held[i].id == t->id) {
+			if (--wk.held[i].refs == 0)
+				worker_table_publish_min();
+			return;
+		}
 }
 
 void buf_compact(struct buf *b)
@@ -76,7 +116,7 @@ static void worker_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			close(fd);
 			continue;
 		}
-		conn_accept(fd, (struct sockaddr *)&ss);
+		conn_accept(fd, (struct sockaddr *)&ss, (int)(intptr_t)w->data);
 	}
 }
 
@@ -136,6 +176,7 @@ static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	SHM_SET(wk.cnt, slab_in_use, wk.slab.in_use_bytes);
 	SHM_SET(wk.cnt, slab_free, slab_free_bytes(&wk.slab));
 	upstream_admin_sweep();
+	tls_tick();
 	if (wk.draining && ev_now(loop) >= wk.drain_deadline) {
 		struct conn *c, *next;
 
@@ -197,10 +238,11 @@ static int worker_setup(const struct worker_start *ws)
 	wk.nlisten = ws->nlisten;
 	for (int i = 0; i < ws->nlisten; i++) {
 		ev_io_init(&wk.accept_io[i], worker_accept_cb, ws->listen_fds[i], EV_READ);
+		wk.accept_io[i].data = (void *)(intptr_t)i; /* the listener, for TLS */
 		ev_io_start(wk.loop, &wk.accept_io[i]);
 	}
 	upstream_sync_table(route_acquire(wk.seg, wk.slot));
-	return 0;
+	return tls_init(cfg);
 }
 
 int worker_main(const struct worker_start *ws)
@@ -212,6 +254,7 @@ int worker_main(const struct worker_start *ws)
 	while (wk.conns)
 		conn_close(wk.conns);
 	upstream_close_pools();
+	tls_cleanup();
 	log_flush();
 	return 0;
 }

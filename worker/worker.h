@@ -42,6 +42,8 @@ struct worker {
 	const struct config *cfg;
 	struct shm_segment *seg;
 	struct shm_counters *cnt; /* our slot's counters */
+	struct shm_route_counters *rcnt;  /* ours, by route stat index */
+	struct shm_server_counters *scnt; /* ours, by server stat index */
 	int slot;
 	int index;
 
@@ -60,10 +62,20 @@ struct worker {
 	ev_tstamp drain_deadline;
 
 	uint64_t table_id; /* generation the servers[] state belongs to */
+	struct {
+		uint64_t id;
+		uint32_t refs;
+	} held[SHM_GENS]; /* tables held by requests in flight */
 	struct up_server servers[CONFIG_MAX_SERVERS];
 };
 
 extern struct worker wk;
+
+/* A request in flight holds the routing table it started with; the oldest
+ * one held is published in our slot's gen_min so the master never reuses
+ * it, however many reloads happen meanwhile. */
+void worker_table_hold(const struct route_table *t);
+void worker_table_release(const struct route_table *t);
 
 /* Counts error <rc> (negative) in our slot. */
 static inline void worker_count_error(int rc)

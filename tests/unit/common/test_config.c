@@ -713,6 +713,46 @@ static void test_log_and_stats(void)
 	CU_ASSERT(has_error(4, "stats.listen \"localhost:9901\" is a host name: use an IP address", NULL));
 }
 
+static void test_stats_socket(void)
+{
+	/* a unix socket alone, with the default mode */
+	CU_ASSERT_FATAL(load_ok(MINIMAL "stats = { unix = \"/run/weir/stats.sock\"; };\n"));
+	CU_ASSERT_EQUAL(cfg.has_stats, 0);
+	CU_ASSERT_STRING_EQUAL(cfg.stats_unix, "/run/weir/stats.sock");
+	CU_ASSERT_EQUAL(cfg.stats_mode, 0660);
+	config_free(&cfg);
+	/* both, with a mode */
+	CU_ASSERT_FATAL(load_ok(MINIMAL "stats = { listen = \"[::1]:9901\"; unix = \"/tmp/s.sock\"; mode = \"0600\"; };\n"));
+	CU_ASSERT_EQUAL(cfg.has_stats, 1);
+	CU_ASSERT_STRING_EQUAL(cfg.stats.text, "[::1]:9901");
+	CU_ASSERT_EQUAL(cfg.stats_mode, 0600);
+	config_free(&cfg);
+	/* any loopback address is fine without allow_remote */
+	CU_ASSERT_FATAL(load_ok(MINIMAL "stats = { listen = \"127.1.2.3:9901\"; };\n"));
+	config_free(&cfg);
+	/* a non-loopback address needs allow_remote */
+	CU_ASSERT_EQUAL(load(MINIMAL "stats = { listen = \"0.0.0.0:9901\"; };\n"), -1);
+	CU_ASSERT_EQUAL(errs.count, 1);
+	CU_ASSERT(has_error(4, "stats.listen \"0.0.0.0:9901\" is not a loopback address", "allow_remote", NULL));
+	CU_ASSERT_EQUAL(load(MINIMAL "stats = { listen = \"*:9901\"; allow_remote = false; };\n"), -1);
+	CU_ASSERT(has_error(4, "is not a loopback address", NULL));
+	CU_ASSERT_FATAL(load_ok(MINIMAL "stats = { listen = \"10.1.2.3:9901\"; allow_remote = true; };\n"));
+	CU_ASSERT_EQUAL(cfg.stats_allow_remote, 1);
+	config_free(&cfg);
+	/* bad values, each reported */
+	CU_ASSERT_EQUAL(load(MINIMAL "stats = {\n unix = \"stats.sock\";\n mode = \"0999\";\n"
+	                             " allow_remote = 1;\n};\n"),
+	                -1);
+	CU_ASSERT_EQUAL(errs.count, 3);
+	CU_ASSERT(has_error(5, "stats.unix \"stats.sock\" must be an absolute path", NULL));
+	CU_ASSERT(has_error(6, "stats.mode \"0999\" must be an octal file mode", NULL));
+	CU_ASSERT(has_error(7, "stats.allow_remote must be true or false", NULL));
+	CU_ASSERT_EQUAL(load(MINIMAL "stats = { unix = \"/tmp/s.sock\"; mode = 0660; };\n"), -1);
+	CU_ASSERT(has_error(4, "stats.mode must be a string", NULL));
+	CU_ASSERT_EQUAL(load(MINIMAL "stats = { mode = \"0600\"; };\n"), -1);
+	CU_ASSERT(has_error(4, "stats.listen is required unless stats.unix is given", NULL));
+}
+
 static void test_log_level_names(void)
 {
 	CU_ASSERT_STRING_EQUAL(config_log_level_name(LOG_LEVEL_DEBUG), "debug");
@@ -905,6 +945,9 @@ static const struct unit_test tests[] = {
 	{"limits outside their ranges are errors and their edges are accepted", test_limits_ranges},
 	{"timeouts take units or milliseconds and refuse zero, junk and overflow", test_timeouts},
 	{"log level names and the stats block are checked", test_log_and_stats},
+	{"the stats socket takes a loopback address, a unix path with a mode, or both; "
+	 "a remote address needs allow_remote",
+	 test_stats_socket},
 	{"config_log_level_name names every level", test_log_level_names},
 	{"IPv4 addresses parse into their canonical text", test_addr_v4},
 	{"IPv6 addresses in brackets parse into their canonical text", test_addr_v6},
