@@ -169,3 +169,25 @@ void log_access(const char *line, size_t len)
 	lg.alen += len;
 	lg.abuf[lg.alen++] = '\n';
 }
+
+void log_escape(char *dst, size_t cap, const char *src, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (size_t i = 0; i < len && o + 1 < cap; i++) {
+		unsigned char ch = (unsigned char)src[i];
+
+		if (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\') {
+			dst[o++] = (char)ch;
+			continue;
+		}
+		if (o + 5 > cap)
+			break;
+		dst[o++] = '\\';
+		dst[o++] = 'x';
+		dst[o++] = hex[ch >> 4];
+		dst[o++] = hex[ch & 15];
+	}
+	dst[o] = 0;
+}

@@ -42,6 +42,11 @@ void log_write(enum log_level level, const char *fmt, ...) __attribute__((format
 #define log_warn(...) do { if (log_level_min <= LOG_LEVEL_WARN) log_write(LOG_LEVEL_WARN, __VA_ARGS__); } while (0)
 #define log_error(...) log_write(LOG_LEVEL_ERROR, __VA_ARGS__)
 
+/* Copies <len> bytes of <src> into <dst> (at most <cap> - 1, NUL-ended)
+ * with '"', '\\' and bytes outside printable ASCII written as \xHH, as
+ * nginx does, so a logged request target cannot forge fields or lines. */
+void log_escape(char *dst, size_t cap, const char *src, size_t len);
+
 /* Access log: is it on, and append one line (without the newline). */
 int log_access_enabled(void);
 void log_access(const char *line, size_t len);

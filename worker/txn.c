@@ -57,7 +57,7 @@ void txn_free(struct txn *t)
 
 static void txn_log_line(struct conn *c, struct txn *t, int status)
 {
-	char line[1024];
+	char line[2560];
 	int n;
 	ev_tstamp now = ev_now(wk.loop);
 
@@ -74,10 +74,14 @@ static void txn_log_line(struct conn *c, struct txn *t, int status)
 			target = t->head_up->data + t->req.method_len + 1;
 			tl = t->req.target_len;
 		}
+		char esc[4 * 512 + 1];
+
 		if (tl > 512)
 			tl = 512;
-		n = snprintf(line, sizeof(line), "%s [%s] \"%.*s %.*s HTTP/1.%d\" %d %llu %.3f %s %.3f", c->peer,
-		             log_time_iso(), (int)t->req.method_len, t->req.method, (int)tl, target,
+		/* a target may hold '"' or '\\': escaped, a line stays one record */
+		log_escape(esc, sizeof(esc), target, tl);
+		n = snprintf(line, sizeof(line), "%s [%s] \"%.*s %s HTTP/1.%d\" %d %llu %.3f %s %.3f", c->peer,
+		             log_time_iso(), (int)t->req.method_len, t->req.method, esc,
 		             t->req.version_minor, status, (unsigned long long)t->bytes_out, now - t->start,
 		             s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
 	} else {
