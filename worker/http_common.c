@@ -70,16 +70,25 @@ static int cb_fail(struct http_head_state *st, int rc)
  * The request target, possibly in several pieces (one per feed). Every
  * byte must be VCHAR: http-parser lets HTAB, FF and bytes >= 0x80 through.
  */
+/* Grows the start-line token by a piece; pieces must be contiguous in the
+ * buffer (anything else means the library skipped bytes). */
+static int tok_extend(struct http_head_state *st, const char *at, size_t n)
+{
+	if (!st->tok)
+		st->tok = at;
+	if (at != st->tok + st->tok_len)
+		return -1;
+	st->tok_len += n;
+	return 0;
+}
+
 static int on_url(http_parser *p, const char *at, size_t n)
 {
 	struct http_head_state *st = p->data;
 	size_t i;
 
-	if (!st->tok)
-		st->tok = at;
-	if (at != st->tok + st->tok_len)
+	if (tok_extend(st, at, n) < 0)
 		return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	st->tok_len += n;
 	if (st->tok_len > st->max_uri)
 		return cb_fail(st, WEIR_ERR(URI_TOO_LONG));
 	for (i = 0; i < n; i++) {
@@ -97,11 +106,8 @@ static int on_status(http_parser *p, const char *at, size_t n)
 	struct http_head_state *st = p->data;
 	size_t i;
 
-	if (!st->tok)
-		st->tok = at;
-	if (at != st->tok + st->tok_len)
+	if (tok_extend(st, at, n) < 0)
 		return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	st->tok_len += n;
 	for (i = 0; i < n; i++)
 		if (!http_is((unsigned char)at[i], HTTP_C_VCHAR | HTTP_C_WS))
 			return cb_fail(st, WEIR_ERR(BAD_REQUEST));
