@@ -1,0 +1,300 @@
+"""TLS to upstream servers, per upstream group: weir in front of a real TLS
+origin (Debian's nginx, one process, on a free loopback port), with the
+certificate checked against the group's CA and the sni name, the name sent
+as SNI, sessions offered again on new connections, kept-alive TLS
+connections reused, and a failed verification answered 502 upstream_tls.
+
+Certificates are made per test with the openssl command-line tool: a CA
+and a leaf for api.internal; a second, unrelated CA for the wrong-CA
+cases."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from harness import (can_connect, free_port, render_config, settle, slack, wait_until, WEIR_BIN)
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+pytestmark = pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed")
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True,
+                   timeout=slack(30), stdin=subprocess.DEVNULL)
+
+
+def make_ca(d, name):
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-days", "30", "-subj", "/CN=%s" % name, "-keyout", "%s.key" % name,
+            "-out", "%s.pem" % name, cwd=d)
+    return os.path.join(d, "%s.pem" % name)
+
+
+@pytest.fixture
+def pki(tmp_path):
+    d = str(tmp_path / "pki")
+    os.mkdir(d)
+    ca = make_ca(d, "ca")
+    other = make_ca(d, "otherca")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-subj", "/CN=api.internal", "-keyout", "leaf.key", "-out", "leaf.csr", cwd=d)
+    with open(os.path.join(d, "leaf.ext"), "w") as f:
+        f.write("subjectAltName=DNS:api.internal\n")
+    openssl("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "30", "-extfile", "leaf.ext", "-out", "leaf.pem", cwd=d)
+    return {"ca": ca, "other": other, "cert": os.path.join(d, "leaf.pem"),
+            "key": os.path.join(d, "leaf.key")}
+
+
+class TlsOrigin:
+    """nginx answering every request with what it saw of the TLS session."""
+
+    def __init__(self, d, pki):
+        self.dir = d
+        os.makedirs(d, exist_ok=True)
+        self.port = free_port()
+        self.errlog = os.path.join(d, "nginx-error.log")
+        conf = os.path.join(d, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write("""
+daemon off;
+master_process off;
+pid %(d)s/nginx.pid;
+error_log %(d)s/nginx-error.log info;
+events { worker_connections 256; }
+http {
+    access_log off;
+    client_body_temp_path %(d)s/body;
+    proxy_temp_path %(d)s/proxy;
+    fastcgi_temp_path %(d)s/fastcgi;
+    uwsgi_temp_path %(d)s/uwsgi;
+    scgi_temp_path %(d)s/scgi;
+    keepalive_requests 10000;
+    server {
+        listen 127.0.0.1:%(port)d ssl;
+        ssl_certificate %(cert)s;
+        ssl_certificate_key %(key)s;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:weirtest:1m;
+        location / {
+            default_type text/plain;
+            return 200 "hello tls sni=$ssl_server_name reused=$ssl_session_reused alpn=$ssl_alpn_protocol\\n";
+        }
+    }
+}
+""" % {"d": d, "port": self.port, "cert": pki["cert"], "key": pki["key"]})
+        self.proc = subprocess.Popen([NGINX, "-p", d, "-e", self.errlog, "-c", conf],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=open(os.path.join(d, "nginx.stderr"), "ab"),
+                                     start_new_session=True)
+        wait_until(lambda: self.proc.poll() is not None or can_connect(self.port, 0.2),
+                   slack(10), what="nginx to listen")
+        assert self.proc.poll() is None, open(os.path.join(d, "nginx.stderr")).read()
+
+    @property
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(slack(5))
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+@pytest.fixture
+def tls_origin(tmp_path, pki):
+    o = TlsOrigin(str(tmp_path / "nginx"), pki)
+    yield o
+    o.stop()
+
+
+def tls_weir(weir_factory, origin, tls, keepalive=None, workers=1, start=True):
+    """weir with one upstream "api" = <origin>, whose tls group is <tls>."""
+    up = {"name": "api", "servers": [origin.addr]}
+    if keepalive is not None:
+        up["keepalive"] = keepalive
+    w = weir_factory(start=False, upstreams=[up], routes=[{"path": "/", "upstream": "api"}],
+                     workers=workers)
+    text = open(w.conf).read()
+    old = '{ name = "api"; '
+    assert old in text
+    w.write_raw_config(text.replace(old, '{ name = "api"; tls = { %s }; ' % tls))
+    if start:
+        w.start()
+    return w
+
+
+def verified(pki, sni="api.internal"):
+    return 'ca = "%s"; sni = "%s";' % (pki["ca"], sni)
+
+
+def test_a_tls_origin_answers_through_weir_with_the_configured_sni_and_alpn(weir_factory, tls_origin, pki):
+    w = tls_weir(weir_factory, tls_origin, verified(pki))
+    r = w.get("/")
+    assert r.status == 200, r
+    assert r.body.startswith(b"hello tls "), r
+    assert b"sni=api.internal " in r.body, r
+    assert b"alpn=http/1.1" in r.body, r
+    settle()
+    m = w.metrics()
+    assert m("weir_upstream_tls_handshakes_total", resumed="false") == 1
+    assert m.error("upstream_tls") == 0
+
+
+def test_a_certificate_from_another_ca_is_refused_with_502_counted_and_logged(weir_factory, tls_origin, pki):
+    w = tls_weir(weir_factory, tls_origin, 'ca = "%s"; sni = "api.internal";' % pki["other"])
+    r = w.get("/")
+    assert r.status == 502, r
+    settle()
+    assert w.metrics().error("upstream_tls") == 1
+    log = "\n".join(w.error_lines())
+    assert "TLS handshake failed" in log and "issuer" in log, log
+
+
+def test_a_certificate_without_the_sni_name_is_refused(weir_factory, tls_origin, pki):
+    w = tls_weir(weir_factory, tls_origin, verified(pki, sni="other.internal"))
+    r = w.get("/")
+    assert r.status == 502, r
+    settle()
+    assert w.metrics().error("upstream_tls") == 1
+    assert any("TLS handshake failed" in l for l in w.error_lines()), w.error_lines()
+
+
+def test_verify_false_accepts_any_certificate_and_warns_at_start(weir_factory, tls_origin, pki):
+    w = tls_weir(weir_factory, tls_origin, 'ca = "%s"; verify = false;' % pki["other"])
+    r = w.get("/")
+    assert r.status == 200, r
+    assert b"hello tls sni= " in r.body, r  # no sni configured: none sent
+    wait_until(lambda: any("not verified" in l for l in w.error_lines()), slack(3),
+               what="the verify = false warning")
+
+
+def test_sessions_are_offered_again_on_new_upstream_connections(weir_factory, tls_origin, pki):
+    w = tls_weir(weir_factory, tls_origin, verified(pki), keepalive=0)
+    bodies = []
+    for _ in range(4):
+        r = w.get("/")
+        assert r.status == 200, r
+        bodies.append(r.body)
+    assert b"reused=." in bodies[0], bodies
+    assert any(b"reused=r" in b for b in bodies[1:]), bodies
+    settle()
+    m = w.metrics()
+    assert m("weir_upstream_connects_total") == 4
+    assert m("weir_upstream_tls_handshakes_total", resumed="true") >= 1
+
+
+def test_a_kept_alive_tls_connection_carries_the_next_requests(weir_factory, tls_origin, pki):
+    w = tls_weir(weir_factory, tls_origin, verified(pki))
+    before = w.metrics()("weir_upstream_reuses_total")
+    with w.client() as c:
+        for _ in range(5):
+            r = c.request("GET", "/")
+            assert r.status == 200 and r.body.startswith(b"hello tls"), r
+    settle()
+    m = w.metrics()
+    assert m("weir_upstream_reuses_total") - before == 4
+    assert m("weir_upstream_connects_total") == 1
+    assert m("weir_upstream_tls_handshakes_total", resumed="false") == 1
+
+
+def test_a_tls_connection_the_origin_closed_while_pooled_is_not_used(weir_factory, tls_origin, pki, tmp_path):
+    w = tls_weir(weir_factory, tls_origin, verified(pki))
+    assert w.get("/").status == 200
+    tls_origin.stop()  # its close_notify or FIN reaches the pooled connection
+    wait_until(lambda: w.metrics()("weir_upstream_connections_active") == 0, slack(3),
+               what="the pooled connection to be closed")
+    again = TlsOrigin(str(tmp_path / "nginx2"), pki)
+    try:
+        w2 = tls_weir(weir_factory, again, verified(pki))
+        assert w2.get("/").status == 200
+    finally:
+        again.stop()
+
+
+def test_a_server_that_never_completes_the_handshake_times_out_within_upstream_connect(weir_factory, pki):
+    # listening, so the kernel completes the TCP handshake, but never read
+    mute = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    mute.bind(("127.0.0.1", 0))
+    mute.listen(8)
+    try:
+        class Mute:
+            addr = "127.0.0.1:%d" % mute.getsockname()[1]
+        w = tls_weir(weir_factory, Mute, verified(pki))
+        t0 = time.monotonic()
+        r = w.get("/", timeout=slack(5))
+        assert r.status == 504, r
+        assert time.monotonic() - t0 < slack(3)  # upstream_connect is 1s in the suite
+        assert any("TLS handshake timed out" in l for l in w.error_lines()), w.error_lines()
+    finally:
+        mute.close()
+
+
+def test_a_server_answering_in_plain_http_fails_the_handshake_with_502(weir_factory, pki):
+    # answers whatever comes with a plain HTTP response, as a server that
+    # does not speak TLS on that port would
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(slack(5))
+
+    def answer():
+        try:
+            c, _ = srv.accept()
+            with c:
+                c.recv(4096)
+                c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        except OSError:
+            pass
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    try:
+        class Plain:
+            addr = "127.0.0.1:%d" % srv.getsockname()[1]
+        w = tls_weir(weir_factory, Plain, verified(pki))
+        r = w.get("/")
+        assert r.status == 502, r
+        settle()
+        assert w.metrics().error("upstream_tls") == 1
+        assert any("TLS handshake failed" in l for l in w.error_lines()), w.error_lines()
+    finally:
+        t.join(slack(5))
+        srv.close()
+
+
+def test_a_reload_keeps_tls_to_the_upstream_working(weir_factory, tls_origin, pki):
+    w = tls_weir(weir_factory, tls_origin, verified(pki), workers=2)
+    assert w.get("/").status == 200
+    w.signal(signal.SIGHUP)
+    wait_until(lambda: w.metrics()("weir_reloads_total", result="ok") == 1, slack(5), what="the reload")
+    for _ in range(4):
+        r = w.get("/")
+        assert r.status == 200 and b"sni=api.internal" in r.body, r
+
+
+@pytest.mark.parametrize("tls,message", [
+    ('sni = "api.internal";', "upstreams.tls.ca is required"),
+    ('ca = "CA";', "upstreams.tls.sni is required"),
+    ('ca = "/nonexistent/ca.pem"; sni = "api.internal";', "upstreams.tls.ca /nonexistent/ca.pem"),
+    ('ca = "CA"; sni = "bad name";', "must be a host name"),
+    ('ca = "CA"; sni = "a"; ciphers = "x";', "ciphers"),
+])
+def test_weir_t_refuses_an_incomplete_or_bad_tls_group(weir_factory, tls_origin, pki, tls, message):
+    w = tls_weir(weir_factory, tls_origin, tls.replace('"CA"', '"%s"' % pki["ca"]), start=False)
+    r = subprocess.run([WEIR_BIN, "-t", "-c", w.conf], capture_output=True, timeout=slack(10),
+                       stdin=subprocess.DEVNULL)
+    out = (r.stdout + r.stderr).decode()
+    assert r.returncode != 0, out
+    assert message in out, out

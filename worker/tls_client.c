@@ -1,0 +1,302 @@
+/*
+ * tls_client.c: contexts, handshakes and session reuse towards upstream
+ * servers (see tls_client.h).
+ */
+#include "worker/tls_client.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "common/log.h"
+#include "worker/upstream.h"
+#include "worker/worker.h"
+
+/* Records carry at most 16 KiB: gathering more into one SSL_write buys
+ * nothing. */
+#define TLS_CLIENT_GATHER 16384
+
+static struct {
+	SSL_CTX *ctx[CONFIG_MAX_UPSTREAMS]; /* by config upstream index */
+	const struct config *cfg;
+	/* the table the maps below belong to */
+	uint64_t table_id;
+	SSL_CTX *by_group[CONFIG_MAX_UPSTREAMS]; /* by table upstream index */
+	SSL_SESSION *session[CONFIG_MAX_SERVERS]; /* last one per server */
+} tc;
+
+static const char *tls_client_err(void)
+{
+	uint32_t e = ERR_peek_last_error();
+	const char *r = e ? ERR_reason_error_string(e) : NULL;
+
+	ERR_clear_error();
+	return r ? r : "unknown error";
+}
+
+/* BoringSSL hands us each session (a TLS 1.3 ticket arrives after the
+ * handshake, during SSL_read): we keep the newest per server and take
+ * ownership (return 1). */
+static int tls_client_new_session(SSL *ssl, SSL_SESSION *s)
+{
+	struct upconn *u = SSL_get_app_data(ssl);
+
+	if (!u || u->table_id != tc.table_id || !SSL_SESSION_is_resumable(s))
+		return 0;
+	if (tc.session[u->server])
+		SSL_SESSION_free(tc.session[u->server]);
+	tc.session[u->server] = s;
+	return 1;
+}
+
+static SSL_CTX *tls_client_ctx_new(const struct config_upstream *cu)
+{
+	static const uint8_t alpn[] = "\x08http/1.1";
+	SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+
+	if (!ctx)
+		return NULL;
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
+	    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0 /* 0 is success here */)
+		goto fail;
+	if (cu->tls_verify) {
+		X509_VERIFY_PARAM *p = SSL_CTX_get0_param(ctx);
+
+		if (!SSL_CTX_set1_verify_cert_store(ctx, cu->tls_store) ||
+		    !X509_VERIFY_PARAM_set1_host(p, cu->tls_sni, strlen(cu->tls_sni)))
+			goto fail;
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	} else {
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+	}
+	/* as on the server side: a partial write returns after each record,
+	 * and a retry after WANT_WRITE comes from a fresh copy of the bytes */
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* sessions go to our per-server slot, not to a cache of BoringSSL's */
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
+	SSL_CTX_sess_set_new_cb(ctx, tls_client_new_session);
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+int tls_client_init(const struct config *cfg)
+{
+	tc.cfg = cfg;
+	for (int i = 0; i < cfg->nupstreams; i++) {
+		const struct config_upstream *cu = &cfg->upstreams[i];
+
+		if (!cu->tls)
+			continue;
+		tc.ctx[i] = tls_client_ctx_new(cu);
+		if (!tc.ctx[i]) {
+			log_error("TLS to upstream %s: %s", cu->name, tls_client_err());
+			return -1;
+		}
+		if (!cu->tls_verify && wk.index == 0)
+			log_warn("upstream %s: TLS certificates are not verified (tls.verify = false)", cu->name);
+	}
+	return 0;
+}
+
+static void tls_client_drop_sessions(void)
+{
+	for (uint32_t i = 0; i < CONFIG_MAX_SERVERS; i++)
+		if (tc.session[i]) {
+			SSL_SESSION_free(tc.session[i]);
+			tc.session[i] = NULL;
+		}
+}
+
+void tls_client_cleanup(void)
+{
+	tls_client_drop_sessions();
+	for (int i = 0; i < CONFIG_MAX_UPSTREAMS; i++) {
+		SSL_CTX_free(tc.ctx[i]);
+		tc.ctx[i] = NULL;
+	}
+}
+
+/* Our context for group <ug> of a table: the one built from the config
+ * group of the same name and the same TLS settings, or NULL when this
+ * worker's config has none (the table is from a reload newer than us). */
+static SSL_CTX *tls_client_match(const struct route_upstream *ug)
+{
+	const struct config *cfg = tc.cfg;
+
+	if (!cfg || !ug->tls)
+		return NULL;
+	for (int i = 0; i < cfg->nupstreams; i++) {
+		const struct config_upstream *cu = &cfg->upstreams[i];
+
+		if (cu->tls && strcmp(cu->name, ug->name) == 0 && cu->tls_verify == ug->tls_verify &&
+		    strcmp(cu->tls_sni, ug->tls_sni) == 0)
+			return tc.ctx[i];
+	}
+	return NULL;
+}
+
+void tls_client_sync(const struct route_table *t)
+{
+	tls_client_drop_sessions();
+	memset(tc.by_group, 0, sizeof(tc.by_group));
+	for (uint32_t i = 0; i < t->nupstreams; i++)
+		tc.by_group[i] = tls_client_match(&t->upstreams[i]);
+	tc.table_id = t->id;
+}
+
+int tls_client_attach(struct upconn *u, const struct route_table *t, const char **why)
+{
+	uint32_t g = t->servers[u->server].upstream;
+	const struct route_upstream *ug = &t->upstreams[g];
+	SSL_CTX *ctx = t->id == tc.table_id ? tc.by_group[g] : tls_client_match(ug);
+	SSL *ssl;
+
+	if (!ctx) {
+		*why = "this worker started before the reload that set up TLS for this group";
+		return WEIR_ERR(UPSTREAM_TLS);
+	}
+	ssl = SSL_new(ctx);
+	if (!ssl || !SSL_set_fd(ssl, u->io.fd) || (ug->tls_sni[0] && !SSL_set_tlsext_host_name(ssl, ug->tls_sni))) {
+		SSL_free(ssl);
+		ERR_clear_error();
+		*why = "out of memory";
+		return WEIR_ERR(NOMEM);
+	}
+	SSL_set_connect_state(ssl);
+	SSL_set_app_data(ssl, u);
+	if (t->id == tc.table_id && tc.session[u->server])
+		SSL_set_session(ssl, tc.session[u->server]); /* takes its own reference */
+	u->ssl = ssl;
+	return 0;
+}
+
+int tls_client_handshake(struct upconn *u, int *events, const char **why)
+{
+	int rc, err;
+	long v;
+
+	errno = 0;
+	rc = SSL_do_handshake(u->ssl);
+	if (rc == 1) {
+		SHM_ADD(wk.cnt, upstream_tls_handshakes, 1);
+		if (SSL_session_reused(u->ssl))
+			SHM_ADD(wk.cnt, upstream_tls_resumed, 1);
+		return 0;
+	}
+	err = SSL_get_error(u->ssl, rc);
+	switch (err) {
+	case SSL_ERROR_WANT_READ:
+		*events = EV_READ;
+		return WEIR_EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		*events = EV_WRITE;
+		return WEIR_EAGAIN;
+	case SSL_ERROR_SSL:
+		/* the verify result means something only when verification ran
+		 * and failed; before that BoringSSL reports an "invalid call" */
+		v = SSL_get_verify_result(u->ssl);
+		if (ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_CERTIFICATE_VERIFY_FAILED && v != X509_V_OK)
+			*why = X509_verify_cert_error_string(v);
+		else
+			*why = tls_client_err();
+		break;
+	case SSL_ERROR_SYSCALL:
+	case SSL_ERROR_ZERO_RETURN:
+		*why = errno ? strerror(errno) : "the server closed the connection";
+		break;
+	default:
+		*why = "unexpected SSL_get_error";
+		break;
+	}
+	ERR_clear_error();
+	return WEIR_ERR(UPSTREAM_TLS);
+}
+
+ssize_t tls_client_recv(struct upconn *u, void *p, size_t n)
+{
+	int rc = SSL_read(u->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n);
+
+	u->tls_wants = 0;
+	if (rc > 0)
+		return rc;
+	switch (SSL_get_error(u->ssl, rc)) {
+	case SSL_ERROR_WANT_READ:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_WANT_WRITE:
+		u->tls_wants = EV_WRITE;
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0; /* close_notify */
+	case SSL_ERROR_SYSCALL:
+		ERR_clear_error();
+		if (errno == 0 || errno == EPIPE)
+			return 0; /* the end of the stream without close_notify */
+		return -1;
+	default:
+		ERR_clear_error();
+		errno = ECONNRESET;
+		return -1;
+	}
+}
+
+ssize_t tls_client_sendv(struct upconn *u, const struct iovec *iov, int cnt)
+{
+	char gather[TLS_CLIENT_GATHER];
+	const void *p = iov[0].iov_base;
+	size_t len = iov[0].iov_len;
+	int rc;
+
+	if (cnt > 1 && len < sizeof(gather)) {
+		/* one record for a head and the first body bytes; the same
+		 * bytes are gathered again on a retry (moving buffer mode) */
+		len = 0;
+		for (int i = 0; i < cnt && len < sizeof(gather); i++) {
+			size_t k = iov[i].iov_len < sizeof(gather) - len ? iov[i].iov_len : sizeof(gather) - len;
+
+			memcpy(gather + len, iov[i].iov_base, k);
+			len += k;
+		}
+		p = gather;
+	}
+	rc = SSL_write(u->ssl, p, len > INT32_MAX ? INT32_MAX : (int)len);
+	if (rc > 0)
+		return rc;
+	switch (SSL_get_error(u->ssl, rc)) {
+	case SSL_ERROR_WANT_WRITE:
+	case SSL_ERROR_WANT_READ: /* only with renegotiation, which BoringSSL refuses */
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_SYSCALL:
+		ERR_clear_error();
+		if (errno == 0)
+			errno = EPIPE;
+		return -1;
+	default:
+		ERR_clear_error();
+		errno = EPIPE;
+		return -1;
+	}
+}
+
+int tls_client_pending(const struct upconn *u)
+{
+	return SSL_has_pending(u->ssl);
+}
+
+void tls_client_close(struct upconn *u)
+{
+	/* one close_notify, no waiting for the server's */
+	if (SSL_is_init_finished(u->ssl))
+		SSL_shutdown(u->ssl);
+	ERR_clear_error();
+	SSL_free(u->ssl);
+	u->ssl = NULL;
+}
