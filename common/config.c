@@ -25,10 +25,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/tlscert.h"
+
+#include <openssl/err.h>
+#include <openssl/x509.h>
 
 /* The state of one load: where errors go, kept sorted by line. */
 struct loader {
@@ -632,6 +636,68 @@ static void load_stats(struct loader *ld, const config_setting_t *root)
 }
 
 /*
+ * client_ca, client_verify and client_header of listeners.tls group <g>.
+ * The CA file is read here, as certificates are, so `weir -t` names a
+ * missing or bad one. client_header must be a plain token that is none of
+ * the headers weir writes itself (two Host lines would be worse than none).
+ */
+static void load_listener_client_ca(struct loader *ld, const config_setting_t *g, struct config_listener *l)
+{
+	static const char *const owned[] = {
+	    "host", "content-length", "transfer-encoding", "connection", "x-forwarded-for", "x-forwarded-proto",
+	    "via",  "expect",         "upgrade",           "te",         "trailer",         "keep-alive",
+	    NULL};
+	const char *v;
+	enum got gca, gv, gh;
+	char why[400];
+
+	tlsca_free(l->client_cas); /* from an entry that failed in this slot */
+	l->client_cas = NULL;
+	l->client_verify = CONFIG_CLIENT_VERIFY_OFF;
+	l->client_header[0] = '\0';
+	gca = get_string(ld, g, "client_ca", "listeners.tls.client_ca", &v, sizeof l->client_ca - 1);
+	if (gca == GOT_OK) {
+		strcpy(l->client_ca, v);
+		l->client_verify = CONFIG_CLIENT_VERIFY_REQUIRED;
+		l->client_cas = tlsca_load(l->client_ca, why, sizeof why);
+		if (!l->client_cas)
+			fail(ld, line_of(config_setting_get_member(g, "client_ca")), "client_ca %s: %s", l->client_ca,
+			     why);
+	}
+	gv = get_string(ld, g, "client_verify", "listeners.tls.client_verify", &v, 255);
+	if (gv == GOT_OK) {
+		if (strcmp(v, "required") == 0)
+			l->client_verify = CONFIG_CLIENT_VERIFY_REQUIRED;
+		else if (strcmp(v, "optional") == 0)
+			l->client_verify = CONFIG_CLIENT_VERIFY_OPTIONAL;
+		else
+			fail(ld, line_of(config_setting_get_member(g, "client_verify")),
+			     "listeners.tls.client_verify \"%s\" must be \"required\" or \"optional\"", v);
+	}
+	gh = get_string(ld, g, "client_header", "listeners.tls.client_header", &v, sizeof l->client_header - 1);
+	if (gh == GOT_OK) {
+		int bad = !v[0];
+
+		for (const char *p = v; *p && !bad; p++)
+			bad = !((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+			        *p == '-' || *p == '_');
+		for (const char *const *o = owned; *o && !bad; o++)
+			bad = strcasecmp(v, *o) == 0;
+		if (bad)
+			fail(ld, line_of(config_setting_get_member(g, "client_header")),
+			     "listeners.tls.client_header \"%s\" must be a header name of letters, digits, '-' and '_' "
+			     "that weir does not write itself, such as \"X-Client-Subject\"",
+			     v);
+		else
+			strcpy(l->client_header, v);
+	}
+	if (gca == GOT_NONE && (gv != GOT_NONE || gh != GOT_NONE))
+		fail(ld, line_of(g),
+		     "listeners.tls.client_verify and client_header need client_ca, the CA file "
+		     "that signs client certificates");
+}
+
+/*
  * tls = { certificates = ( { cert = "..."; key = "..."; }, ... ); } of
  * listener entry <e>. Every file is read and checked here, so `weir -t`,
  * start-up and a reload all refuse a missing file, bad PEM or a key that
@@ -640,8 +706,9 @@ static void load_stats(struct loader *ld, const config_setting_t *root)
  */
 static int load_listener_tls(struct loader *ld, const config_setting_t *e, struct config_listener *l)
 {
-	static const char *const tkeys[] = {"certificates", NULL};
-	static const char *const ckeys[] = {"cert", "key", NULL};
+	static const char *const tkeys[] = {"certificates",  "client_ca",  "client_verify",
+	                                    "client_header", "early_data", NULL};
+	static const char *const ckeys[] = {"cert", "key", "ocsp", NULL};
 	struct config *cfg = ld->cfg;
 	config_setting_t *g = get_group(ld, e, "tls", "listeners.tls");
 	config_setting_t *list;
@@ -651,7 +718,9 @@ static int load_listener_tls(struct loader *ld, const config_setting_t *e, struc
 		return 0;
 	check_keys(ld, g, tkeys, "in listeners.tls");
 	l->tls = 1;
+	get_bool(ld, g, "early_data", "listeners.tls.early_data", &l->early_data);
 	l->first_cert = cfg->ncerts;
+	load_listener_client_ca(ld, g, l);
 	list = get_list(ld, g, "certificates", "listeners.tls.certificates", 1, CONFIG_MAX_CERTS);
 	if (!list)
 		return 0;
@@ -682,6 +751,8 @@ static int load_listener_tls(struct loader *ld, const config_setting_t *e, struc
 		gk = get_string(ld, ce, "key", "listeners.tls.certificates.key", &v, sizeof c->key - 1);
 		if (gk == GOT_OK)
 			strcpy(c->key, v);
+		if (get_string(ld, ce, "ocsp", "listeners.tls.certificates.ocsp", &v, sizeof c->ocsp - 1) == GOT_OK)
+			strcpy(c->ocsp, v);
 		if (gc == GOT_NONE)
 			fail(ld, c->line, "listeners.tls.certificates.cert is required");
 		if (gk == GOT_NONE)
@@ -691,6 +762,8 @@ static int load_listener_tls(struct loader *ld, const config_setting_t *e, struc
 		c->loaded = tlscert_load(c->cert, c->key, why, sizeof why);
 		if (!c->loaded)
 			fail(ld, c->line, "certificate %s: %s", c->cert, why);
+		else if (c->ocsp[0] && tlscert_load_ocsp(c->loaded, c->ocsp, why, sizeof why) < 0)
+			fail(ld, line_of(config_setting_get_member(ce, "ocsp")), "OCSP response %s: %s", c->ocsp, why);
 	}
 	return 0;
 }
@@ -785,9 +858,76 @@ static int count_servers(const config_setting_t *list)
 	return total;
 }
 
+/* A name to send as SNI and to check the certificate against: letters,
+ * digits, '-', '.', 1 to 253 of them. */
+static int valid_tls_name(const char *n)
+{
+	size_t len = strlen(n);
+
+	if (len == 0 || len > 253)
+		return 0;
+	for (const char *p = n; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+		      *p == '.'))
+			return 0;
+	return 1;
+}
+
+/*
+ * tls = { ca = "..."; verify = true; sni = "..."; } of upstream entry <e>.
+ * The servers are addressed by IP, so with verification on there is no
+ * name to check unless one is given: sni is then required, and is the
+ * name checked (RFC 6125 rules, X509_VERIFY_PARAM_set1_host). The CA file
+ * is read here, so `weir -t`, start-up and reload refuse a bad one alike.
+ * Returns -1 only when out of memory.
+ */
+static int load_upstream_tls(struct loader *ld, const config_setting_t *e, struct config_upstream *u)
+{
+	static const char *const tkeys[] = {"ca", "verify", "sni", NULL};
+	config_setting_t *g = get_group(ld, e, "tls", "upstreams.tls");
+	const char *v;
+	enum got gc;
+
+	if (!g)
+		return 0;
+	check_keys(ld, g, tkeys, "in upstreams.tls");
+	u->tls = 1;
+	u->tls_verify = 1;
+	get_bool(ld, g, "verify", "upstreams.tls.verify", &u->tls_verify);
+	gc = get_string(ld, g, "ca", "upstreams.tls.ca", &v, sizeof u->tls_ca - 1);
+	if (gc == GOT_OK)
+		strcpy(u->tls_ca, v);
+	if (get_string(ld, g, "sni", "upstreams.tls.sni", &v, sizeof u->tls_sni - 1) == GOT_OK) {
+		if (valid_tls_name(v))
+			strcpy(u->tls_sni, v);
+		else
+			fail(ld, line_of(config_setting_get_member(g, "sni")),
+			     "upstreams.tls.sni \"%s\" must be a host name", v);
+	}
+	if (u->tls_verify && gc == GOT_NONE)
+		fail(ld, line_of(g), "upstreams.tls.ca is required while verify is on (verify = false turns it off)");
+	if (u->tls_verify && !config_setting_get_member(g, "sni"))
+		fail(ld, line_of(g), "upstreams.tls.sni is required while verify is on: it is the name the "
+		     "certificate must carry (the servers are addressed by IP)");
+	if (gc != GOT_OK)
+		return 0;
+	if (!(u->tls_store = X509_STORE_new()))
+		return -1;
+	errno = 0;
+	if (!X509_STORE_load_locations(u->tls_store, u->tls_ca, NULL)) {
+		uint32_t err = ERR_peek_last_error();
+		const char *r = err ? ERR_reason_error_string(err) : NULL;
+
+		fail(ld, line_of(config_setting_get_member(g, "ca")), "upstreams.tls.ca %s: %s", u->tls_ca,
+		     errno ? strerror(errno) : r ? r : "no certificate in it");
+		ERR_clear_error();
+	}
+	return 0;
+}
+
 static int load_upstreams(struct loader *ld, const config_setting_t *root)
 {
-	static const char *const keys[] = {"name", "keepalive", "servers", NULL};
+	static const char *const keys[] = {"name", "keepalive", "tls", "servers", NULL};
 	struct config *cfg = ld->cfg;
 	config_setting_t *list = get_list(ld, root, "upstreams", "upstreams", 1, CONFIG_MAX_UPSTREAMS);
 	int n, total;
@@ -836,6 +976,8 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 			}
 			strcpy(u->name, name);
 		}
+		if (load_upstream_tls(ld, e, u) < 0)
+			return -1;
 		load_servers(ld, e, u, total);
 	}
 	return 0;
@@ -1152,11 +1294,17 @@ int config_load(const char *path, struct config *cfg, struct config_errors *errs
 void config_free(struct config *cfg)
 {
 	free(cfg->file);
+	for (int i = 0; i < cfg->nupstreams; i++)
+		X509_STORE_free(cfg->upstreams[i].tls_store);
 	free(cfg->upstreams);
 	free(cfg->servers);
 	free(cfg->routes);
 	for (int i = 0; i < cfg->ncerts; i++)
 		tlscert_free(cfg->certs[i].loaded);
 	free(cfg->certs);
+	/* every slot: an entry that failed later (a bad address) left its
+	 * CA in the slot the next entry reuses */
+	for (int i = 0; i < CONFIG_MAX_LISTENERS; i++)
+		tlsca_free(cfg->listeners[i].client_cas);
 	memset(cfg, 0, sizeof *cfg);
 }

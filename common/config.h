@@ -40,14 +40,23 @@ struct config_addr {
 };
 
 struct tlscert;
+struct tlsca;
+struct x509_store_st;
 
 /* One certificate of a TLS listener: its files, and what was read from
  * them (common/tlscert.h), owned by the config. */
 struct config_cert {
 	char cert[1024];
 	char key[1024];
+	char ocsp[1024]; /* DER OCSP response to staple, "" for none */
 	int line;
 	struct tlscert *loaded;
+};
+
+enum config_client_verify {
+	CONFIG_CLIENT_VERIFY_OFF,      /* no client_ca: no certificate asked for */
+	CONFIG_CLIENT_VERIFY_OPTIONAL, /* asked for; none is fine, a bad one is not */
+	CONFIG_CLIENT_VERIFY_REQUIRED, /* no valid certificate, no handshake */
 };
 
 struct config_listener {
@@ -59,6 +68,19 @@ struct config_listener {
 	int tls;
 	int first_cert; /* index into config.certs */
 	int ncerts;
+	/* client certificates: client_ca = "..."; client_verify = "required"
+	 * (default) | "optional"; client_header = "X-Client-Subject" (optional:
+	 * the verified subject goes upstream in it, and a client's own header
+	 * of that name never does) */
+	char client_ca[1024];
+	struct tlsca *client_cas; /* loaded from client_ca, owned by the config */
+	enum config_client_verify client_verify;
+	char client_header[CONFIG_NAME_MAX]; /* "" for none */
+	/* early_data = true: TLS 1.3 0-RTT accepted on resumption (default
+	 * false). Only bodiless GET, HEAD and OPTIONS requests are served from
+	 * early data, with "Early-Data: 1" upstream (RFC 8470); any other
+	 * request that arrives in early data is answered 425 Too Early */
+	int early_data;
 };
 
 struct config_server {
@@ -71,6 +93,16 @@ struct config_upstream {
 	int first_server; /* index into config.servers */
 	int nservers;     /* at least 1 */
 	int keepalive;    /* idle connections kept per server per worker, default 32, 0 = none */
+	/* tls = { ca = ...; verify = ...; sni = ...; }: TLS to every server of
+	 * the group. verify (default true) checks the chain against <tls_ca>
+	 * and the name against <tls_sni>, both then required; the CA file is
+	 * read by the loader (as root, like certificates) into <tls_store>,
+	 * owned by the config */
+	int tls;
+	int tls_verify;
+	char tls_ca[1024];
+	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
+	struct x509_store_st *tls_store;
 };
 
 enum config_host_kind {

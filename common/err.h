@@ -34,7 +34,9 @@
 	X(CLIENT_TIMEOUT, 0, "client_timeout", "client stopped reading or sending")     \
 	X(RESPONSE_CUT, 0, "response_cut", "response cut short after it had started")   \
 	X(DRAIN_CUT, 0, "drain_cut", "connection cut by the drain timeout")             \
-	X(TLS_HANDSHAKE, 0, "tls_handshake", "TLS handshake failed")
+	X(TLS_HANDSHAKE, 0, "tls_handshake", "TLS handshake failed")                    \
+	X(UPSTREAM_TLS, 502, "upstream_tls", "TLS handshake with the upstream failed")   \
+	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")
 
 #define WEIR_OK 0
 

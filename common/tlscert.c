@@ -2,9 +2,10 @@
  * tlscert.c: reading a certificate chain and its key, and the names the
  * certificate serves (see tlscert.h).
  *
- * Files are read whole (bounded by TLSCERT_FILE_MAX) with stdio so an
- * unreadable file is reported with its errno, then parsed from memory; the
- * buffer that held the key is wiped before it is freed.
+ * Files are read whole (bounded by TLSCERT_FILE_MAX) with unbuffered stdio
+ * so an unreadable file is reported with its errno, into a mapping kept out
+ * of core dumps, then parsed from memory; the buffer is wiped before it is
+ * unmapped.
  */
 #include "common/tlscert.h"
 
@@ -12,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <openssl/bio.h>
+#include <openssl/bytestring.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/mem.h>
@@ -22,9 +25,15 @@
 #include <openssl/x509v3.h>
 
 #define TLSCERT_FILE_MAX (1024 * 1024)
+/* the read buffer: one byte more than the limit, to see a file past it */
+#define TLSCERT_MAP_SIZE (TLSCERT_FILE_MAX + 4096)
 
-/* Reads <path> whole into a malloc'd buffer. Returns it with *len, or NULL
- * with errno (EFBIG past TLSCERT_FILE_MAX). */
+/*
+ * Reads <path> whole into an anonymous mapping kept out of core dumps
+ * (MADV_DONTDUMP), so a key's PEM text never reaches one even if the
+ * process dies while parsing it. Returns it with *len, or NULL with errno
+ * (EFBIG past TLSCERT_FILE_MAX). Release with wipe_free().
+ */
 static char *read_file(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
@@ -33,17 +42,22 @@ static char *read_file(const char *path, size_t *len)
 
 	if (!f)
 		return NULL;
-	buf = malloc(TLSCERT_FILE_MAX + 1);
-	if (!buf) {
+	/* unbuffered: the bytes go straight into <buf>, leaving no copy in a
+	 * stdio buffer that fclose() would free unwiped */
+	setvbuf(f, NULL, _IONBF, 0);
+	buf = mmap(NULL, TLSCERT_MAP_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED) {
 		fclose(f);
 		errno = ENOMEM;
 		return NULL;
 	}
+	/* best effort: a kernel without it (before 3.4) still gets the wipe */
+	(void)madvise(buf, TLSCERT_MAP_SIZE, MADV_DONTDUMP);
 	n = fread(buf, 1, TLSCERT_FILE_MAX + 1, f);
 	if (ferror(f) || n > TLSCERT_FILE_MAX) {
 		int saved = ferror(f) ? errno : EFBIG;
 		OPENSSL_cleanse(buf, n);
-		free(buf);
+		munmap(buf, TLSCERT_MAP_SIZE);
 		fclose(f);
 		errno = saved ? saved : EIO;
 		return NULL;
@@ -58,7 +72,7 @@ static void wipe_free(char *buf, size_t len)
 	if (!buf)
 		return;
 	OPENSSL_cleanse(buf, len);
-	free(buf);
+	munmap(buf, TLSCERT_MAP_SIZE);
 }
 
 /* The reason of the last BoringSSL error, or <dflt>. Clears the queue. */
@@ -205,10 +219,120 @@ fail:
 	return NULL;
 }
 
+/*
+ * OCSPResponse ::= SEQUENCE { responseStatus ENUMERATED,
+ *                             responseBytes [0] EXPLICIT ResponseBytes OPTIONAL }
+ * (RFC 6960 4.2.1). Only the outer shape and the status are checked: a
+ * "tryLater" or "unauthorized" answer saved by mistake is refused here
+ * rather than stapled to every handshake.
+ */
+int tlscert_load_ocsp(struct tlscert *tc, const char *path, char *why, size_t cap)
+{
+	size_t len = 0;
+	char *der = read_file(path, &len);
+	CBS cbs, resp, status;
+
+	if (!der) {
+		snprintf(why, cap, "cannot read it: %s", strerror(errno));
+		return -1;
+	}
+	CBS_init(&cbs, (const uint8_t *)der, len);
+	if (!CBS_get_asn1(&cbs, &resp, CBS_ASN1_SEQUENCE) || CBS_len(&cbs) != 0 ||
+	    !CBS_get_asn1(&resp, &status, CBS_ASN1_ENUMERATED) || CBS_len(&status) != 1) {
+		snprintf(why, cap, "not a DER OCSP response (openssl ocsp -respout writes one)");
+		goto fail;
+	}
+	if (CBS_data(&status)[0] != 0) {
+		snprintf(why, cap, "its status is %u, not 0 (successful): nothing to staple", CBS_data(&status)[0]);
+		goto fail;
+	}
+	if (!CBS_peek_asn1_tag(&resp, CBS_ASN1_CONTEXT_SPECIFIC | CBS_ASN1_CONSTRUCTED | 0)) {
+		snprintf(why, cap, "a successful OCSP response without responseBytes");
+		goto fail;
+	}
+	free(tc->ocsp);
+	tc->ocsp = malloc(len);
+	if (!tc->ocsp) {
+		tc->ocsp_len = 0;
+		snprintf(why, cap, "out of memory");
+		goto fail;
+	}
+	memcpy(tc->ocsp, der, len);
+	tc->ocsp_len = len;
+	wipe_free(der, len);
+	return 0;
+fail:
+	wipe_free(der, len);
+	return -1;
+}
+
+struct tlsca *tlsca_load(const char *path, char *why, size_t cap)
+{
+	struct tlsca *ca = calloc(1, sizeof(*ca));
+	size_t len = 0;
+	char *pem = NULL;
+	BIO *bio = NULL;
+	X509 *x;
+
+	if (!ca) {
+		snprintf(why, cap, "out of memory");
+		return NULL;
+	}
+	ERR_clear_error();
+	pem = read_file(path, &len);
+	if (!pem) {
+		snprintf(why, cap, "cannot read it: %s", strerror(errno));
+		goto fail;
+	}
+	bio = BIO_new_mem_buf(pem, (ssize_t)len);
+	ca->certs = sk_X509_new_null();
+	if (!bio || !ca->certs) {
+		snprintf(why, cap, "out of memory");
+		goto fail;
+	}
+	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+		if (!sk_X509_push(ca->certs, x)) {
+			X509_free(x);
+			snprintf(why, cap, "out of memory");
+			goto fail;
+		}
+	}
+	{
+		uint32_t e = ERR_peek_last_error();
+		if (e && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
+			snprintf(why, cap, "a certificate in it is not valid PEM (%s)", ssl_reason("bad PEM"));
+			goto fail;
+		}
+		ERR_clear_error();
+	}
+	if (sk_X509_num(ca->certs) == 0) {
+		snprintf(why, cap, "no PEM certificate in it");
+		goto fail;
+	}
+	BIO_free(bio);
+	wipe_free(pem, len);
+	return ca;
+fail:
+	BIO_free(bio);
+	wipe_free(pem, len);
+	tlsca_free(ca);
+	ERR_clear_error();
+	return NULL;
+}
+
+void tlsca_free(struct tlsca *ca)
+{
+	if (!ca)
+		return;
+	sk_X509_pop_free(ca->certs, X509_free);
+	free(ca);
+}
+
 void tlscert_free(struct tlscert *tc)
 {
 	if (!tc)
 		return;
+	free(tc->ocsp);
 	X509_free(tc->leaf);
 	sk_X509_pop_free(tc->chain, X509_free);
 	EVP_PKEY_free(tc->key);

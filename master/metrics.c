@@ -275,6 +275,15 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	    /* a worker may count between the two loads of a sum */
 	    (unsigned long long)(c.tls_handshakes > c.tls_resumed ? c.tls_handshakes - c.tls_resumed : 0),
 	    (unsigned long long)c.tls_resumed);
+	family(o, "weir_upstream_tls_handshakes_total", "counter",
+	       "TLS handshakes with upstream servers completed, by whether they resumed a session.");
+	textbuf_printf(o,
+	               "weir_upstream_tls_handshakes_total{resumed=\"false\"} %llu\n"
+	               "weir_upstream_tls_handshakes_total{resumed=\"true\"} %llu\n",
+	               (unsigned long long)(c.upstream_tls_handshakes > c.upstream_tls_resumed
+	                                        ? c.upstream_tls_handshakes - c.upstream_tls_resumed
+	                                        : 0),
+	               (unsigned long long)c.upstream_tls_resumed);
 	metric(o, "weir_slab_bytes_in_use", "gauge", "Worker slab bytes handed out.", c.slab_in_use);
 	metric(o, "weir_slab_bytes_free", "gauge", "Worker slab bytes mapped and free.", c.slab_free);
 	metric(o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)alive);

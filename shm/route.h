@@ -45,6 +45,7 @@ struct route_server {
 	uint32_t weight;
 	uint32_t keepalive; /* pool size of the server's upstream group */
 	uint16_t stat;      /* stable stat index of (upstream name, address): stat.h */
+	uint32_t upstream;  /* its group: index into route_table.upstreams */
 	char text[CONFIG_ADDR_STR_MAX];
 };
 
@@ -53,6 +54,11 @@ struct route_upstream {
 	uint32_t first_server;
 	uint32_t nservers;
 	uint32_t keepalive;
+	/* TLS to the servers (config.h): a worker matches these against the
+	 * contexts it built from its own config (worker/tls_client.c) */
+	uint8_t tls;
+	uint8_t tls_verify;
+	char tls_sni[CONFIG_HOST_MAX];
 };
 
 struct route_table {

@@ -40,7 +40,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 4u
+#define SHM_LAYOUT_VERSION 5u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -57,6 +57,8 @@ struct shm_counters {
 	uint64_t errors[WEIR_ERR_COUNT];
 	uint64_t tls_handshakes;    /* TLS handshakes completed, resumed or not */
 	uint64_t tls_resumed;       /* of which resumed a session (ticket) */
+	uint64_t upstream_tls_handshakes; /* TLS handshakes with upstreams completed */
+	uint64_t upstream_tls_resumed;    /* of which resumed the session offered */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */

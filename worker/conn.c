@@ -320,6 +320,7 @@ static const char *conn_reason(int status)
 	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
 	case 504: return "Gateway Timeout";
+	case 425: return "Too Early";
 	default: return "Error";
 	}
 }

@@ -3,11 +3,14 @@
  *
  * weir never copies a head through: it writes the start line itself, then
  * each validated header that is not hop-by-hop, then the headers it owns
- * (Host, X-Forwarded-*, Via, and the framing it will actually use).
+ * (Host, X-Forwarded-*, Via, a TLS listener's client certificate subject
+ * header, and the framing it will actually use).
  */
 #include <string.h>
+#include <strings.h>
 
 #include "worker/conn.h"
+#include "worker/tls.h"
 #include "worker/txn.h"
 
 struct out {
@@ -87,6 +90,11 @@ int head_write_request(struct txn *t)
 	struct out o;
 	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_HOST | HTTP_HDR_XFF | HTTP_HDR_XFP |
 	                HTTP_HDR_EXPECT | HTTP_HDR_VIA;
+	/* a TLS listener's client_header: only weir may write it, so a
+	 * client's own (a forged subject) is dropped, certificate or not */
+	size_t cert_hdr_len = 0, subj_len = 0;
+	const char *subj = NULL;
+	const char *cert_hdr = tls_client_header(t->c, &cert_hdr_len, &subj, &subj_len);
 
 	if (out_begin(&o, &t->head_up) < 0)
 		return WEIR_ERR(NOMEM);
@@ -102,14 +110,28 @@ int head_write_request(struct txn *t)
 		out_put(&o, s, strlen(s));
 	}
 	OUT_LIT(&o, "\r\n");
-	for (uint32_t i = 0; i < r->nheaders; i++)
-		if (!(r->headers[i].flags & skip))
-			out_header(&o, &r->headers[i]);
+	for (uint32_t i = 0; i < r->nheaders; i++) {
+		const struct http_header *h = &r->headers[i];
+		if (h->flags & skip)
+			continue;
+		/* the length test first: most headers end the test there */
+		if (cert_hdr && h->name_len == cert_hdr_len && strncasecmp(h->name, cert_hdr, cert_hdr_len) == 0)
+			continue;
+		out_header(&o, h);
+	}
+	if (subj) {
+		out_put(&o, cert_hdr, cert_hdr_len);
+		OUT_LIT(&o, ": ");
+		out_put(&o, subj, subj_len);
+		OUT_LIT(&o, "\r\n");
+	}
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_XFF, "X-Forwarded-For", t->c->peer, t->c->peer_len);
 	if (t->c->tls)
 		OUT_LIT(&o, "X-Forwarded-Proto: https\r\n");
 	else
 		OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
+	if (t->early)
+		OUT_LIT(&o, "Early-Data: 1\r\n");
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
 	if (r->body == HTTP_BODY_LENGTH) {
 		OUT_LIT(&o, "Content-Length: ");

@@ -17,6 +17,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "common/log.h"
 #include "common/tlscert.h"
@@ -34,7 +35,13 @@ struct tls_listener {
 	int nctx;
 	struct tls_name *names; /* point into the config's tlscert names */
 	int nnames;
+	const char *client_header; /* the config's client_header, NULL for none */
+	size_t client_header_len;
 };
+
+/* The longest subject passed upstream; a longer one is cut (a DN that long
+ * is either an attack or a mistake, and origins cap header lines anyway). */
+#define TLS_SUBJECT_MAX 1024
 
 /* This worker's copy of the ticket keys, on a page of its own that is
  * kept out of core dumps and wiped at exit. */
@@ -47,6 +54,10 @@ struct tls_keys {
 static struct {
 	struct tls_listener *l[CONFIG_MAX_LISTENERS];
 	struct tls_keys *keys; /* mmap'd page, NULL without TLS listeners */
+	/* SSL ex_data: the connection's struct tls_listener, and the verified
+	 * client subject (malloc'd, freed with the SSL) */
+	int ex_listener;
+	int ex_subject;
 	/* failure lines in the current second, and those left out */
 	time_t log_sec;
 	uint32_t log_lines;
@@ -147,6 +158,33 @@ static const char *tls_err(void)
 	return r ? r : "unknown error";
 }
 
+/*
+ * Asks for client certificates on <ctx> and verifies them against the
+ * listener's client_ca alone (the context's own store, not the system's).
+ * Every context of the listener gets the same, because an SNI switch
+ * (SSL_set_SSL_CTX) moves the handshake to another context's store.
+ * Returns 0 or -1.
+ */
+static int tls_ctx_client_ca(SSL_CTX *ctx, const struct config_listener *lc)
+{
+	X509_STORE *st = SSL_CTX_get_cert_store(ctx);
+	int mode = SSL_VERIFY_PEER;
+
+	for (size_t i = 0; i < sk_X509_num(lc->client_cas->certs); i++) {
+		X509 *x = sk_X509_value(lc->client_cas->certs, i);
+		/* the CA names also go in the CertificateRequest, so a client
+		 * with several certificates picks the right one */
+		if (!X509_STORE_add_cert(st, x) || !SSL_CTX_add_client_CA(ctx, x))
+			return -1;
+	}
+	if (lc->client_verify == CONFIG_CLIENT_VERIFY_REQUIRED)
+		mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+	/* no callback: a certificate that does not verify fails the
+	 * handshake even with "optional", which only allows none at all */
+	SSL_CTX_set_verify(ctx, mode, NULL);
+	return 0;
+}
+
 /* The context for certificate <c> of listener <lc>. */
 static SSL_CTX *tls_ctx_new(const struct config_listener *lc, const struct config_cert *c)
 {
@@ -163,11 +201,24 @@ static SSL_CTX *tls_ctx_new(const struct config_listener *lc, const struct confi
 	SHA256_Init(&sh);
 	SHA256_Update(&sh, lc->addr.text, strlen(lc->addr.text) + 1);
 	SHA256_Update(&sh, c->cert, strlen(c->cert));
+	/* and to the client certificate policy: a session made without a
+	 * client certificate must not resume where one is now required */
+	SHA256_Update(&sh, lc->client_ca, strlen(lc->client_ca) + 1);
+	SHA256_Update(&sh, &lc->client_verify, sizeof(lc->client_verify));
 	SHA256_Final(sid, &sh);
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
 	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) || !SSL_CTX_use_certificate(ctx, tc->leaf) ||
 	    !SSL_CTX_set1_chain(ctx, tc->chain) || !SSL_CTX_use_PrivateKey(ctx, tc->key) ||
 	    !SSL_CTX_check_private_key(ctx) || !SSL_CTX_set_session_id_context(ctx, sid, SSL_MAX_SID_CTX_LENGTH)) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	/* TLS 1.2 with forward secrecy and AEAD only (Mozilla's "intermediate"
+	 * profile): BoringSSL's default list still has the CBC-SHA suites,
+	 * which scanners rightly flag (LUCKY13); TLS 1.3 suites are fixed */
+	if (!SSL_CTX_set_strict_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+	                                         "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+	                                         "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305")) {
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
@@ -180,6 +231,17 @@ static SSL_CTX *tls_ctx_new(const struct config_listener *lc, const struct confi
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_tlsext_ticket_key_cb(ctx, tls_ticket_cb);
 	SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_cb, NULL);
+	/* 0-RTT: replayable by anyone who saw the packets, so conn.c serves
+	 * only safe, bodiless requests from it (RFC 8470) */
+	SSL_CTX_set_early_data_enabled(ctx, lc->early_data);
+	if (tc->ocsp && !SSL_CTX_set_ocsp_response(ctx, tc->ocsp, tc->ocsp_len)) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	if (lc->client_cas && tls_ctx_client_ca(ctx, lc) < 0) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
 	return ctx;
 }
 
@@ -191,6 +253,16 @@ static void tls_listener_free(struct tls_listener *l)
 		SSL_CTX_free(l->ctx[i]);
 	free(l->names);
 	free(l);
+}
+
+static void tls_subject_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int index, long argl, void *argp)
+{
+	(void)parent;
+	(void)ad;
+	(void)index;
+	(void)argl;
+	(void)argp;
+	free(ptr);
 }
 
 int tls_init(const struct config *cfg)
@@ -214,6 +286,10 @@ int tls_init(const struct config *cfg)
 			return -1;
 		}
 		tls.l[i] = l;
+		if (lc->client_cas && lc->client_header[0]) {
+			l->client_header = lc->client_header;
+			l->client_header_len = strlen(lc->client_header);
+		}
 		for (int k = 0; k < lc->ncerts; k++) {
 			const struct config_cert *c = &cfg->certs[lc->first_cert + k];
 
@@ -232,6 +308,12 @@ int tls_init(const struct config *cfg)
 	}
 	if (!any)
 		return 0;
+	tls.ex_listener = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	tls.ex_subject = SSL_get_ex_new_index(0, NULL, NULL, NULL, tls_subject_free);
+	if (tls.ex_listener < 0 || tls.ex_subject < 0) {
+		log_error("TLS: out of memory");
+		return -1;
+	}
 	tls.keys = mmap(NULL, TICKET_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (tls.keys == MAP_FAILED) {
 		tls.keys = NULL;
@@ -267,7 +349,7 @@ SSL *tls_new(int l, int fd)
 
 	if (!ssl)
 		return NULL;
-	if (!SSL_set_fd(ssl, fd)) {
+	if (!SSL_set_fd(ssl, fd) || !SSL_set_ex_data(ssl, tls.ex_listener, tls.l[l])) {
 		SSL_free(ssl);
 		return NULL;
 	}
@@ -282,6 +364,69 @@ int tls_got_bytes(const struct conn *c)
 	return c->ssl && BIO_number_read(SSL_get_rbio(c->ssl)) > 0;
 }
 
+/*
+ * Keeps the subject of <ssl>'s verified client certificate, one line in
+ * RFC 2253 form ("CN=alice,O=Example"), for tls_client_header(). Nothing is
+ * kept without a certificate. The printer escapes controls and bytes past
+ * 0x7f, so the line is safe in a header; anything else below 0x20 is
+ * replaced all the same, because the origin trusts this header. Returns 0,
+ * or -1 when out of memory.
+ */
+static int tls_keep_subject(SSL *ssl)
+{
+	X509 *peer = SSL_get_peer_certificate(ssl);
+	BIO *b;
+	const uint8_t *data;
+	size_t len;
+	char *s;
+
+	if (!peer)
+		return 0;
+	if (SSL_get_verify_result(ssl) != X509_V_OK) {
+		/* cannot happen: SSL_VERIFY_PEER without a callback fails
+		 * the handshake first; never pass an unverified name on */
+		X509_free(peer);
+		return 0;
+	}
+	b = BIO_new(BIO_s_mem());
+	if (!b || X509_NAME_print_ex(b, X509_get_subject_name(peer), 0, XN_FLAG_RFC2253) < 0 ||
+	    !BIO_mem_contents(b, &data, &len)) {
+		BIO_free(b);
+		X509_free(peer);
+		return -1;
+	}
+	if (len > TLS_SUBJECT_MAX)
+		len = TLS_SUBJECT_MAX;
+	s = malloc(len + 1);
+	if (s) {
+		for (size_t i = 0; i < len; i++)
+			s[i] = (data[i] < 0x20 || data[i] == 0x7f) ? '?' : (char)data[i];
+		s[len] = '\0';
+	}
+	BIO_free(b);
+	X509_free(peer);
+	if (!s || !SSL_set_ex_data(ssl, tls.ex_subject, s)) {
+		free(s);
+		return -1;
+	}
+	return 0;
+}
+
+const char *tls_client_header(const struct conn *c, size_t *len, const char **subj, size_t *subj_len)
+{
+	const struct tls_listener *l;
+
+	if (!c->ssl)
+		return NULL;
+	l = SSL_get_ex_data(c->ssl, tls.ex_listener);
+	if (!l || !l->client_header)
+		return NULL;
+	*len = l->client_header_len;
+	*subj = SSL_get_ex_data(c->ssl, tls.ex_subject);
+	*subj_len = *subj ? strlen(*subj) : 0;
+	return l->client_header;
+}
+
 int tls_handshake(struct conn *c, int *events, const char **why)
 {
 	int rc, err;
@@ -289,6 +434,11 @@ int tls_handshake(struct conn *c, int *events, const char **why)
 	errno = 0;
 	rc = SSL_do_handshake(c->ssl);
 	if (rc == 1) {
+		const struct tls_listener *l = SSL_get_ex_data(c->ssl, tls.ex_listener);
+		if (l->client_header && tls_keep_subject(c->ssl) < 0) {
+			*why = "out of memory for the client certificate subject";
+			return WEIR_ERR(TLS_HANDSHAKE);
+		}
 		SHM_ADD(wk.cnt, tls_handshakes, 1);
 		if (SSL_session_reused(c->ssl))
 			SHM_ADD(wk.cnt, tls_resumed, 1);
@@ -340,6 +490,11 @@ void tls_handshake_failed(struct conn *c, const char *why)
 	}
 	tls.log_lines++;
 	log_info("%s: TLS handshake failed: %s", c->peer, why);
+}
+
+int tls_in_early_data(const struct conn *c)
+{
+	return c->ssl && SSL_in_early_data(c->ssl);
 }
 
 void tls_close(struct conn *c)

@@ -6,7 +6,9 @@
  * builds an SSL_CTX nor shakes hands. Each worker builds its contexts once
  * at start-up from those parsed objects: per TLS listener one SSL_CTX per
  * certificate, the first being the default one that receives the
- * ClientHello and switches to another by SNI. TLS 1.2 and 1.3 only, ALPN
+ * ClientHello and switches to another by SNI; each staples its OCSP
+ * response if it has one, and all of them ask for client certificates when
+ * the listener has a client_ca. TLS 1.2 and 1.3 only, ALPN
  * http/1.1 only, stateless resumption with tickets sealed by the keys in
  * the shared segment, so any worker resumes what another issued.
  *
@@ -47,6 +49,14 @@ SSL *tls_new(int l, int fd);
  * worth a line: a port probe or a health check). */
 int tls_handshake(struct conn *c, int *events, const char **why);
 
+/*
+ * The client_header of <c>'s listener (<len> bytes), or NULL when it has
+ * none or <c> is not TLS: head.c drops every client header of that name and
+ * writes its own. *subj is the verified client certificate's subject then,
+ * or NULL when the client showed no certificate (client_verify optional).
+ */
+const char *tls_client_header(const struct conn *c, size_t *len, const char **subj, size_t *subj_len);
+
 /* Did the client send anything yet on <c> (for a quiet close)? */
 int tls_got_bytes(const struct conn *c);
 
@@ -62,5 +72,9 @@ void tls_close(struct conn *c);
 /* Once a second (worker tick): the "N more suppressed" line, and, when
  * there is no master (master_process = false), the ticket key rotation. */
 void tls_tick(void);
+
+/* 1 while <c> is still reading TLS 1.3 early data (0-RTT): the handshake
+ * has not finished, so what was read could be a replay. */
+int tls_in_early_data(const struct conn *c);
 
 #endif

@@ -8,6 +8,8 @@
 
 #include "common/log.h"
 #include "worker/conn.h"
+#include "worker/tls_client.h"
+#include "worker/tls.h"
 #include "worker/upstream.h"
 
 static const char chunk_end[] = "0\r\n\r\n";
@@ -148,21 +150,23 @@ static void outq_body(struct outq *q, struct buf *src, uint32_t used, const char
 	q->body_done += len;
 }
 
-/* Writes what <q> holds to the upstream socket <fd>, or to client <c> when
- * it is given. Returns bytes written (>= 0; the queue is empty when
- * q->count is 0) or -errno. */
-static ssize_t outq_write(int fd, struct conn *c, struct outq *q, int more)
+/* Writes what <q> holds to client <c> when it is given, else to upstream
+ * <u> (through its SSL on a TLS group). Returns bytes written (>= 0; the
+ * queue is empty when q->count is 0) or -errno. */
+static ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more)
 {
 	ssize_t n, total = 0;
 
 	while (q->count) {
 		if (c) {
 			n = conn_sendv(c, q->iov + q->first, q->count, more);
+		} else if (u->ssl) {
+			n = tls_client_sendv(u, q->iov + q->first, q->count);
 		} else if (q->count == 1) {
-			n = send(fd, q->iov[q->first].iov_base, q->iov[q->first].iov_len, more ? MSG_MORE : 0);
+			n = send(u->io.fd, q->iov[q->first].iov_base, q->iov[q->first].iov_len, more ? MSG_MORE : 0);
 		} else {
 			struct msghdr mh = {.msg_iov = q->iov + q->first, .msg_iovlen = (size_t)q->count};
-			n = sendmsg(fd, &mh, more ? MSG_MORE : 0);
+			n = sendmsg(u->io.fd, &mh, more ? MSG_MORE : 0);
 		}
 		if (n < 0) {
 			if (errno == EINTR)
@@ -410,6 +414,18 @@ void txn_start(struct txn *t)
 	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
 	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
 	http_chunked_init(&t->req_chunks);
+	if (c->tls && tls_in_early_data(c)) {
+		/* 0-RTT bytes can be replayed: only a request that is safe to
+		 * repeat goes on, marked for the upstream (RFC 8470); the client
+		 * sends any other again once the handshake is done */
+		int safe = t->req.method_id == HTTP_GET || t->req.method_id == HTTP_HEAD ||
+		           t->req.method_id == HTTP_OPTIONS;
+		if (!safe || t->req.body != HTTP_BODY_NONE) {
+			txn_fail(t, WEIR_ERR(TOO_EARLY));
+			return;
+		}
+		t->early = 1;
+	}
 	if (!t->route) {
 		txn_fail(t, WEIR_ERR(NO_ROUTE));
 		return;
@@ -509,6 +525,30 @@ static void txn_client_room(struct txn *t)
 	}
 }
 
+/* txn_upstream_read() over TLS, into <room> bytes of u->in: records come
+ * one at a time, and a socket drained by BoringSSL may still leave
+ * decrypted bytes in it, which no event will announce. */
+static int txn_upstream_read_tls(struct txn *t, size_t room)
+{
+	struct upconn *u = t->u;
+	ssize_t n = tls_client_recv(u, u->in->data + u->in->end, room);
+
+	if (n > 0) {
+		u->in->end += (uint32_t)n;
+		if ((size_t)n < room && !tls_client_pending(u))
+			u->readable = 0;
+		if (t->up_first == 0)
+			t->up_first = ev_now(wk.loop);
+		return (int)n;
+	}
+	if (n < 0 && errno == EAGAIN) {
+		u->readable = u->tls_wants != 0; /* retried once the socket is writable */
+		return WEIR_EAGAIN;
+	}
+	u->readable = 0;
+	return n == 0 ? 0 : WEIR_ERR(UPSTREAM_CLOSED);
+}
+
 static int txn_upstream_read(struct txn *t)
 {
 	struct upconn *u = t->u;
@@ -522,6 +562,8 @@ static int txn_upstream_read(struct txn *t)
 	room = wk.buf_size - u->in->end;
 	if (room == 0)
 		return WEIR_EAGAIN;
+	if (u->ssl)
+		return txn_upstream_read_tls(t, room);
 	for (;;) {
 		n = read(u->io.fd, u->in->data + u->in->end, room);
 		if (n > 0) {
@@ -671,7 +713,7 @@ void txn_pump(struct txn *t)
 		/* client -> upstream */
 		if (u && !u->connecting) {
 			if (t->up.count) {
-				n = outq_write(u->io.fd, NULL, &t->up, 0);
+				n = outq_write(u, NULL, &t->up, 0);
 				if (n < 0) {
 					if (t->resp_started) {
 						/* it answered and stopped listening: keep the answer */
@@ -715,7 +757,7 @@ void txn_pump(struct txn *t)
 			 * fill its segments (as TCP_CORK, released by the last send
 			 * or after 200 ms should the upstream stall); never for
 			 * chunked or until-close bodies, which may be streams */
-			n = outq_write(-1, c, &t->down, t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left > 0);
+			n = outq_write(NULL, c, &t->down, t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left > 0);
 			if (n < 0) {
 				txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 				conn_close(c);
@@ -778,8 +820,8 @@ void txn_pump(struct txn *t)
 	}
 	conn_io_set(c, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
 	if (u) {
-		int ev = 0;
-		if (u->connecting || t->up.count)
+		int ev = u->connecting | u->tls_wants;
+		if (t->up.count)
 			ev |= EV_WRITE;
 		if (!u->connecting && !t->down.count && !t->resp_done)
 			ev |= EV_READ;
@@ -815,17 +857,44 @@ void txn_on_upstream_event(struct txn *t, int revents)
 	struct upconn *u = t->u;
 	int same = 1;
 
-	if (u->connecting && (revents & EV_WRITE)) {
-		int err = 0;
-		socklen_t len = sizeof(err);
+	if (u->connecting) {
+		/* only what the connect or the handshake waits for is armed */
+		int rc = 0;
 
-		getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-		if (err) {
-			log_warn("upstream %s: connect failed: %s", t->table->servers[u->server].text, strerror(err));
+		if (!u->handshaking) {
+			int err = 0;
+			socklen_t len = sizeof(err);
+
+			getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+			if (err) {
+				log_warn("upstream %s: connect failed: %s", t->table->servers[u->server].text,
+				         strerror(err));
+				rc = WEIR_ERR(UPSTREAM_REFUSED);
+			} else if (u->ssl) {
+				u->handshaking = 1;
+			}
+		}
+		if (u->handshaking) {
+			/* still under the connect deadline, before any request byte */
+			const char *why = NULL;
+			int ev = 0;
+
+			rc = tls_client_handshake(u, &ev, &why);
+			if (rc == WEIR_EAGAIN) {
+				u->connecting = (uint8_t)ev;
+				worker_io_set(&u->io, ev);
+				return;
+			}
+			if (rc < 0)
+				log_warn("upstream %s: TLS handshake failed: %s", t->table->servers[u->server].text, why);
+			else
+				u->handshaking = 0;
+		}
+		if (rc < 0) {
 			upstream_mark_down(u->server);
 			txn_detach_upstream(t, 0);
 			same = 0;
-			int rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+			rc = txn_connect(t, rc);
 			if (rc < 0) {
 				txn_fail(t, rc);
 				return;
@@ -845,7 +914,8 @@ void txn_on_upstream_timeout(struct txn *t)
 	struct upconn *u = t->u;
 
 	if (u->connecting) {
-		log_warn("upstream %s: connect timed out", t->table->servers[u->server].text);
+		log_warn("upstream %s: %s timed out", t->table->servers[u->server].text,
+		         u->handshaking ? "TLS handshake" : "connect");
 		upstream_mark_down(u->server);
 		txn_detach_upstream(t, 0);
 		int rc = txn_connect(t, WEIR_ERR(UPSTREAM_TIMEOUT));

@@ -52,6 +52,7 @@ struct txn {
 	uint8_t resp_chunked_out;/* response re-encoded as chunked to the client */
 	uint8_t resp_close_out;  /* response delimited by closing the client */
 	uint8_t up_wait, cl_wait; /* what each side's timer now measures */
+	uint8_t early;           /* the request came in TLS early data (0-RTT) */
 
 	struct http_request req;
 	struct http_response resp;

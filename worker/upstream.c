@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "worker/tls_client.h"
 #include "worker/txn.h"
 
 static void upstream_pool_remove(struct upconn *u)
@@ -27,6 +28,8 @@ void upstream_close(struct upconn *u)
 		upstream_pool_remove(u);
 	ev_io_stop(wk.loop, &u->io);
 	ev_timer_stop(wk.loop, &u->timer);
+	if (u->ssl)
+		tls_client_close(u);
 	close(u->io.fd);
 	if (u->in)
 		buf_put(u->in);
@@ -71,7 +74,12 @@ static void upstream_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	/* idle in the pool: a close, or bytes nobody asked for; either way
-	 * the connection is no longer fit for a request */
+	 * the connection is no longer fit for a request; over TLS a peek
+	 * would show record bytes, never nothing: any readability closes */
+	if (u->ssl) {
+		upstream_close(u);
+		return;
+	}
 	char b;
 	ssize_t n = recv(w->fd, &b, 1, MSG_PEEK);
 	if (n < 0 && errno == EAGAIN)
@@ -174,8 +182,20 @@ struct upconn *upstream_connect(const struct route_table *t, uint32_t server, in
 	memset(u, 0, sizeof(*u));
 	u->server = server;
 	u->table_id = t->id;
-	u->connecting = 1;
+	u->connecting = EV_WRITE;
 	ev_io_init(&u->io, upstream_io_cb, fd, EV_WRITE);
+	if (tls_client_wanted(t, server)) {
+		const char *why;
+		int trc = tls_client_attach(u, t, &why);
+
+		if (trc < 0) {
+			log_warn("upstream %s: TLS: %s", rs->text, why);
+			close(fd);
+			slab_free(&wk.slab, wk.cls_upconn, u);
+			*rc = trc;
+			return NULL;
+		}
+	}
 	u->io.data = u;
 	ev_init(&u->timer, upstream_timer_cb);
 	u->timer.data = u;
@@ -240,5 +260,6 @@ void upstream_sync_table(const struct route_table *t)
 	upstream_close_pools();
 	memset(wk.servers, 0, sizeof(wk.servers));
 	wk.table_id = t->id;
+	tls_client_sync(t);
 	synced = t;
 }

@@ -8,12 +8,15 @@
  * UPSTREAM_FAIL_SKIP seconds by this worker (passive health).
  *
  * A pooled connection keeps its read watcher armed: if the server closes
- * it or sends anything while it is idle, it leaves the pool at once.
+ * it or sends anything while it is idle, it leaves the pool at once (over
+ * TLS, any readability: a close_notify or a record nobody asked for).
  */
 #ifndef WEIR_WORKER_UPSTREAM_H
 #define WEIR_WORKER_UPSTREAM_H
 
 #include <ev.h>
+
+#include <openssl/base.h>
 
 #include "worker/worker.h"
 
@@ -30,10 +33,15 @@ struct upconn {
 	struct buf *in;       /* response bytes */
 	uint32_t server;      /* index into the route table's servers */
 	uint64_t table_id;
-	uint8_t connecting;   /* connect() in progress */
+	/* not ready for the request yet: the events the connect (EV_WRITE) or
+	 * the TLS handshake waits for; 0 once ready */
+	uint8_t connecting;
+	uint8_t handshaking;  /* connected, TLS handshake under way */
+	uint8_t tls_wants;    /* EV_WRITE when SSL_read needs a writable socket */
 	uint8_t readable;
 	uint8_t reused;       /* taken from the pool for this request */
 	uint32_t requests;
+	SSL *ssl;             /* TLS groups only (tls_client.h), else NULL */
 };
 
 /*
@@ -46,9 +54,11 @@ int upstream_pick(const struct route_table *t, const struct route_upstream *up, 
 /* A pooled connection to <server>, or NULL. */
 struct upconn *upstream_pool_get(uint32_t server);
 
-/* Opens a new non-blocking connection to <server>. Returns it (connect
- * possibly still in progress) or NULL with *rc set (refused: the server is
- * marked down; no memory). */
+/* Opens a new non-blocking connection to <server>, with a client SSL
+ * attached when its group has TLS (the handshake starts once connected:
+ * txn.c). Returns it (connect possibly still in progress) or NULL with *rc
+ * set (refused: the server is marked down; no memory; upstream_tls when
+ * this worker has no TLS context for the group). */
 struct upconn *upstream_connect(const struct route_table *t, uint32_t server, int *rc);
 
 /* Gives <u> back to its server's pool, or closes it if the pool is full. */

@@ -11,6 +11,7 @@
 #include "common/process.h"
 #include "worker/conn.h"
 #include "worker/tls.h"
+#include "worker/tls_client.h"
 #include "worker/txn.h"
 #include "worker/upstream.h"
 
@@ -241,6 +242,8 @@ static int worker_setup(const struct worker_start *ws)
 		wk.accept_io[i].data = (void *)(intptr_t)i; /* the listener, for TLS */
 		ev_io_start(wk.loop, &wk.accept_io[i]);
 	}
+	if (tls_client_init(cfg) < 0) /* before the sync, which maps groups to its contexts */
+		return -1;
 	upstream_sync_table(route_acquire(wk.seg, wk.slot));
 	return tls_init(cfg);
 }
@@ -254,6 +257,7 @@ int worker_main(const struct worker_start *ws)
 	while (wk.conns)
 		conn_close(wk.conns);
 	upstream_close_pools();
+	tls_client_cleanup();
 	tls_cleanup();
 	log_flush();
 	return 0;

@@ -52,21 +52,25 @@ def certs(tmp_path):
     return c
 
 
-def tls_listener(port, pairs):
-    certs = ", ".join('{ cert = "%s"; key = "%s"; }' % p for p in pairs)
-    return '{ address = "127.0.0.1:%d"; tls = { certificates = ( %s ); }; }' % (port, certs)
+def tls_listener(port, pairs, tls_extra=""):
+    """A listener entry; a pair may carry a third item, more settings for
+    its certificate entry (ocsp = "...";)."""
+    certs = ", ".join('{ cert = "%s"; key = "%s"; %s}' % (p[0], p[1], p[2] if len(p) > 2 else "")
+                      for p in pairs)
+    return '{ address = "127.0.0.1:%d"; tls = { certificates = ( %s ); %s }; }' % (port, certs, tls_extra)
 
 
-def start_tls_weir(weir_factory, origin, pairs, plain_port=None, workers=2, extra=""):
+def start_tls_weir(weir_factory, origin, pairs, plain_port=None, workers=2, extra="", tls_extra=""):
     """weir whose main port speaks TLS with <pairs> [(cert, key)]; with
-    <plain_port>, a plain listener beside it."""
+    <plain_port>, a plain listener beside it; <tls_extra> goes in the tls
+    group (client_ca = ...;)."""
     w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
                      routes=[{"path": "/", "upstream": "a"}], workers=workers, extra=extra)
     text = open(w.conf).read()
     old = 'listeners = ( { address = "127.0.0.1:%d"; } );' % w.port
     assert old in text
     new = "listeners = ( %s%s );" % (
-        tls_listener(w.port, pairs),
+        tls_listener(w.port, pairs, tls_extra),
         ', { address = "127.0.0.1:%d"; }' % plain_port if plain_port else "")
     w.write_raw_config(text.replace(old, new))
     w.start()
@@ -340,11 +344,11 @@ def check_conf(tmp_path, text):
     return r.returncode, r.stderr.decode(errors="replace"), str(p)
 
 
-def conf_with(tmp_path, pairs):
+def conf_with(tmp_path, pairs, tls_extra=""):
     text = render_config(str(tmp_path), 18443, 18444, upstreams=[{"name": "a", "servers": ["127.0.0.1:9"]}],
                          routes=[{"path": "/", "upstream": "a"}])
     old = 'listeners = ( { address = "127.0.0.1:18443"; } );'
-    return text.replace(old, "listeners = (\n  %s\n);" % tls_listener(18443, pairs))
+    return text.replace(old, "listeners = (\n  %s\n);" % tls_listener(18443, pairs, tls_extra))
 
 
 def test_weir_t_accepts_good_certificates(tmp_path, certs):
@@ -408,3 +412,225 @@ def test_a_reload_with_a_broken_key_changes_nothing(weir_factory, origin, certs)
     assert any("is not a PEM private key" in l for l in w.error_lines())
     with tls_connect(w.port, client_ctx(certs), "app.test") as s:
         assert https_get(s, "/")[1] == b"hello from origin\n"
+
+
+# ---- client certificates (mTLS) -------------------------------------------
+
+
+def make_client(d, name, ca="ca"):
+    """A client certificate for CN=<name>, O=Weir Tests signed by <ca>."""
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-subj", "/O=Weir Tests/CN=%s" % name, "-keyout", "%s.key" % name, "-out", "%s.csr" % name, cwd=d)
+    ext = os.path.join(d, "%s.ext" % name)
+    with open(ext, "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+    openssl("x509", "-req", "-in", "%s.csr" % name, "-CA", "%s.pem" % ca, "-CAkey", "%s.key" % ca,
+            "-CAcreateserial", "-days", "30", "-extfile", ext, "-out", "%s.pem" % name, cwd=d)
+    return os.path.join(d, "%s.pem" % name), os.path.join(d, "%s.key" % name)
+
+
+def curl_tls(w, certs, target="/echo", client=None, headers=()):
+    args = ["curl", "-sS", "--max-time", "10", "--cacert", certs["ca"], "--resolve",
+            "app.test:%d:127.0.0.1" % w.port]
+    if client:
+        args += ["--cert", client[0], "--key", client[1]]
+    for h in headers:
+        args += ["-H", h]
+    return subprocess.run(args + ["https://app.test:%d%s" % (w.port, target)], capture_output=True,
+                          timeout=slack(15))
+
+
+def echoed(r, name):
+    assert r.returncode == 0, r.stderr
+    return [v for n, v in json.loads(r.stdout)["headers"] if n.lower() == name.lower()]
+
+
+def mtls(certs, verify="required"):
+    return 'client_ca = "%s"; client_verify = "%s"; client_header = "X-Client-Subject";' % (certs["ca"], verify)
+
+
+def test_required_client_cert_refuses_a_client_without_one_and_counts_it(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra=mtls(certs))
+    before = w.metrics().error("tls_handshake")
+    r = curl_tls(w, certs)
+    assert r.returncode != 0, r.stdout
+    # TLS 1.2 as well, where the refusal comes inside the handshake
+    r = subprocess.run(["curl", "-sS", "--max-time", "10", "--tlsv1.2", "--tls-max", "1.2", "--cacert", certs["ca"],
+                        "--resolve", "app.test:%d:127.0.0.1" % w.port, "https://app.test:%d/" % w.port],
+                       capture_output=True, timeout=slack(15))
+    assert r.returncode != 0, r.stdout
+    wait_until(lambda: w.metrics().error("tls_handshake") >= before + 2, slack(3), what="two counted failures")
+    assert any("TLS handshake failed" in l and "CERTIFICATE" in l.upper() for l in w.error_lines()), w.error_lines()
+    assert origin.requests() == []
+
+
+def test_required_client_cert_passes_and_the_origin_gets_the_verified_subject(weir_factory, origin, certs):
+    client = make_client(certs["dir"], "alice")
+    w = start_tls_weir(weir_factory, origin, [certs["ec"], certs["rsa"]], tls_extra=mtls(certs))
+    # both versions, and a name that moves the handshake to the second
+    # certificate's context (which must verify client certificates too)
+    for tls, name in (("1.2", "app.test"), ("1.3", "app.test"), ("1.3", "rsa.test"), ("1.2", "rsa.test")):
+        r = subprocess.run(["curl", "-sS", "--max-time", "10", "--tlsv" + tls, "--tls-max", tls,
+                            "--cacert", certs["ca"], "--cert", client[0], "--key", client[1],
+                            "--resolve", "%s:%d:127.0.0.1" % (name, w.port), "https://%s:%d/echo" % (name, w.port)],
+                           capture_output=True, timeout=slack(15))
+        assert echoed(r, "X-Client-Subject") == ["CN=alice,O=Weir Tests"], (tls, name)
+    r = curl_tls(w, certs)
+    assert r.returncode != 0, r.stdout
+
+
+def test_a_client_sent_subject_header_never_reaches_the_origin(weir_factory, origin, certs):
+    client = make_client(certs["dir"], "bob")
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra=mtls(certs, "optional"))
+    forged = ["X-Client-Subject: CN=admin", "x-client-subject: CN=root"]
+    # with a certificate: weir's line alone, whatever the client's case
+    r = curl_tls(w, certs, client=client, headers=forged)
+    assert echoed(r, "X-Client-Subject") == ["CN=bob,O=Weir Tests"]
+    # without one: none at all
+    r = curl_tls(w, certs, headers=forged)
+    assert echoed(r, "X-Client-Subject") == []
+    # a name that only starts the same goes through
+    r = curl_tls(w, certs, headers=["X-Client-Subject-Extra: kept"])
+    assert echoed(r, "X-Client-Subject-Extra") == ["kept"]
+
+
+def test_optional_client_cert_serves_a_client_without_one_and_sends_no_header(weir_factory, origin, certs):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra=mtls(certs, "optional"))
+    before = w.metrics().error("tls_handshake")
+    r = curl_tls(w, certs)
+    assert echoed(r, "X-Client-Subject") == []
+    assert w.metrics().error("tls_handshake") == before
+
+
+def test_a_client_cert_from_another_ca_is_refused_even_when_optional(weir_factory, origin, certs):
+    d = certs["dir"]
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-days", "30", "-subj", "/CN=other CA", "-keyout", "other.key", "-out", "other.pem", cwd=d)
+    mallory = make_client(d, "mallory", ca="other")
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra=mtls(certs, "optional"))
+    r = curl_tls(w, certs, client=mallory)
+    assert r.returncode != 0, r.stdout
+
+
+def test_a_session_resumed_with_a_client_cert_keeps_its_subject(weir_factory, origin, certs):
+    client = make_client(certs["dir"], "carol")
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra=mtls(certs))
+    ctx = client_ctx(certs)
+    ctx.load_cert_chain(*client)
+    with tls_connect(w.port, ctx, "app.test") as s:
+        https_get(s, "/")
+        session = s.session
+    with tls_connect(w.port, ctx, "app.test", session=session) as s:
+        assert s.session_reused
+        head, body = https_get(s, "/echo")
+    assert [v for n, v in json.loads(body)["headers"] if n.lower() == "x-client-subject"] == ["CN=carol,O=Weir Tests"]
+
+
+@pytest.mark.parametrize("case", ["missing", "not pem"])
+def test_weir_t_names_a_bad_client_ca(tmp_path, certs, case):
+    ca = os.path.join(certs["dir"], "nope.pem")
+    if case == "not pem":
+        with open(ca, "w") as f:
+            f.write("hello\n")
+        why = "no PEM certificate in it"
+    else:
+        why = "cannot read it: No such file"
+    text = conf_with(tmp_path, [certs["ec"]], tls_extra='\n  client_ca = "%s";' % ca)
+    rc, err, path = check_conf(tmp_path, text)
+    assert rc == 1
+    m = re.search(r"^%s:(\d+): client_ca (\S+): (.*)$" % re.escape(path), err, re.M)
+    assert m, err
+    assert m.group(2) == ca and why in m.group(3), err
+    assert int(m.group(1)) == 4 + 2  # the client_ca line
+
+
+def test_weir_t_refuses_client_header_without_client_ca_and_a_bad_verify(tmp_path, certs):
+    rc, err, _ = check_conf(tmp_path, conf_with(tmp_path, [certs["ec"]], 'client_header = "X-Client-Subject";'))
+    assert rc == 1 and "need client_ca" in err, err
+    rc, err, _ = check_conf(tmp_path, conf_with(tmp_path, [certs["ec"]],
+                                                'client_ca = "%s"; client_verify = "maybe";' % certs["ca"]))
+    assert rc == 1 and 'client_verify "maybe"' in err, err
+    rc, err, _ = check_conf(tmp_path, conf_with(tmp_path, [certs["ec"]],
+                                                'client_ca = "%s"; client_header = "Host";' % certs["ca"]))
+    assert rc == 1 and 'client_header "Host"' in err, err
+    rc, err, _ = check_conf(tmp_path, conf_with(tmp_path, [certs["ec"]], mtls(certs)))
+    assert rc == 0, err
+
+
+# ---- OCSP stapling ---------------------------------------------------------
+
+
+def make_ocsp(certs, leaf, out, revoked=False):
+    """A DER OCSP response for <leaf> signed by the test CA itself, made
+    with `openssl ocsp` in responder mode from an index file."""
+    d = certs["dir"]
+    serial = subprocess.run(["openssl", "x509", "-in", leaf, "-noout", "-serial"], capture_output=True,
+                            check=True, text=True).stdout.strip().split("=")[1]
+    status = "R\t%s\t%s" % ("301231000000Z", "260101000000Z") if revoked else "V\t301231000000Z\t"
+    with open(os.path.join(d, "index.txt"), "w") as f:
+        f.write("%s\t%s\tunknown\t/CN=app.test\n" % (status, serial))
+    openssl("ocsp", "-index", "index.txt", "-rsigner", "ca.pem", "-rkey", "ca.key", "-CA", "ca.pem",
+            "-issuer", "ca.pem", "-cert", leaf, "-no_nonce", "-ndays", "1", "-respout", out, cwd=d)
+    return out
+
+
+def test_an_ocsp_response_is_stapled_and_a_reload_reads_the_file_anew(weir_factory, origin, certs):
+    import shutil
+    import signal
+    d = certs["dir"]
+    resp = make_ocsp(certs, certs["ec"][0], os.path.join(d, "app.ocsp"))
+    cert, key = certs["ec"]
+    w = start_tls_weir(weir_factory, origin, [(cert, key, 'ocsp = "%s";' % resp), certs["rsa"]])
+    out = s_client(w.port, "-servername", "app.test", "-status", "-CAfile", certs["ca"])
+    assert "OCSP Response Status: successful" in out, out
+    assert "Cert Status: good" in out, out
+    # the other certificate has none: nothing stapled for it
+    out = s_client(w.port, "-servername", "rsa.test", "-status", "-CAfile", certs["ca"])
+    assert "OCSP response: no response sent" in out, out
+    # TLS 1.2 staples it too (in CertificateStatus rather than the
+    # certificate's extensions)
+    out = s_client(w.port, "-servername", "app.test", "-status", "-tls1_2", "-CAfile", certs["ca"])
+    assert "OCSP Response Status: successful" in out, out
+    # a new response in the same file, then a reload: new workers staple it
+    make_ocsp(certs, cert, os.path.join(d, "new.ocsp"), revoked=True)
+    shutil.copy(os.path.join(d, "new.ocsp"), resp)
+    before = w.metrics()("weir_reloads_total", result="ok")
+    w.signal(signal.SIGHUP)
+    wait_until(lambda: w.metrics()("weir_reloads_total", result="ok") > before, slack(5), what="the reload")
+    wait_until(lambda: "Cert Status: revoked" in s_client(w.port, "-servername", "app.test", "-status"),
+               slack(5), what="the new response stapled")
+
+
+@pytest.mark.parametrize("case", ["missing", "not der", "not successful"])
+def test_weir_t_names_a_bad_ocsp_file(tmp_path, certs, case):
+    d = certs["dir"]
+    resp = os.path.join(d, "bad.ocsp")
+    if case == "not der":
+        with open(resp, "wb") as f:
+            f.write(b"-----BEGIN nothing-----\n")
+        why = "not a DER OCSP response"
+    elif case == "not successful":
+        with open(resp, "wb") as f:
+            f.write(bytes([0x30, 0x03, 0x0a, 0x01, 0x03]))  # tryLater
+        why = "its status is 3"
+    else:
+        resp = os.path.join(d, "nope.ocsp")
+        why = "cannot read it: No such file"
+    cert, key = certs["ec"]
+    rc, err, path = check_conf(tmp_path, conf_with(tmp_path, [(cert, key, '\n  ocsp = "%s";' % resp)]))
+    assert rc == 1
+    m = re.search(r"^%s:(\d+): OCSP response (\S+): (.*)$" % re.escape(path), err, re.M)
+    assert m, err
+    assert m.group(2) == resp and why in m.group(3), err
+    assert int(m.group(1)) == 4 + 2  # the ocsp line
+
+
+def test_a_subject_with_commas_and_non_ascii_arrives_escaped_on_one_line(weir_factory, origin, certs):
+    d = certs["dir"]
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-utf8",
+            "-subj", "/O=Wéir, Inc./CN=dave+OU=ops", "-keyout", "dave.key", "-out", "dave.csr", cwd=d)
+    openssl("x509", "-req", "-in", "dave.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "30", "-out", "dave.pem", cwd=d)
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra=mtls(certs))
+    r = curl_tls(w, certs, client=(os.path.join(d, "dave.pem"), os.path.join(d, "dave.key")))
+    assert echoed(r, "X-Client-Subject") == [r"CN=dave+OU=ops,O=W\C3\A9ir\, Inc."]

@@ -54,9 +54,13 @@ static void test_last_entry(void)
 	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(DRAIN_CUT)), "drain_cut");
 	CU_ASSERT_STRING_EQUAL(weir_err_text(WEIR_ERR(DRAIN_CUT)), "connection cut by the drain timeout");
 	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(DRAIN_CUT)), 0);
-	CU_ASSERT_EQUAL(WEIR_ETLS_HANDSHAKE_INDEX, WEIR_ERR_COUNT - 1);
 	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(TLS_HANDSHAKE)), "tls_handshake");
 	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(TLS_HANDSHAKE)), 0);
+	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(UPSTREAM_TLS)), "upstream_tls");
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(UPSTREAM_TLS)), 502);
+	CU_ASSERT_EQUAL(WEIR_ETOO_EARLY_INDEX, WEIR_ERR_COUNT - 1);
+	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(TOO_EARLY)), "too_early");
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(TOO_EARLY)), 425);
 }
 
 static void test_eagain(void)
