@@ -275,6 +275,17 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	    /* a worker may count between the two loads of a sum */
 	    (unsigned long long)(c.tls_handshakes > c.tls_resumed ? c.tls_handshakes - c.tls_resumed : 0),
 	    (unsigned long long)c.tls_resumed);
+	family(o, "weir_tls_handshake_failures_total", "counter", "Client TLS handshakes that failed, by reason.");
+	{
+		static const char *const reasons[] = {
+#define TLS_FAIL_LABEL(name, label) label,
+			TLS_FAIL_TABLE(TLS_FAIL_LABEL)
+#undef TLS_FAIL_LABEL
+		};
+		for (int r = 0; r < TLS_FAIL_COUNT; r++)
+			textbuf_printf(o, "weir_tls_handshake_failures_total{reason=\"%s\"} %llu\n", reasons[r],
+			               (unsigned long long)c.tls_failures[r]);
+	}
 	family(o, "weir_upstream_tls_handshakes_total", "counter",
 	       "TLS handshakes with upstream servers completed, by whether they resumed a session.");
 	textbuf_printf(o,

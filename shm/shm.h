@@ -40,9 +40,26 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 5u
+#define SHM_LAYOUT_VERSION 6u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
+
+/* Why a client handshake failed, a closed set so the counter's labels stay
+ * bounded: weir_tls_handshake_failures_total{reason=...}. */
+#define TLS_FAIL_TABLE(X)                     \
+	X(PROTOCOL, "protocol")               \
+	X(PLAIN_HTTP, "plain_http")           \
+	X(CLIENT_CERT, "client_certificate")  \
+	X(TIMEOUT, "timeout")                 \
+	X(CLOSED, "closed")                   \
+	X(OTHER, "other")
+
+enum tls_fail {
+#define TLS_FAIL_ENUM(name, label) TLS_FAIL_##name,
+	TLS_FAIL_TABLE(TLS_FAIL_ENUM)
+#undef TLS_FAIL_ENUM
+	TLS_FAIL_COUNT
+};
 
 /* One worker's counters. Counters only grow; gauges go up and down. */
 struct shm_counters {
@@ -57,6 +74,7 @@ struct shm_counters {
 	uint64_t errors[WEIR_ERR_COUNT];
 	uint64_t tls_handshakes;    /* TLS handshakes completed, resumed or not */
 	uint64_t tls_resumed;       /* of which resumed a session (ticket) */
+	uint64_t tls_failures[TLS_FAIL_COUNT]; /* client handshakes failed, by enum tls_fail */
 	uint64_t upstream_tls_handshakes; /* TLS handshakes with upstreams completed */
 	uint64_t upstream_tls_resumed;    /* of which resumed the session offered */
 	/* gauges */

@@ -479,8 +479,8 @@ static void conn_on_head(struct conn *c)
 static void conn_on_handshake(struct conn *c)
 {
 	const char *why = NULL;
-	int events = 0;
-	int rc = tls_handshake(c, &events, &why);
+	int events = 0, reason;
+	int rc = tls_handshake(c, &events, &why, &reason);
 
 	if (rc == WEIR_EAGAIN) {
 		worker_io_set(&c->io, events);
@@ -488,7 +488,7 @@ static void conn_on_handshake(struct conn *c)
 	}
 	if (rc < 0) {
 		if (why)
-			tls_handshake_failed(c, why);
+			tls_handshake_failed(c, reason, why);
 		conn_close(c);
 		return;
 	}
@@ -552,7 +552,7 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		/* bounded by timeouts.client_header; a client that never sent a
 		 * byte is closed quietly, as an idle plain connection is */
 		if (tls_got_bytes(c))
-			tls_handshake_failed(c, "timed out");
+			tls_handshake_failed(c, TLS_FAIL_TIMEOUT, "timed out");
 		conn_close(c);
 		break;
 	case CONN_IDLE:

@@ -427,10 +427,32 @@ const char *tls_client_header(const struct conn *c, size_t *len, const char **su
 	return l->client_header;
 }
 
-int tls_handshake(struct conn *c, int *events, const char **why)
+/* The failure class of the error on top of BoringSSL's queue. */
+static int tls_fail_reason(void)
+{
+	switch (ERR_GET_REASON(ERR_peek_last_error())) {
+	case SSL_R_HTTP_REQUEST:
+		return TLS_FAIL_PLAIN_HTTP;
+	case SSL_R_NO_SHARED_CIPHER:
+	case SSL_R_NO_SHARED_GROUP:
+	case SSL_R_UNSUPPORTED_PROTOCOL:
+	case SSL_R_WRONG_VERSION_NUMBER:
+	case SSL_R_UNKNOWN_PROTOCOL:
+	case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
+		return TLS_FAIL_PROTOCOL;
+	case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+	case SSL_R_CERTIFICATE_VERIFY_FAILED:
+		return TLS_FAIL_CLIENT_CERT;
+	default:
+		return TLS_FAIL_OTHER;
+	}
+}
+
+int tls_handshake(struct conn *c, int *events, const char **why, int *reason)
 {
 	int rc, err;
 
+	*reason = TLS_FAIL_OTHER;
 	errno = 0;
 	rc = SSL_do_handshake(c->ssl);
 	if (rc == 1) {
@@ -453,10 +475,12 @@ int tls_handshake(struct conn *c, int *events, const char **why)
 		*events = EV_WRITE;
 		return WEIR_EAGAIN;
 	case SSL_ERROR_SSL:
+		*reason = tls_fail_reason();
 		*why = tls_err();
 		break;
 	case SSL_ERROR_SYSCALL:
 	case SSL_ERROR_ZERO_RETURN:
+		*reason = TLS_FAIL_CLOSED;
 		if (errno && errno != EPIPE && errno != ECONNRESET)
 			*why = strerror(errno);
 		else
@@ -470,11 +494,12 @@ int tls_handshake(struct conn *c, int *events, const char **why)
 	return WEIR_ERR(TLS_HANDSHAKE);
 }
 
-void tls_handshake_failed(struct conn *c, const char *why)
+void tls_handshake_failed(struct conn *c, int reason, const char *why)
 {
 	time_t now = (time_t)ev_now(wk.loop);
 
 	worker_count_error(WEIR_ERR(TLS_HANDSHAKE));
+	SHM_ADD(wk.cnt, tls_failures[reason], 1);
 	if (log_level_min > LOG_LEVEL_INFO)
 		return;
 	if (now != tls.log_sec) {

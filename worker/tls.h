@@ -25,6 +25,7 @@
 #include <openssl/base.h>
 
 #include "common/config.h"
+#include "shm/shm.h"
 
 struct conn;
 
@@ -42,12 +43,13 @@ int tls_listener(int l);
  * when out of memory. */
 SSL *tls_new(int l, int fd);
 
+
 /* One step of the handshake of <c>. Returns 0 when it is complete (and
  * counted), WEIR_EAGAIN with *events set to what to wait for (EV_READ or
  * EV_WRITE), or WEIR_ERR(TLS_HANDSHAKE) when it failed: then *why says why,
  * or is NULL when the client left before sending a byte (not a failure
  * worth a line: a port probe or a health check). */
-int tls_handshake(struct conn *c, int *events, const char **why);
+int tls_handshake(struct conn *c, int *events, const char **why, int *reason);
 
 /*
  * The client_header of <c>'s listener (<len> bytes), or NULL when it has
@@ -63,7 +65,7 @@ int tls_got_bytes(const struct conn *c);
 /* Counts a failed handshake on <c> and logs <why> at info level, at most
  * TLS_LOG_PER_SEC lines a second, then one line saying how many were left
  * out. */
-void tls_handshake_failed(struct conn *c, const char *why);
+void tls_handshake_failed(struct conn *c, int reason, const char *why);
 
 /* Sends close_notify once if the handshake completed (never waits for the
  * answer) and frees c->ssl. Any later I/O on <c> is on the raw socket. */
