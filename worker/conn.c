@@ -108,19 +108,10 @@ ssize_t conn_recv(struct conn *c, void *p, size_t n)
 static ssize_t conn_tls_sendv(struct conn *c, const struct iovec *iov, int cnt)
 {
 	char copy[16384];
-	const void *p = iov[0].iov_base;
-	size_t len = iov[0].iov_len;
+	const void *p;
+	size_t len = tls_gather(iov, cnt, copy, sizeof(copy), &p);
 	int rc;
 
-	if (cnt > 1 && len < sizeof(copy)) {
-		len = 0;
-		for (int i = 0; i < cnt && len < sizeof(copy); i++) {
-			size_t k = iov[i].iov_len < sizeof(copy) - len ? iov[i].iov_len : sizeof(copy) - len;
-			memcpy(copy + len, iov[i].iov_base, k);
-			len += k;
-		}
-		p = copy;
-	}
 	c->tls_write_wants = 0;
 	errno = 0;
 	rc = SSL_write(c->ssl, p, len > INT_MAX ? INT_MAX : (int)len);

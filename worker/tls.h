@@ -22,6 +22,8 @@
 #ifndef WEIR_WORKER_TLS_H
 #define WEIR_WORKER_TLS_H
 
+#include <string.h>
+#include <sys/uio.h>
 #include <openssl/base.h>
 
 #include "common/config.h"
@@ -78,5 +80,31 @@ void tls_tick(void);
 /* 1 while <c> is still reading TLS 1.3 early data (0-RTT): the handshake
  * has not finished, so what was read could be a replay. */
 int tls_in_early_data(const struct conn *c);
+
+/*
+ * One TLS record for several iovecs: a head and the first body bytes, or
+ * chunk framing, are copied into <buf> (<cap> bytes, at most a record) so
+ * they leave in one record and one write(2). Sets *p to what SSL_write
+ * should send and returns its length; a single or large first iovec goes
+ * as it is. A retry after WANT_WRITE gathers the same bytes again, as
+ * BoringSSL's moving-buffer mode allows.
+ */
+static inline size_t tls_gather(const struct iovec *iov, int cnt, char *buf, size_t cap, const void **p)
+{
+	size_t len = iov[0].iov_len;
+
+	*p = iov[0].iov_base;
+	if (cnt == 1 || len >= cap)
+		return len;
+	len = 0;
+	for (int i = 0; i < cnt && len < cap; i++) {
+		size_t k = iov[i].iov_len < cap - len ? iov[i].iov_len : cap - len;
+
+		memcpy(buf + len, iov[i].iov_base, k);
+		len += k;
+	}
+	*p = buf;
+	return len;
+}
 
 #endif

@@ -12,6 +12,7 @@
 #include <openssl/x509.h>
 
 #include "common/log.h"
+#include "worker/tls.h"
 #include "worker/upstream.h"
 #include "worker/worker.h"
 
@@ -250,22 +251,10 @@ ssize_t tls_client_recv(struct upconn *u, void *p, size_t n)
 ssize_t tls_client_sendv(struct upconn *u, const struct iovec *iov, int cnt)
 {
 	char gather[TLS_CLIENT_GATHER];
-	const void *p = iov[0].iov_base;
-	size_t len = iov[0].iov_len;
+	const void *p;
+	size_t len = tls_gather(iov, cnt, gather, sizeof(gather), &p);
 	int rc;
 
-	if (cnt > 1 && len < sizeof(gather)) {
-		/* one record for a head and the first body bytes; the same
-		 * bytes are gathered again on a retry (moving buffer mode) */
-		len = 0;
-		for (int i = 0; i < cnt && len < sizeof(gather); i++) {
-			size_t k = iov[i].iov_len < sizeof(gather) - len ? iov[i].iov_len : sizeof(gather) - len;
-
-			memcpy(gather + len, iov[i].iov_base, k);
-			len += k;
-		}
-		p = gather;
-	}
 	rc = SSL_write(u->ssl, p, len > INT32_MAX ? INT32_MAX : (int)len);
 	if (rc > 0)
 		return rc;
