@@ -289,7 +289,10 @@ def test_usr2_lets_requests_in_flight_on_the_old_master_finish(weir_factory, ori
     assert w.get("/bytes/5").body == b"xxxxx"
     assert w.proc.poll() is None, "the old master left before its requests were answered"
     # the idle keep-alive connection, used within the grace, is answered
-    # by the old worker and then closed
+    # by the old worker and then closed; the new pid file appears before the
+    # old master has heard "ready", so wait until its workers drain
+    wait_until(lambda: any("draining" in l and "connection(s)" in l for l in w.error_lines()), slack(10),
+               interval=0.005, what="the old workers to start draining")
     r = idle.request("GET", "/bytes/4")
     assert r.status == 200 and r.body == b"xxxx", r
     assert "close" in r.connection_tokens(), r
