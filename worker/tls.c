@@ -467,13 +467,10 @@ int tls_handshake(struct conn *c, int *events, const char **why, int *reason)
 		return 0;
 	}
 	err = SSL_get_error(c->ssl, rc);
+	*events = tls_want_events(err);
+	if (*events)
+		return WEIR_EAGAIN;
 	switch (err) {
-	case SSL_ERROR_WANT_READ:
-		*events = EV_READ;
-		return WEIR_EAGAIN;
-	case SSL_ERROR_WANT_WRITE:
-		*events = EV_WRITE;
-		return WEIR_EAGAIN;
 	case SSL_ERROR_SSL:
 		*reason = tls_fail_reason();
 		*why = tls_err();

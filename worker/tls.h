@@ -24,7 +24,9 @@
 
 #include <string.h>
 #include <sys/uio.h>
+#include <ev.h>
 #include <openssl/base.h>
+#include <openssl/ssl.h>
 
 #include "common/config.h"
 #include "shm/shm.h"
@@ -80,6 +82,14 @@ void tls_tick(void);
 /* 1 while <c> is still reading TLS 1.3 early data (0-RTT): the handshake
  * has not finished, so what was read could be a replay. */
 int tls_in_early_data(const struct conn *c);
+
+/* The watcher events a handshake waits for after SSL_get_error() said
+ * <err>: EV_READ, EV_WRITE, or 0 when it failed. Client and upstream
+ * handshakes share it; their failures differ and stay with each. */
+static inline int tls_want_events(int err)
+{
+	return err == SSL_ERROR_WANT_READ ? EV_READ : err == SSL_ERROR_WANT_WRITE ? EV_WRITE : 0;
+}
 
 /*
  * One TLS record for several iovecs: a head and the first body bytes, or

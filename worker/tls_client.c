@@ -191,13 +191,10 @@ int tls_client_handshake(struct upconn *u, int *events, const char **why)
 		return 0;
 	}
 	err = SSL_get_error(u->ssl, rc);
+	*events = tls_want_events(err);
+	if (*events)
+		return WEIR_EAGAIN;
 	switch (err) {
-	case SSL_ERROR_WANT_READ:
-		*events = EV_READ;
-		return WEIR_EAGAIN;
-	case SSL_ERROR_WANT_WRITE:
-		*events = EV_WRITE;
-		return WEIR_EAGAIN;
 	case SSL_ERROR_SSL:
 		/* the verify result means something only when verification ran
 		 * and failed; before that BoringSSL reports an "invalid call" */
