@@ -17,25 +17,7 @@
 #include "common/config.h"
 #include "shm/route.h"
 #include "shm/shm.h"
-
-static char dir[] = "/tmp/weir-test-route-XXXXXX";
-static int nfiles;
-
-static int suite_init(void)
-{
-	return mkdtemp(dir) ? 0 : -1;
-}
-
-static int suite_clean(void)
-{
-	char p[300];
-
-	for (int i = 0; i < nfiles; i++) {
-		snprintf(p, sizeof p, "%s/%d.conf", dir, i);
-		unlink(p);
-	}
-	return rmdir(dir);
-}
+#include "tests/unit/unit_config.h"
 
 #define UPSTREAMS                                                                                                      \
 	"upstreams = (\n"                                                                                              \
@@ -64,37 +46,19 @@ static const char *const routes_lines[] = {
 #define NROUTES (sizeof(routes_lines) / sizeof(routes_lines[0]))
 
 /* Loads a config whose routes list is <routes>; fails the test if invalid. */
+/* A config with the suite's upstreams and <routes>. */
 static struct config *load(const char *routes)
 {
-	static struct config_errors errs;
-	struct config *cfg = calloc(1, sizeof(*cfg));
-	char path[300], *text;
-	FILE *f;
 	size_t cap = strlen(routes) + 4096;
+	char *text = malloc(cap);
+	struct config *cfg;
 
-	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
-	text = malloc(cap);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
 	snprintf(text, cap, "listeners = ( { address = \"127.0.0.1:8080\"; } );\n" UPSTREAMS "routes = (\n%s\n);\n",
 	         routes);
-	snprintf(path, sizeof path, "%s/%d.conf", dir, nfiles++);
-	f = fopen(path, "w");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	fputs(text, f);
-	fclose(f);
+	cfg = unit_config_load(text);
 	free(text);
-	if (config_load(path, cfg, &errs) != 0) {
-		for (int i = 0; i < errs.count && i < CONFIG_MAX_ERRORS; i++)
-			fprintf(stderr, "\n    %s", errs.msg[i]);
-		CU_FAIL_FATAL("config did not load");
-	}
 	return cfg;
-}
-
-static void unload(struct config *cfg)
-{
-	config_free(cfg);
-	free(cfg);
 }
 
 /* The routes joined, in file order or reversed. */
@@ -132,7 +96,7 @@ static void compile(int reversed)
 		table = calloc(1, sizeof(*table));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(table);
 	route_compile(table, cfg);
-	unload(cfg);
+	unit_config_free(cfg);
 }
 
 static void check_order(int reversed)
@@ -266,7 +230,7 @@ static void test_a_generation_a_live_worker_reports_is_never_rewritten(void)
 		atomic_store(&seg->slots[1].pid, 0);
 		CU_ASSERT_EQUAL(route_prepare(seg, cfg), freed);
 	}
-	unload(cfg);
+	unit_config_free(cfg);
 	munmap(seg, sizeof(*seg));
 	close(seg_fd);
 }
@@ -297,7 +261,7 @@ static void test_a_request_in_flight_protects_its_table_and_every_later_one(void
 		atomic_store(&seg->slots[0].gen_min, 0);
 		CU_ASSERT_EQUAL(route_prepare(seg, cfg), oldest);
 	}
-	unload(cfg);
+	unit_config_free(cfg);
 	munmap(seg, sizeof(*seg));
 	close(seg_fd);
 }
@@ -325,7 +289,7 @@ int main(void)
 
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
-	s = CU_add_suite("shm/route", suite_init, suite_clean);
+	s = CU_add_suite("shm/route", unit_config_init, unit_config_clean);
 	for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
 		CU_add_test(s, tests[i].name, tests[i].fn);
 	CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -17,52 +17,7 @@
 #include "shm/route.h"
 #include "shm/shm.h"
 #include "shm/stat.h"
-
-static char dir[] = "/tmp/weir-test-stat-XXXXXX";
-static int nfiles;
-
-static int suite_init(void)
-{
-	return mkdtemp(dir) ? 0 : -1;
-}
-
-static int suite_clean(void)
-{
-	char p[300];
-
-	for (int i = 0; i < nfiles; i++) {
-		snprintf(p, sizeof p, "%s/%d.conf", dir, i);
-		unlink(p);
-	}
-	return rmdir(dir);
-}
-
-static struct config *load(const char *text)
-{
-	static struct config_errors errs;
-	struct config *cfg = calloc(1, sizeof(*cfg));
-	char path[300];
-	FILE *f;
-
-	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
-	snprintf(path, sizeof path, "%s/%d.conf", dir, nfiles++);
-	f = fopen(path, "w");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	fputs(text, f);
-	fclose(f);
-	if (config_load(path, cfg, &errs) != 0) {
-		for (int i = 0; i < errs.count && i < CONFIG_MAX_ERRORS; i++)
-			fprintf(stderr, "\n    %s", errs.msg[i]);
-		CU_FAIL_FATAL("config did not load");
-	}
-	return cfg;
-}
-
-static void unload(struct config *cfg)
-{
-	config_free(cfg);
-	free(cfg);
-}
+#include "tests/unit/unit_config.h"
 
 /* ---- the key table -------------------------------------------------------- */
 
@@ -202,10 +157,10 @@ static int server_stat(struct shm_segment *seg, const char *upstream, const char
 static void test_a_reload_that_reorders_the_config_keeps_every_index(void)
 {
 	struct config *one =
-	    load(CFG_HEAD "routes = ( { host = \"api.example.com\"; path = \"/v1/\"; upstream = \"api\"; },\n"
+	    unit_config_load(CFG_HEAD "routes = ( { host = \"api.example.com\"; path = \"/v1/\"; upstream = \"api\"; },\n"
 	                  "  { path = \"/\"; upstream = \"web\"; } );\n");
 	struct config *two =
-	    load("listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
+	    unit_config_load("listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
 	         "upstreams = (\n"
 	         "  { name = \"web\"; servers = ( { address = \"10.0.0.3:80\"; } ); },\n"
 	         "  { name = \"api\"; servers = ( { address = \"10.0.0.9:80\"; }, { address = \"10.0.0.2:80\"; },\n"
@@ -244,15 +199,15 @@ static void test_a_reload_that_reorders_the_config_keeps_every_index(void)
 	CU_ASSERT_EQUAL(atomic_load(&seg->keys.nroutes), 3);
 	CU_ASSERT_EQUAL(atomic_load(&seg->keys.nservers), 4);
 
-	unload(one);
-	unload(two);
+	unit_config_free(one);
+	unit_config_free(two);
 	munmap(seg, sizeof(*seg));
 	close(fd);
 }
 
 static void test_a_dead_workers_per_key_counters_are_folded_not_lost(void)
 {
-	struct config *cfg = load(CFG_HEAD "routes = ( { path = \"/\"; upstream = \"api\"; } );\n");
+	struct config *cfg = unit_config_load(CFG_HEAD "routes = ( { path = \"/\"; upstream = \"api\"; } );\n");
 	struct shm_route_counters *r = calloc(STAT_ROUTES, sizeof(*r));
 	struct shm_server_counters *s = calloc(STAT_SERVERS, sizeof(*s));
 	int fd, w;
@@ -288,16 +243,16 @@ static void test_a_dead_workers_per_key_counters_are_folded_not_lost(void)
 
 	free(r);
 	free(s);
-	unload(cfg);
+	unit_config_free(cfg);
 	munmap(seg, sizeof(*seg));
 	close(fd);
 }
 
 static void test_a_reload_keeps_admin_overrides_of_servers_that_stay(void)
 {
-	struct config *both = load(CFG_HEAD "routes = ( { path = \"/\"; upstream = \"api\"; } );\n");
+	struct config *both = unit_config_load(CFG_HEAD "routes = ( { path = \"/\"; upstream = \"api\"; } );\n");
 	struct config *fewer =
-	    load("listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
+	    unit_config_load("listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
 	         "upstreams = ( { name = \"api\"; servers = ( { address = \"10.0.0.1:80\"; } ); } );\n"
 	         "routes = ( { path = \"/\"; upstream = \"api\"; } );\n");
 	int fd, s1, s2;
@@ -323,8 +278,8 @@ static void test_a_reload_keeps_admin_overrides_of_servers_that_stay(void)
 	CU_ASSERT_EQUAL(server_stat(seg, "api", "10.0.0.2:80"), s2);
 	CU_ASSERT_EQUAL(shm_admin(seg, (uint16_t)s2), 0);
 
-	unload(both);
-	unload(fewer);
+	unit_config_free(both);
+	unit_config_free(fewer);
 	munmap(seg, sizeof(*seg));
 	close(fd);
 }
@@ -366,7 +321,7 @@ int main(void)
 
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
-	s = CU_add_suite("shm/stat", suite_init, suite_clean);
+	s = CU_add_suite("shm/stat", unit_config_init, unit_config_clean);
 	for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
 		CU_add_test(s, tests[i].name, tests[i].fn);
 	CU_basic_set_mode(CU_BRM_VERBOSE);
