@@ -16,6 +16,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/secmem.h"
 #include "master/master.h"
 
 #define WEIR_DEFAULT_CONFIG WEIR_SYSCONFDIR "/weir/weir.conf"
@@ -107,6 +108,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	/* BoringSSL's heap, out of core dumps: before any key is read */
+	if (secmem_init() < 0) {
+		fputs("weir: cannot map memory for TLS secrets\n", stderr);
+		return 1;
+	}
 	cfg = calloc(1, sizeof(*cfg));
 	errs = calloc(1, sizeof(*errs));
 	if (!cfg || !errs) {

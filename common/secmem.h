@@ -1,0 +1,46 @@
+/*
+ * secmem.h: the memory BoringSSL allocates from, kept out of core dumps.
+ *
+ * Principle: a parsed private key, a session's traffic secrets and the
+ * record buffers of a TLS connection all live in BoringSSL's heap. Rather
+ * than find each one, weir gives BoringSSL a heap of its own: BoringSSL
+ * calls the weak hooks OPENSSL_memory_alloc/free/get_size when a program
+ * defines them, and secmem.c defines them over anonymous mappings marked
+ * MADV_DONTDUMP. Everything BoringSSL holds is then out of every core dump,
+ * in the master and in each worker (fork keeps the mark), and each block
+ * is wiped when BoringSSL frees it.
+ *
+ * The allocator: power-of-two size classes with free lists, carved from
+ * large reserved regions; big blocks get a mapping of their own. Freed
+ * memory is kept for reuse, as the slab does, so after warm-up a handshake
+ * makes no system call for memory. One process, one thread: no locks.
+ *
+ * Under AddressSanitizer every block's header and unused tail are
+ * poisoned, and a freed block stays poisoned until reused, so overflows and
+ * use after free inside BoringSSL are still reported.
+ */
+#ifndef WEIR_COMMON_SECMEM_H
+#define WEIR_COMMON_SECMEM_H
+
+#include <stddef.h>
+
+struct secmem_stats {
+	size_t mapped;  /* bytes taken from the system (regions and big blocks) */
+	size_t in_use;  /* bytes handed out, as asked for */
+	size_t blocks;  /* blocks handed out */
+};
+
+/* Makes sure this module is linked in, so BoringSSL finds the hooks, and
+ * maps the first region. Returns 0, or -1 if that mapping fails (the
+ * hooks then still work, mapping on first use). */
+int secmem_init(void);
+
+/* What the allocator holds now, for the stats socket and tests. */
+void secmem_get_stats(struct secmem_stats *st);
+
+/* The same allocation functions, for weir's own secrets (and tests). */
+void *secmem_alloc(size_t size);
+void secmem_free(void *p);
+size_t secmem_size(const void *p);
+
+#endif
