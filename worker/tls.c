@@ -10,6 +10,8 @@
 #include <time.h>
 
 #include <openssl/bio.h>
+#include <openssl/ec.h>
+#include <openssl/ec_key.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -24,17 +26,21 @@
 #include "shm/ticket.h"
 #include "worker/conn.h"
 #include "worker/tls_names.h"
+#include "worker/tls_pick.h"
 #include "worker/worker.h"
 
 #define TLS_LOG_PER_SEC 10
 
 /* One TLS listener: a context per certificate ([0] is the default, which
- * receives every ClientHello), and the names that select the others. */
+ * receives every ClientHello), and the names and key types that select the
+ * others (tls_pick.h). */
 struct tls_listener {
 	SSL_CTX *ctx[CONFIG_MAX_CERTS];
 	int nctx;
 	struct tls_name *names; /* point into the config's tlscert names */
 	int nnames;
+	uint8_t key[CONFIG_MAX_CERTS]; /* TLS_PICK_KEY_* of each certificate */
+	uint64_t siblings;             /* those with exactly ctx[0]'s names */
 	const char *client_header; /* the config's client_header, NULL for none */
 	size_t client_header_len;
 };
@@ -116,18 +122,47 @@ static int tls_ticket_cb(SSL *ssl, uint8_t *name, uint8_t *iv, EVP_CIPHER_CTX *e
 
 /* ---- SNI and ALPN ------------------------------------------------------ */
 
+/*
+ * Chooses the certificate by SNI name and by the key types the client can
+ * verify (tls_pick.h), from BoringSSL's early callback: the servername
+ * callback sees only the name, not the signature algorithms and suites
+ * an ECDSA/RSA pair is chosen by. It runs before the resumption decision,
+ * so a session is resumed only under the context (session id context)
+ * chosen here. Nothing is allocated here but SSL_set_SSL_CTX's copy.
+ */
+static enum ssl_select_cert_result_t tls_select_cert_cb(const SSL_CLIENT_HELLO *ch)
+{
+	const struct tls_listener *l = SSL_get_ex_data(ch->ssl, tls.ex_listener);
+	struct tls_pick_raw raw = {.suites = ch->cipher_suites, .suites_len = ch->cipher_suites_len};
+	struct tls_pick_hello h;
+	int k;
+
+	if (!l || l->nctx < 2)
+		return ssl_select_cert_success;
+	if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_server_name, &raw.sni, &raw.sni_len))
+		raw.sni = NULL;
+	if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_signature_algorithms, &raw.sigalgs, &raw.sigalgs_len))
+		raw.sigalgs = NULL;
+	if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_supported_versions, &raw.versions, &raw.versions_len))
+		raw.versions = NULL;
+	/* a malformed extension: BoringSSL refuses the hello itself, with
+	 * the right alert; nothing to choose */
+	if (tls_pick_parse_hello(&raw, &h) < 0)
+		return ssl_select_cert_success;
+	k = tls_pick_choose_cert(l->names, l->nnames, l->key, l->nctx, l->siblings, &h);
+	if (k > 0 && !SSL_set_SSL_CTX(ch->ssl, l->ctx[k]))
+		return ssl_select_cert_error;
+	return ssl_select_cert_success;
+}
+
+/* The choice was made in tls_select_cert_cb; this callback is kept because
+ * without one BoringSSL does not acknowledge the client's server_name
+ * (RFC 6066 3: the server that used it says so). */
 static int tls_servername_cb(SSL *ssl, int *alert, void *arg)
 {
-	struct tls_listener *l = arg;
-	const char *host = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-	int i;
+	(void)ssl;
 	(void)alert;
-
-	if (!host || l->nctx < 2)
-		return SSL_TLSEXT_ERR_OK;
-	i = tls_names_pick(l->names, l->nnames, host, strlen(host));
-	if (i > 0)
-		SSL_set_SSL_CTX(ssl, l->ctx[i]);
+	(void)arg;
 	return SSL_TLSEXT_ERR_OK;
 }
 
@@ -245,6 +280,16 @@ static SSL_CTX *tls_ctx_new(const struct config_listener *lc, const struct confi
 	return ctx;
 }
 
+/* TLS_PICK_KEY_* of <key>: the curve matters, TLS 1.3 binds it to the
+ * signature scheme. */
+static int tls_key_type(const EVP_PKEY *key)
+{
+	const EC_KEY *ec = EVP_PKEY_id(key) == EVP_PKEY_EC ? EVP_PKEY_get0_EC_KEY(key) : NULL;
+	const EC_GROUP *g = ec ? EC_KEY_get0_group(ec) : NULL;
+
+	return tls_pick_key_type(EVP_PKEY_id(key), g ? EC_GROUP_get_curve_name(g) : NID_undef);
+}
+
 static void tls_listener_free(struct tls_listener *l)
 {
 	if (!l)
@@ -299,12 +344,16 @@ int tls_init(const struct config *cfg)
 				return -1;
 			}
 			l->nctx++;
+			l->key[k] = (uint8_t)tls_key_type(c->loaded->key);
 			for (int j = 0; j < c->loaded->nnames; j++)
 				l->names[l->nnames++] = (struct tls_name){
 					.name = c->loaded->names[j], .len = strlen(c->loaded->names[j]), .cert = k};
 		}
+		l->siblings = tls_pick_find_siblings(l->names, l->nnames, l->nctx);
+		/* ctx[0] receives every ClientHello: its callback is the one
+		 * that runs, whatever context it switches to */
+		SSL_CTX_set_select_certificate_cb(l->ctx[0], tls_select_cert_cb);
 		SSL_CTX_set_tlsext_servername_callback(l->ctx[0], tls_servername_cb);
-		SSL_CTX_set_tlsext_servername_arg(l->ctx[0], l);
 	}
 	if (!any)
 		return 0;

@@ -37,17 +37,3 @@ int tls_name_match(const char *pattern, size_t plen, const char *host, size_t hl
 		return same(pattern + 1, host + label, plen - 1) ? 1 : 0;
 	}
 }
-
-int tls_names_pick(const struct tls_name *names, int n, const char *host, size_t hlen)
-{
-	int wild = -1;
-
-	for (int i = 0; i < n; i++) {
-		int m = tls_name_match(names[i].name, names[i].len, host, hlen);
-		if (m == 2)
-			return names[i].cert;
-		if (m == 1 && wild < 0)
-			wild = names[i].cert;
-	}
-	return wild;
-}

@@ -1,5 +1,5 @@
 /*
- * tls_names.h: choosing a listener's certificate from the SNI host name.
+ * tls_names.h: matching the SNI host name against a certificate's names.
  *
  * Principle: the names come from the certificates (common/tlscert.h), so a
  * certificate is served for exactly the names a client will accept it for.
@@ -7,6 +7,9 @@
  * equals the certificate listed first wins; no match (or no SNI) means the
  * listener's first certificate. A wildcard "*.example.com" covers one label:
  * "a.example.com", not "example.com" nor "a.b.example.com" (RFC 6125 6.4.3).
+ * Among equals, worker/tls_pick.h then goes by the key types the client can
+ * verify (an ECDSA and an RSA certificate for the same names), and makes
+ * the choice (tls_pick_choose_cert).
  */
 #ifndef WEIR_WORKER_TLS_NAMES_H
 #define WEIR_WORKER_TLS_NAMES_H
@@ -22,8 +25,5 @@ struct tls_name {
 /* 2 when <host> (<hlen> bytes, any case, one trailing dot allowed) equals
  * <pattern>, 1 when wildcard <pattern> covers it, 0 otherwise. */
 int tls_name_match(const char *pattern, size_t plen, const char *host, size_t hlen);
-
-/* The certificate for <host> among <n> names, or -1 when none fits. */
-int tls_names_pick(const struct tls_name *names, int n, const char *host, size_t hlen);
 
 #endif
