@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "worker/tls.h"
+#include "worker/tls_bio.h"
 #include "worker/txn.h"
 #include "worker/upstream.h"
 
@@ -150,8 +151,8 @@ int conn_read(struct conn *c)
 			/* a short read drained the socket: the next readiness
 			 * event tells us when there is more, no need to ask;
 			 * with TLS a short read ends a record, and what is left
-			 * of it inside BoringSSL raises no event */
-			if ((size_t)n < room && !(c->ssl && SSL_pending(c->ssl) > 0))
+			 * of it, or of the bytes read ahead, raises no event */
+			if ((size_t)n < room && !(c->ssl && tls_bio_pending(c->ssl)))
 				c->readable = 0;
 			return (int)n;
 		}

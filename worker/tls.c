@@ -25,6 +25,7 @@
 #include "common/tlscert.h"
 #include "shm/ticket.h"
 #include "worker/conn.h"
+#include "worker/tls_bio.h"
 #include "worker/tls_names.h"
 #include "worker/tls_pick.h"
 #include "worker/worker.h"
@@ -398,7 +399,7 @@ SSL *tls_new(int l, int fd)
 
 	if (!ssl)
 		return NULL;
-	if (!SSL_set_fd(ssl, fd) || !SSL_set_ex_data(ssl, tls.ex_listener, tls.l[l])) {
+	if (tls_bio_attach(ssl, fd) < 0 || !SSL_set_ex_data(ssl, tls.ex_listener, tls.l[l])) {
 		SSL_free(ssl);
 		return NULL;
 	}

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "worker/tls.h"
+#include "worker/tls_bio.h"
 #include "worker/upstream.h"
 #include "worker/worker.h"
 
@@ -163,7 +164,7 @@ int tls_client_attach(struct upconn *u, const struct route_table *t, const char 
 		return WEIR_ERR(UPSTREAM_TLS);
 	}
 	ssl = SSL_new(ctx);
-	if (!ssl || !SSL_set_fd(ssl, u->io.fd) || (ug->tls_sni[0] && !SSL_set_tlsext_host_name(ssl, ug->tls_sni))) {
+	if (!ssl || tls_bio_attach(ssl, u->io.fd) < 0 || (ug->tls_sni[0] && !SSL_set_tlsext_host_name(ssl, ug->tls_sni))) {
 		SSL_free(ssl);
 		ERR_clear_error();
 		*why = "out of memory";
@@ -274,7 +275,7 @@ ssize_t tls_client_sendv(struct upconn *u, const struct iovec *iov, int cnt)
 
 int tls_client_pending(const struct upconn *u)
 {
-	return SSL_has_pending(u->ssl);
+	return tls_bio_pending(u->ssl);
 }
 
 void tls_client_close(struct upconn *u)

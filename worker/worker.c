@@ -11,6 +11,7 @@
 #include "common/process.h"
 #include "worker/conn.h"
 #include "worker/tls.h"
+#include "worker/tls_bio.h"
 #include "worker/tls_client.h"
 #include "worker/txn.h"
 #include "worker/upstream.h"
@@ -242,6 +243,10 @@ static int worker_setup(const struct worker_start *ws)
 		wk.accept_io[i].data = (void *)(intptr_t)i; /* the listener, for TLS */
 		ev_io_start(wk.loop, &wk.accept_io[i]);
 	}
+	if (tls_bio_init() < 0) {
+		log_error("TLS: out of memory");
+		return -1;
+	}
 	if (tls_client_init(cfg) < 0) /* before the sync, which maps groups to its contexts */
 		return -1;
 	upstream_sync_table(route_acquire(wk.seg, wk.slot));
@@ -259,6 +264,7 @@ int worker_main(const struct worker_start *ws)
 	upstream_close_pools();
 	tls_client_cleanup();
 	tls_cleanup();
+	tls_bio_cleanup();
 	log_flush();
 	return 0;
 }

@@ -300,6 +300,35 @@ def test_bodies_flow_both_ways_over_tls_on_one_connection(weir_factory, origin, 
         assert b"Transfer-Encoding: chunked" in buf and buf.endswith(b"0\r\n\r\n")
 
 
+def test_records_read_ahead_together_are_all_answered(weir_factory, origin, certs):
+    """Twenty pipelined requests, each its own TLS record, reach weir in
+    one TCP segment (the client corks its socket): weir reads them in one
+    read(2) and must answer every one, though no readiness event follows
+    the first."""
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], workers=1)
+    with tls_connect(w.port, client_ctx(certs), "app.test") as s:
+        s.settimeout(slack(5))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        for i in range(20):
+            s.write(b"GET /bytes/%d HTTP/1.1\r\nHost: app.test\r\n\r\n" % i)  # a record each
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+        buf = b""
+        for i in range(20):
+            while b"\r\n\r\n" not in buf:
+                d = s.recv(65536)
+                assert d, "closed after %d responses" % i
+                buf += d
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            n = int(re.search(rb"(?im)^content-length:\s*(\d+)", head).group(1))
+            assert n == i
+            while len(buf) < n:
+                buf += s.recv(65536)
+            assert buf[:n] == b"x" * n
+            buf = buf[n:]
+        assert buf == b""
+
+
 def test_a_stalled_handshake_is_cut_by_the_header_timeout_and_counted(weir_factory, origin, certs):
     w = start_tls_weir(weir_factory, origin, [certs["ec"]])
     before = w.metrics().error("tls_handshake")
