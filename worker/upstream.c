@@ -212,7 +212,9 @@ void upstream_release(struct upconn *u)
 	const struct route_table *t = route_acquire(wk.seg, wk.slot);
 	uint32_t keep = t->servers[u->server].keepalive;
 
-	if (u->table_id != wk.table_id || s->nidle >= keep) {
+	/* TLS bytes already read ahead past the response would raise no event
+	 * while pooled, and be taken for the next response: not fit to keep */
+	if (u->table_id != wk.table_id || s->nidle >= keep || (u->ssl && tls_client_pending(u))) {
 		upstream_close(u);
 		return;
 	}

@@ -298,3 +298,64 @@ def test_weir_t_refuses_an_incomplete_or_bad_tls_group(weir_factory, tls_origin,
     out = (r.stdout + r.stderr).decode()
     assert r.returncode != 0, out
     assert message in out, out
+
+
+def test_a_close_notify_read_with_the_response_keeps_the_connection_out_of_the_pool(weir_factory, pki):
+    """An origin that sends its response and, in the same segment, a
+    close_notify (but leaves TCP open): weir reads both at once, so no
+    event will ever announce the close. The connection must not be pooled:
+    the next request goes on a new connection at once, not on the dead one
+    and then again (weir_upstream_retries_total stays 0)."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pki["cert"], pki["key"])
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    accepted = []
+    held = []
+
+    def serve():
+        while True:
+            try:
+                raw, _ = lsock.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            try:
+                raw.settimeout(slack(5))
+                s = ctx.wrap_socket(raw, server_side=True)
+                req = b""
+                while b"\r\n\r\n" not in req:
+                    d = s.recv(65536)
+                    if not d:
+                        break
+                    req += d
+                body = b"once\n"
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)  # s owns the fd now
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                s.settimeout(0.0)  # unwrap sends close_notify and does not wait
+                try:
+                    s.unwrap()
+                except (ssl.SSLError, OSError):
+                    pass
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+                held.append(s)  # TCP stays open: no FIN follows
+            except (ssl.SSLError, OSError):
+                raw.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    origin = type("O", (), {"addr": "127.0.0.1:%d" % lsock.getsockname()[1]})()
+    try:
+        w = tls_weir(weir_factory, origin, verified(pki))
+        for i in range(3):
+            r = w.get("/")
+            assert r.status == 200 and r.body == b"once\n", r
+        assert len(accepted) == 3
+        assert w.metrics()("weir_upstream_retries_total") == 0
+    finally:
+        lsock.close()
+        for s in held:
+            s.close()
