@@ -65,7 +65,6 @@ static void *secmem_map(size_t len)
 		munmap(p, len);
 		return NULL;
 	}
-	sm.st.mapped += len;
 	return p;
 }
 
@@ -87,6 +86,7 @@ static void *secmem_carve(size_t len)
 	p = sm.next;
 	sm.next += len;
 	sm.left -= len;
+	sm.st.held += len;
 	return p;
 }
 
@@ -129,6 +129,7 @@ SECMEM_RAW void *secmem_alloc(size_t size)
 		h = secmem_map(len);
 		if (!h)
 			return NULL;
+		sm.st.held += len;
 		h->cls = SECMEM_BIG;
 		SECMEM_POISON(h, SECMEM_HDR);
 	} else {
@@ -177,7 +178,7 @@ SECMEM_RAW void secmem_free(void *p)
 		size_t len = (size + SECMEM_HDR + 4095) & ~(size_t)4095;
 		SECMEM_UNPOISON(h, len);
 		munmap(h, len);
-		sm.st.mapped -= len;
+		sm.st.held -= len;
 		return;
 	}
 	SECMEM_POISON(p, ((size_t)1 << (h->cls + SECMEM_MIN_SHIFT)) - SECMEM_HDR);

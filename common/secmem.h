@@ -25,7 +25,9 @@
 #include <stddef.h>
 
 struct secmem_stats {
-	size_t mapped;  /* bytes taken from the system (regions and big blocks) */
+	size_t held;    /* bytes made into blocks, handed out or free for reuse:
+	                 * at most this much is resident; the reserved rest of
+	                 * a region costs nothing until used */
 	size_t in_use;  /* bytes handed out, as asked for */
 	size_t blocks;  /* blocks handed out */
 };

@@ -297,6 +297,11 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               (unsigned long long)c.upstream_tls_resumed);
 	metric(o, "weir_slab_bytes_in_use", "gauge", "Worker slab bytes handed out.", c.slab_in_use);
 	metric(o, "weir_slab_bytes_free", "gauge", "Worker slab bytes mapped and free.", c.slab_free);
+	metric(o, "weir_tls_memory_bytes_in_use", "gauge",
+	       "Workers' BoringSSL memory handed out (TLS state, kept out of core dumps).", c.tls_mem_in_use);
+	metric(o, "weir_tls_memory_bytes_held", "gauge",
+	       "Workers' BoringSSL memory in blocks, in use or free for reuse (kept, not given back).",
+	       c.tls_mem_held);
 	metric(o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)alive);
 	metric(o, "weir_worker_restarts_total", "counter", "Workers replaced after an unexpected exit.",
 	       atomic_load(&seg->worker_restarts));

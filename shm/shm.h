@@ -40,7 +40,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 6u
+#define SHM_LAYOUT_VERSION 7u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -82,6 +82,8 @@ struct shm_counters {
 	uint64_t upstream_active;   /* upstream connections open */
 	uint64_t slab_in_use;       /* slab bytes handed out */
 	uint64_t slab_free;         /* slab bytes mapped, not handed out */
+	uint64_t tls_mem_in_use;    /* BoringSSL heap (common/secmem.h): bytes handed out */
+	uint64_t tls_mem_held;      /* and bytes made into blocks, free ones included */
 };
 
 /* Fields from <requests> to <errors> are counters; the rest are gauges. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/secmem.h"
 #include "common/process.h"
 #include "worker/conn.h"
 #include "worker/tls.h"
@@ -177,6 +178,12 @@ static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	log_flush();
 	SHM_SET(wk.cnt, slab_in_use, wk.slab.in_use_bytes);
 	SHM_SET(wk.cnt, slab_free, slab_free_bytes(&wk.slab));
+	{
+		struct secmem_stats st;
+		secmem_get_stats(&st);
+		SHM_SET(wk.cnt, tls_mem_in_use, st.in_use);
+		SHM_SET(wk.cnt, tls_mem_held, st.held);
+	}
 	upstream_admin_sweep();
 	tls_tick();
 	if (wk.draining && ev_now(loop) >= wk.drain_deadline) {

@@ -8,7 +8,7 @@ works, so the test cannot pass by looking in the wrong place."""
 import re
 import subprocess
 
-from harness import slack
+from harness import slack, wait_until
 from test_tls import certs, start_tls_weir, client_ctx, tls_connect, https_get  # noqa: F401
 
 
@@ -90,6 +90,12 @@ def test_private_keys_only_in_dontdump_memory(weir_factory, origin, certs):  # n
             head, body = https_get(s, "/", host=name)
             assert head.startswith("HTTP/1.1 200"), head
             s.close()
+    # the same memory, as the stats socket reports it (workers publish it
+    # every second)
+    wait_until(lambda: w.metrics()("weir_tls_memory_bytes_in_use") > 0, slack(3),
+               what="TLS memory in the metrics")
+    m = w.metrics()
+    assert m("weir_tls_memory_bytes_held") >= m("weir_tls_memory_bytes_in_use")
     pids = [w.proc.pid] + w.worker_pids()
     assert len(pids) == 3
     for key in (certs["ec"][1], certs["rsa"][1]):
