@@ -329,6 +329,53 @@ def test_records_read_ahead_together_are_all_answered(weir_factory, origin, cert
         assert buf == b""
 
 
+def test_tls_bytes_arriving_one_at_a_time_are_put_together(weir_factory, origin, certs):
+    """The handshake and a request reach weir one byte per TCP segment, so
+    every record header and body is read in pieces: the answer is the same
+    as for a whole request."""
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], workers=1)
+    ctx = client_ctx(certs)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(inc, out, server_hostname="app.test")
+    raw = socket.create_connection(("127.0.0.1", w.port), timeout=slack(5))
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def flush():
+        data = out.read()
+        for i in range(len(data)):
+            raw.sendall(data[i:i + 1])
+            time.sleep(0.0005)  # a segment each, not coalesced by the kernel
+
+    def pump(op):
+        while True:
+            try:
+                return op()
+            except ssl.SSLWantReadError:
+                flush()
+                d = raw.recv(65536)
+                assert d, "weir closed the connection"
+                inc.write(d)
+
+    try:
+        pump(tls.do_handshake)
+        tls.write(b"GET /bytes/300 HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
+        flush()
+        buf = b""
+        while True:
+            try:
+                d = pump(lambda: tls.read(65536))
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError, AssertionError):
+                break
+            if not d:
+                break
+            buf += d
+        head, body = buf.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        assert body == b"x" * 300
+    finally:
+        raw.close()
+
+
 def test_a_stalled_handshake_is_cut_by_the_header_timeout_and_counted(weir_factory, origin, certs):
     w = start_tls_weir(weir_factory, origin, [certs["ec"]])
     before = w.metrics().error("tls_handshake")
