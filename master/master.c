@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "master/listen.h"
+#include "master/notify.h"
 #include "master/stats.h"
 #include "master/upgrade.h"
 #include "shm/route.h"
@@ -320,6 +321,9 @@ static void master_stop(int how)
 
 	if (m.stopping >= how)
 		return;
+	/* after an upgrade the new master is the service: it says nothing */
+	if (!m.stopping && !m.upgraded)
+		notify_send("STOPPING=1");
 	m.stopping = how;
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
@@ -557,7 +561,16 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 			break;
 		}
 		log_notice("HUP received: reloading %s", m.cfg->file);
-		master_reload();
+		{
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			notify_send("RELOADING=1\nMONOTONIC_USEC=%llu",
+			            (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000);
+		}
+		if (master_reload() < 0)
+			notify_send("READY=1\nSTATUS=serving; the last reload failed, see the error log");
+		else
+			notify_send("READY=1\nSTATUS=serving");
 		break;
 	case SIGUSR2:
 		if (!m.stopping)
@@ -616,6 +629,7 @@ static int master_run_single(void)
 		ws.listen_fds[l] = m.ls.fds[l][0];
 		m.ls.fds[l][0] = -1; /* the worker closes it when it stops accepting */
 	}
+	notify_send("READY=1\nSTATUS=serving (master_process off)");
 	rc = worker_main(&ws);
 	ticket_keys_wipe(&m.seg->ticket);
 	stats_close(m.loop, 1);
@@ -726,7 +740,12 @@ int master_run(struct config *cfg, char *const argv[])
 		master_spawn(i);
 	if (upgrade_fd >= 0) {
 		log_notice("binary upgrade: took over the sockets; telling the old master");
+		/* before "ready": once told, the old master exits, and systemd
+		 * must already know the service goes on in this process */
+		notify_send("MAINPID=%d\nREADY=1\nSTATUS=serving (binary upgrade)", (int)getpid());
 		upgrade_ready(upgrade_fd);
+	} else {
+		notify_send("READY=1\nSTATUS=serving");
 	}
 
 	ev_run(m.loop, 0);
