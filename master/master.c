@@ -374,6 +374,25 @@ static void master_retire_workers(const struct config *oldcfg)
 	}
 }
 
+/* Fewer workers: the sockets of the slots that go away are closed, and the
+ * kernel resets what waits in their accept queues unless tcp_migrate_req
+ * moves it to the sockets that stay. Say so when it would not. */
+static void master_warn_shrink(int from, int to)
+{
+	char v = '0';
+	int fd = open("/proc/sys/net/ipv4/tcp_migrate_req", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &v, 1) != 1)
+			v = '0';
+		close(fd);
+	}
+	if (v != '1')
+		log_warn("workers %d -> %d: connections queued on the %d listening socket(s) closed now and not yet "
+		         "accepted will be reset; set net.ipv4.tcp_migrate_req = 1 to have the kernel move them",
+		         from, to, from - to);
+}
+
 /*
  * HUP: all or nothing. The new configuration is read and checked, its
  * sockets opened (reusing every socket whose address and slot stay, so no
@@ -421,6 +440,8 @@ static int master_reload(void)
 		return master_reload_failed("a listener could not be opened");
 	}
 	gen = route_commit(m.seg, gslot);
+	if (ncfg->workers < ocfg->workers)
+		master_warn_shrink(ocfg->workers, ncfg->workers);
 
 	/* committed: from here on nothing fails back */
 	/* sockets whose address or path stay are kept (a scrape in progress
