@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# cpusplit.sh: where the CPU goes, per request, when weir, nginx and HAProxy
+# each proxy the same load on this machine.
+#
+#   tests/bench/cpusplit.sh [--tls] [--close] [--duration S] [--conns C]
+#
+# peers.sh compares requests/s, but on a 2-core machine the load generator
+# (wrk) and the origin share the cores with the proxy, so requests/s tells
+# how fast the three processes are together. This script runs the same
+# set-up as peers.sh (one nginx origin on 127.0.0.1:19000 answering
+# "hello from origin", each proxy with one worker, wrk -t1 -cC for S
+# seconds; with --tls the proxies terminate TLS with peers.sh's ECDSA
+# certificate in /tmp/peers-tls; with --close every request is a new
+# connection) and, for each proxy in turn, reads the CPU time of the proxy
+# and of the origin from /proc/PID/stat and wrk's from time(1). It prints
+#
+#   NAME rps=R us/req proxy=P (user U) wrk=W origin=O sum=S
+#
+# in microseconds of CPU per request: P is what one proxied request costs
+# the proxy (U of it in user space, the rest in the kernel), and 2 cores
+# divided by S bounds the requests/s of the whole set-up. Softirq time the
+# kernel does not charge to a process is not in these figures.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+TLS=0 CLOSE=0 DUR=5 CONNS=64
+while [ $# -gt 0 ]; do
+	case $1 in
+	--tls) TLS=1 ;;
+	--close) CLOSE=1 ;;
+	--duration) DUR=$2; shift ;;
+	--conns) CONNS=$2; shift ;;
+	*) echo "usage: $0 [--tls] [--close] [--duration S] [--conns C]" >&2; exit 2 ;;
+	esac
+	shift
+done
+for t in nginx haproxy wrk; do
+	command -v $t >/dev/null || { echo "cpusplit.sh: needs $t (run ../shared/bench/peers.sh once)" >&2; exit 1; }
+done
+[ -x /usr/bin/time ] || { echo "cpusplit.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
+[ -x build/weir ] || make build/weir >/dev/null
+
+W=$(mktemp -d /tmp/cpusplit.XXXXXX)
+T=/tmp/peers-tls
+PIDS=()
+cleanup() { for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+SCHEME=http NGX_SSL="" HAP_SSL="" WEIR_CONF=tests/bench/peers.conf
+if [ "$TLS" = 1 ]; then
+	if [ ! -s $T/cert.pem ]; then
+		mkdir -p $T
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+			-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+			-keyout $T/key.pem -out $T/cert.pem 2>/dev/null
+	fi
+	cat $T/cert.pem $T/key.pem >"$W/hap.pem"
+	SCHEME=https WEIR_CONF=tests/bench/peers-tls.conf
+	NGX_SSL=" ssl; ssl_certificate $T/cert.pem; ssl_certificate_key $T/key.pem; ssl_session_cache shared:SSL:10m; ssl_protocols TLSv1.2 TLSv1.3"
+	HAP_SSL=" ssl crt $W/hap.pem"
+fi
+HDR=()
+[ "$CLOSE" = 1 ] && HDR=(-H "Connection: close")
+
+cat >"$W/origin.conf" <<EOF
+worker_processes 1; daemon off; master_process off;
+error_log $W/origin.err; pid $W/origin.pid;
+events { worker_connections 8192; }
+http { access_log off; keepalive_requests 100000000;
+  server { listen 127.0.0.1:19000 reuseport; location / { return 200 "hello from origin\n"; } } }
+EOF
+cat >"$W/nginx.conf" <<EOF
+worker_processes 1; daemon off; master_process off;
+error_log $W/nginx.err; pid $W/nginx.pid;
+events { worker_connections 8192; }
+http { access_log off; keepalive_requests 100000000;
+  upstream origin { server 127.0.0.1:19000; keepalive 256; keepalive_requests 100000000; }
+  server { listen 127.0.0.1:18081$NGX_SSL;
+    location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
+EOF
+cat >"$W/haproxy.cfg" <<EOF
+global
+  nbthread 1
+  maxconn 4000
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  option http-keep-alive
+frontend fe
+  bind 127.0.0.1:18082$HAP_SSL
+  default_backend be
+backend be
+  http-reuse always
+  server s1 127.0.0.1:19000
+EOF
+
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+uticks() { awk '{print $14}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+setsid nginx -c "$W/origin.conf" & OP=$!; PIDS+=($OP)
+sleep 0.3
+for p in weir nginx haproxy; do
+	case $p in
+	weir) setsid build/weir -c $WEIR_CONF >"$W/weir.out" 2>&1 & PP=$!; PORT=18080 ;;
+	nginx) setsid nginx -c "$W/nginx.conf" & PP=$!; PORT=18081 ;;
+	haproxy) setsid haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.out" 2>&1 & PP=$!; PORT=18082 ;;
+	esac
+	PIDS+=($PP)
+	for _ in $(seq 1 50); do curl -ksf -o /dev/null "$SCHEME://127.0.0.1:$PORT/" && break; sleep 0.1; done
+	wrk -t1 -c"$CONNS" -d1 "${HDR[@]}" "$SCHEME://127.0.0.1:$PORT/" >/dev/null 2>&1 # warm-up
+	p0=$(ticks $PP) u0=$(uticks $PP) o0=$(ticks $OP)
+	/usr/bin/time -f "%U %S" -o "$W/time" wrk -t1 -c"$CONNS" -d"$DUR" "${HDR[@]}" "$SCHEME://127.0.0.1:$PORT/" >"$W/wrk" 2>&1
+	p1=$(ticks $PP) u1=$(uticks $PP) o1=$(ticks $OP)
+	req=$(awk '/requests in/ {print $1}' "$W/wrk")
+	rps=$(awk '/Requests\/sec/ {print $2}' "$W/wrk")
+	read -r wu ws <"$W/time"
+	awk -v n=$p -v r="$req" -v rps="$rps" -v p=$((p1 - p0)) -v u=$((u1 - u0)) -v o=$((o1 - o0)) \
+		-v wu="$wu" -v ws="$ws" -v hz="$hz" 'BEGIN {
+		t = 1e6 / hz / r; w = (wu + ws) * 1e6 / r
+		printf "%-8s rps=%.0f us/req proxy=%.2f (user %.2f) wrk=%.2f origin=%.2f sum=%.2f\n",
+			n, rps, p * t, u * t, w, o * t, p * t + w + o * t }'
+	kill $PP; wait $PP 2>/dev/null || true
+done
