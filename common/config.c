@@ -585,13 +585,14 @@ static int addr_is_loopback(const struct config_addr *a)
 
 /*
  * The stats socket answers admin commands that change routing as well as
- * metrics, and it has no authentication: so a TCP address that is not
- * loopback must be asked for twice (allow_remote), and a unix socket gets
- * a file mode that keeps it to its owner and group by default.
+ * metrics: so a TCP address that is not loopback must be asked for twice
+ * (allow_remote), and then its admin commands need a token (admin_token;
+ * without one they are refused); a unix socket gets a file mode that
+ * keeps it to its owner and group by default.
  */
 static void load_stats(struct loader *ld, const config_setting_t *root)
 {
-	static const char *const keys[] = {"listen", "unix", "mode", "allow_remote", NULL};
+	static const char *const keys[] = {"listen", "unix", "mode", "allow_remote", "admin_token", NULL};
 	struct config *cfg = ld->cfg;
 	config_setting_t *g = get_group(ld, root, "stats", "stats");
 	const char *v;
@@ -611,6 +612,18 @@ static void load_stats(struct loader *ld, const config_setting_t *root)
 		} else {
 			strcpy(cfg->stats_unix, v);
 		}
+	}
+	if (get_string(ld, g, "admin_token", "stats.admin_token", &v, sizeof cfg->stats_admin_token - 1) ==
+	    GOT_OK) {
+		/* RFC 6750's b64token, long enough not to be guessed */
+		size_t n = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=");
+
+		if (v[n] || n < 16)
+			fail(ld, line_of(config_setting_get_member(g, "admin_token")),
+			     "stats.admin_token must be 16 to 128 characters of letters, digits and -._~+/= "
+			     "(openssl rand -base64 32 makes one)");
+		else
+			strcpy(cfg->stats_admin_token, v);
 	}
 	if (get_string(ld, g, "mode", "stats.mode", &v, 255) == GOT_OK) {
 		char *end;

@@ -197,6 +197,9 @@ struct config {
 	char stats_unix[108];     /* stats.unix, a socket path; "" for none */
 	unsigned stats_mode;      /* stats.mode, file mode of the unix socket: 0660 */
 	int stats_allow_remote;   /* stats.allow_remote: listen may be non-loopback */
+	/* stats.admin_token: admin commands over TCP need "Authorization:
+	 * Bearer <it>"; "" (default): they need a loopback-only socket */
+	char stats_admin_token[129];
 };
 
 struct config_errors {

@@ -312,7 +312,7 @@ static void not_allowed(struct stats_reply *r, const char *allow)
 }
 
 void admin_dispatch(struct shm_segment *seg, const char *method, const char *target, const char *body, size_t body_len,
-                    struct stats_reply *r)
+                    enum admin_access access, struct stats_reply *r)
 {
 	const char *q = strchr(target, '?');
 	size_t plen = q ? (size_t)(q - target) : strlen(target);
@@ -358,6 +358,15 @@ void admin_dispatch(struct shm_segment *seg, const char *method, const char *tar
 	if (strncmp(path, "/upstreams/", 11) == 0) {
 		if (strcmp(method, "POST") != 0) {
 			not_allowed(r, "POST");
+			return;
+		}
+		if (access == ADMIN_NEED_TOKEN) {
+			reply(r, 401, "admin commands need \"Authorization: Bearer <stats.admin_token>\"\n");
+			return;
+		}
+		if (access == ADMIN_OFF_REMOTE) {
+			reply(r, 403, "admin commands are off on a stats socket open to the network "
+			              "(stats.allow_remote) without stats.admin_token; use the unix socket or set a token\n");
 			return;
 		}
 		admin_server_change(seg, path + 11, query, strlen(query), body, body_len, r);

@@ -30,15 +30,24 @@
 struct shm_segment;
 
 struct stats_reply {
-	int status;        /* 200, 400, 404, 405, 409 */
+	int status;        /* 200, 400, 401, 403, 404, 405, 409 */
 	const char *allow; /* the Allow header of a 405, else NULL */
 	const char *type;  /* Content-Type */
 	struct textbuf body;
 };
 
+/* Whether the sender of a request may change things (POST), as the stats
+ * socket decided from where it came and what it presented. */
+enum admin_access {
+	ADMIN_ALLOWED,      /* unix socket, loopback-only TCP, or the right token */
+	ADMIN_NEED_TOKEN,   /* a token is configured and was not presented: 401 */
+	ADMIN_OFF_REMOTE,   /* allow_remote without a token: no admin over TCP */
+};
+
 /* Answers <method> <target> (NUL-terminated; the target as sent, with its
- * query) with <body> (form arguments of a POST, may be empty) into <r>. */
+ * query) with <body> (form arguments of a POST, may be empty) into <r>;
+ * commands that change routing only when <access> is ADMIN_ALLOWED. */
 void admin_dispatch(struct shm_segment *seg, const char *method, const char *target, const char *body, size_t body_len,
-                    struct stats_reply *r);
+                    enum admin_access access, struct stats_reply *r);
 
 #endif

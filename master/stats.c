@@ -10,6 +10,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <openssl/mem.h>
+
 #include "common/log.h"
 #include "master/admin.h"
 #include "master/listen.h"
@@ -24,6 +26,7 @@ struct stats_conn {
 	ev_io io;
 	ev_timer timer;
 	int used;
+	int on_unix; /* accepted on the unix socket */
 	char req[STATS_REQ_MAX + 1];
 	size_t req_len;
 	struct textbuf resp; /* the whole answer, head and body */
@@ -41,6 +44,8 @@ static struct {
 	struct shm_segment *seg;
 	struct stats_listener l[2]; /* by enum stats_kind */
 	struct stats_conn conns[STATS_MAX_CONNS];
+	char admin_token[sizeof(((struct config *)0)->stats_admin_token)];
+	int allow_remote;
 } st = {.l = {{.fd = -1}, {.fd = -1}}};
 
 static const char *stats_reason(int status)
@@ -48,6 +53,8 @@ static const char *stats_reason(int status)
 	switch (status) {
 	case 200: return "OK";
 	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
 	case 409: return "Conflict";
@@ -76,10 +83,11 @@ static void stats_conn_reply(struct stats_conn *sc, struct stats_reply *r)
 		textbuf_printf(&r->body, "out of memory rendering the answer\n");
 	}
 	textbuf_printf(&sc->resp,
-	               "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s"
+	               "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s"
 	               "Connection: close\r\n\r\n",
 	               r->status, stats_reason(r->status), r->type ? r->type : "text/plain", r->body.len,
-	               r->allow ? "Allow: " : "", r->allow ? r->allow : "", r->allow ? "\r\n" : "");
+	               r->allow ? "Allow: " : "", r->allow ? r->allow : "", r->allow ? "\r\n" : "",
+	               r->status == 401 ? "WWW-Authenticate: Bearer realm=\"weir admin\"\r\n" : "");
 	if (r->body.len)
 		textbuf_put(&sc->resp, r->body.buf, r->body.len);
 	textbuf_free(&r->body);
@@ -111,6 +119,27 @@ static const char *stats_header(const char *head, const char *end, const char *n
 	return NULL;
 }
 
+/* May the sender of the request with head [head, end) change things? The
+ * unix socket's file mode decides who connects to it; over TCP, the token
+ * when one is set, else only a socket kept to loopback. */
+static enum admin_access stats_access(const struct stats_conn *sc, const char *head, const char *end)
+{
+	size_t vlen, tlen = strlen(st.admin_token);
+	const char *v;
+
+	if (sc->on_unix)
+		return ADMIN_ALLOWED;
+	if (!tlen)
+		return st.allow_remote ? ADMIN_OFF_REMOTE : ADMIN_ALLOWED;
+	v = stats_header(head, end, "Authorization", &vlen);
+	while (v && vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
+		vlen--;
+	if (!v || vlen != 7 + tlen || strncasecmp(v, "Bearer ", 7) != 0)
+		return ADMIN_NEED_TOKEN;
+	/* in constant time: how much of a guess was right must not show */
+	return CRYPTO_memcmp(v + 7, st.admin_token, tlen) == 0 ? ADMIN_ALLOWED : ADMIN_NEED_TOKEN;
+}
+
 /*
  * Looks at what has arrived. Returns 0 while more is needed, 1 when
  * sc->resp holds the answer. Only what the commands need is parsed: the
@@ -123,6 +152,7 @@ static int stats_conn_request(struct stats_conn *sc)
 	size_t head_len, body_len = 0, vlen;
 	const char *v;
 	struct stats_reply r = {0};
+	enum admin_access access;
 
 	if (!end) {
 		if (sc->req_len >= STATS_REQ_MAX || memchr(sc->req, 0, sc->req_len)) {
@@ -161,9 +191,10 @@ static int stats_conn_request(struct stats_conn *sc)
 	}
 	if (sc->req_len < head_len + body_len)
 		return 0;
+	access = stats_access(sc, sc->req, end + 2); /* before the request line is cut */
 	*sp1 = 0;
 	*sp2 = 0;
-	admin_dispatch(st.seg, sc->req, sp1 + 1, sc->req + head_len, body_len, &r);
+	admin_dispatch(st.seg, sc->req, sp1 + 1, sc->req + head_len, body_len, access, &r);
 	stats_conn_reply(sc, &r);
 	return 1;
 }
@@ -228,6 +259,7 @@ static void stats_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			continue;
 		}
 		sc->used = 1;
+		sc->on_unix = w == &st.l[STATS_UNIX].io;
 		sc->req_len = 0;
 		sc->resp_off = 0;
 		memset(&sc->resp, 0, sizeof(sc->resp));
@@ -327,6 +359,11 @@ int stats_configure(struct ev_loop *loop, const struct config *cfg, struct shm_s
 	int rc = 0, fd;
 
 	st.seg = seg;
+	strcpy(st.admin_token, cfg->stats_admin_token);
+	st.allow_remote = cfg->stats_allow_remote;
+	if (cfg->has_stats && cfg->stats_allow_remote && !cfg->stats_admin_token[0])
+		log_notice("stats on %s is open to the network without stats.admin_token: admin commands are refused "
+		           "there", cfg->stats.text);
 	if (st.l[STATS_TCP].fd >= 0 && (!cfg->has_stats || strcmp(st.l[STATS_TCP].name, cfg->stats.text) != 0))
 		stats_close_one(loop, STATS_TCP, 0);
 	if (cfg->has_stats && st.l[STATS_TCP].fd < 0) {

@@ -566,6 +566,60 @@ def test_a_non_loopback_stats_address_needs_allow_remote(tmp_path):
         assert p.returncode == 0, (ok, p.stderr)
 
 
+def test_admin_commands_over_an_open_stats_socket_need_the_token(weir_factory, origin_factory, tmp_path):
+    """allow_remote without a token: metrics and reads are served, changes
+    refused (403) over TCP, still accepted on the unix socket. With
+    admin_token: a POST without it or with a wrong one gets 401 and changes
+    nothing; with it, the change takes effect."""
+    token = "s3cret-Token_0123456789+/="
+    w, a, b = two_origin_weir(weir_factory, origin_factory, workers=1)
+    w.stop()
+    sock = str(tmp_path / "stats.sock")
+    replace_stats_block(w, 'stats = { listen = "127.0.0.1:%d"; allow_remote = true; unix = "%s"; };'
+                        % (w.stats_port, sock))
+    w.start()
+    down = "/upstreams/g/%s?state=down" % b.addr
+    status, text, _ = stats_request(w.stats_port, "POST", down)
+    assert status == 403 and "admin_token" in text, (status, text)
+    assert upstream_line(w, b.addr)["state"] == "up"
+    assert stats_request(w.stats_port, "GET", "/metrics")[0] == 200
+    assert "state=down" in curl_unix(sock, "http://localhost" + down, "-X", "POST")
+    assert origins_of(w, 4) == {"A": 4}
+    assert "state=up" in curl_unix(sock, "http://localhost/upstreams/g/%s?state=up" % b.addr, "-X", "POST")
+
+    with open(w.conf) as f:
+        text = f.read()
+    with open(w.conf, "w") as f:
+        f.write(text.replace("allow_remote = true;", 'allow_remote = true; admin_token = "%s";' % token))
+    hup_and_wait(w)
+    for auth in (None, "Bearer wrong-token-0123456789", "Basic " + token, "Bearer " + token + "x"):
+        headers = [("Connection", "close"), ("Content-Length", "0")]
+        if auth:
+            headers.append(("Authorization", auth))
+        with Client(w.stats_port, timeout=5) as c:
+            r = c.request("POST", down, host="127.0.0.1", headers=headers)
+        assert r.status == 401, (auth, r)
+        assert r.get("WWW-Authenticate") == 'Bearer realm="weir admin"', r
+    assert upstream_line(w, b.addr)["state"] == "up"
+    with Client(w.stats_port, timeout=5) as c:
+        r = c.request("POST", down, host="127.0.0.1",
+                      headers=[("Connection", "close"), ("Content-Length", "0"),
+                               ("Authorization", "Bearer " + token)])
+    assert r.status == 200 and b"state=down" in r.body, r
+    assert origins_of(w, 4) == {"A": 4}
+
+
+def test_weir_t_checks_the_admin_token(tmp_path):
+    for bad in ("short", "has space in it 0123456789", "x" * 129):
+        p = weir_t(tmp_path, 'stats = { listen = "127.0.0.1:9901"; admin_token = "%s"; };' % bad)
+        assert p.returncode == 1, bad
+        assert b"check.conf:1: stats.admin_token" in p.stderr, p.stderr
+        assert (b"must be 16 to 128 characters" if len(bad) <= 128 else b"too long") in p.stderr, p.stderr
+    p = weir_t(tmp_path, 'stats = { listen = "0.0.0.0:9901"; allow_remote = true; '
+                         'admin_token = "aGVsbG8gd29ybGQgMTIzNDU2Nzg5MA=="; };')
+    assert p.returncode == 0, p.stderr
+
+
 def test_scrapes_do_not_slow_the_workers_down_or_reach_them(weir_factory, origin):
     """A scrape is served by the master from the segment: a hundred of them
     during traffic are not counted as requests and leave no worker busier."""

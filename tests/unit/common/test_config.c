@@ -739,6 +739,18 @@ static void test_stats_socket(void)
 	CU_ASSERT_FATAL(load_ok(MINIMAL "stats = { listen = \"10.1.2.3:9901\"; allow_remote = true; };\n"));
 	CU_ASSERT_EQUAL(cfg.stats_allow_remote, 1);
 	config_free(&cfg);
+	/* an admin token: kept as given, or refused when short or not a b64token */
+	CU_ASSERT_FATAL(load_ok(MINIMAL "stats = { listen = \"10.1.2.3:9901\"; allow_remote = true;"
+	                                " admin_token = \"abcDEF0123456789-._~+/=\"; };\n"));
+	CU_ASSERT_STRING_EQUAL(cfg.stats_admin_token, "abcDEF0123456789-._~+/=");
+	config_free(&cfg);
+	CU_ASSERT_FATAL(load_ok(MINIMAL "stats = { listen = \"127.0.0.1:9901\"; };\n"));
+	CU_ASSERT_STRING_EQUAL(cfg.stats_admin_token, "");
+	config_free(&cfg);
+	CU_ASSERT_EQUAL(load(MINIMAL "stats = { listen = \"127.0.0.1:9901\"; admin_token = \"0123456789abcde\"; };\n"), -1);
+	CU_ASSERT(has_error(4, "stats.admin_token must be 16 to 128 characters", NULL));
+	CU_ASSERT_EQUAL(load(MINIMAL "stats = { listen = \"127.0.0.1:9901\"; admin_token = \"0123456789 abcdef\"; };\n"), -1);
+	CU_ASSERT(has_error(4, "stats.admin_token must be 16 to 128 characters", NULL));
 	/* bad values, each reported */
 	CU_ASSERT_EQUAL(load(MINIMAL "stats = {\n unix = \"stats.sock\";\n mode = \"0999\";\n"
 	                             " allow_remote = 1;\n};\n"),
