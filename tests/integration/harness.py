@@ -88,37 +88,36 @@ def can_connect(port, timeout=0.5):
     return True
 
 
-def children_of(pid):
-    """Pids whose parent is <pid> (from /proc)."""
+def proc_stat(pid):
+    """The fields of /proc/PID/stat after the command name (state, ppid,
+    pgrp, ...), or None when the process is gone."""
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return None
+    return st[st.rfind(")") + 2:].split()
+
+
+def _live_with(index, value):
+    """Live (not zombie) pids whose stat field <index> is <value>."""
     out = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        fields = st[st.rfind(")") + 2:].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
+        fields = proc_stat(d)
+        if fields and int(fields[index]) == value and fields[0] != "Z":
             out.append(int(d))
-    return sorted(out)
+    return out
+
+
+def children_of(pid):
+    """Pids whose parent is <pid> (from /proc)."""
+    return sorted(_live_with(1, pid))
 
 
 def pids_in_group(pgid):
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        fields = st[st.rfind(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            out.append(int(d))
-    return out
+    return _live_with(2, pgid)
 
 
 def proc_status(pid, key):
@@ -133,13 +132,19 @@ def proc_status(pid, key):
     return None
 
 
+def kill_and_reap(proc):
+    """SIGKILL a helper process (an origin) still running, and reap it."""
+    if proc and proc.poll() is None:
+        proc.kill()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
-        return False
-    return st[st.rfind(")") + 2:].split()[0] != "Z"
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 # ---------------------------------------------------------------------------
@@ -540,12 +545,7 @@ class Origin:
         return self
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
+        kill_and_reap(self.proc)
         if self.proc and self.proc.stdout:
             self.proc.stdout.close()
         self.proc = None

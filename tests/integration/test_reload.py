@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from harness import (ASAN, Client, build_request, can_connect, children_of, fetch_metrics, free_port,
+from harness import (ASAN, Client, build_request, can_connect, children_of, fetch_metrics, free_port, kill_and_reap,
                      pid_alive, render_config, settle, slack, wait_until)
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -74,12 +74,7 @@ http {
         return self
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
+        kill_and_reap(self.proc)
         self.proc = None
 
 

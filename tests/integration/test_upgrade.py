@@ -14,7 +14,7 @@ import time
 import pytest
 
 import harness
-from harness import children_of, pid_alive, render_config, slack, wait_until
+from harness import children_of, pid_alive, proc_stat, render_config, slack, wait_until
 from test_reload import MetricsSampler, Wrk, fast_origin, no_access_log  # noqa: F401 - fixture
 
 WRK_OK = shutil.which("wrk") and shutil.which("nginx")
@@ -30,12 +30,8 @@ def read_pid(path):
 
 
 def ppid_of(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
-        return None
-    return int(st[st.rfind(")") + 2:].split()[1])
+    fields = proc_stat(pid)
+    return int(fields[1]) if fields else None
 
 
 class PidFileWatcher:
