@@ -18,37 +18,16 @@ import time
 import pytest
 
 from harness import render_config, settle, slack, wait_until, WEIR_BIN
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True,
-                   timeout=slack(30), stdin=subprocess.DEVNULL)
-
-
-def make_leaf(d, name, sans, rsa=False):
-    if rsa:
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=%s" % name,
-                "-keyout", "%s.key" % name, "-out", "%s.csr" % name, cwd=d)
-    else:
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                "-subj", "/CN=%s" % name, "-keyout", "%s.key" % name, "-out", "%s.csr" % name, cwd=d)
-    ext = os.path.join(d, "%s.ext" % name)
-    with open(ext, "w") as f:
-        f.write("subjectAltName=%s\n" % ",".join("DNS:%s" % s for s in sans))
-    openssl("x509", "-req", "-in", "%s.csr" % name, "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "30", "-extfile", ext, "-out", "%s.pem" % name, cwd=d)
-    return os.path.join(d, "%s.pem" % name), os.path.join(d, "%s.key" % name)
+from pki import make_ca, make_leaf, openssl, san
 
 
 @pytest.fixture
 def certs(tmp_path):
     d = str(tmp_path / "pki")
     os.mkdir(d)
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-days", "30", "-subj", "/CN=weir test CA", "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
-    c = {"dir": d, "ca": os.path.join(d, "ca.pem")}
-    c["ec"] = make_leaf(d, "app.test", ["app.test", "*.wild.test"])
-    c["rsa"] = make_leaf(d, "rsa.test", ["rsa.test"], rsa=True)
+    c = {"dir": d, "ca": make_ca(d)}
+    c["ec"] = make_leaf(d, "app.test", "/CN=app.test", [san("app.test", "*.wild.test")])
+    c["rsa"] = make_leaf(d, "rsa.test", "/CN=rsa.test", [san("rsa.test")], rsa=True)
     return c
 
 
@@ -495,14 +474,7 @@ def test_a_reload_with_a_broken_key_changes_nothing(weir_factory, origin, certs)
 
 def make_client(d, name, ca="ca"):
     """A client certificate for CN=<name>, O=Weir Tests signed by <ca>."""
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-subj", "/O=Weir Tests/CN=%s" % name, "-keyout", "%s.key" % name, "-out", "%s.csr" % name, cwd=d)
-    ext = os.path.join(d, "%s.ext" % name)
-    with open(ext, "w") as f:
-        f.write("extendedKeyUsage=clientAuth\n")
-    openssl("x509", "-req", "-in", "%s.csr" % name, "-CA", "%s.pem" % ca, "-CAkey", "%s.key" % ca,
-            "-CAcreateserial", "-days", "30", "-extfile", ext, "-out", "%s.pem" % name, cwd=d)
-    return os.path.join(d, "%s.pem" % name), os.path.join(d, "%s.key" % name)
+    return make_leaf(d, name, "/O=Weir Tests/CN=%s" % name, ["extendedKeyUsage=clientAuth"], ca=ca)
 
 
 def curl_tls(w, certs, target="/echo", client=None, headers=()):
@@ -580,8 +552,7 @@ def test_optional_client_cert_serves_a_client_without_one_and_sends_no_header(we
 
 def test_a_client_cert_from_another_ca_is_refused_even_when_optional(weir_factory, origin, certs):
     d = certs["dir"]
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-days", "30", "-subj", "/CN=other CA", "-keyout", "other.key", "-out", "other.pem", cwd=d)
+    make_ca(d, "other", "other CA")
     mallory = make_client(d, "mallory", ca="other")
     w = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra=mtls(certs, "optional"))
     r = curl_tls(w, certs, client=mallory)
@@ -703,10 +674,7 @@ def test_weir_t_names_a_bad_ocsp_file(tmp_path, certs, case):
 
 def test_a_subject_with_commas_and_non_ascii_arrives_escaped_on_one_line(weir_factory, origin, certs):
     d = certs["dir"]
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-utf8",
-            "-subj", "/O=Wéir, Inc./CN=dave+OU=ops", "-keyout", "dave.key", "-out", "dave.csr", cwd=d)
-    openssl("x509", "-req", "-in", "dave.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "30", "-out", "dave.pem", cwd=d)
+    dave = make_leaf(d, "dave", "/O=Wéir, Inc./CN=dave+OU=ops", utf8=True)
     w = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra=mtls(certs))
-    r = curl_tls(w, certs, client=(os.path.join(d, "dave.pem"), os.path.join(d, "dave.key")))
+    r = curl_tls(w, certs, client=dave)
     assert echoed(r, "X-Client-Subject") == [r"CN=dave+OU=ops,O=W\C3\A9ir\, Inc."]

@@ -17,37 +17,26 @@ import subprocess
 import pytest
 
 from harness import slack
-from test_tls import openssl
+from pki import make_ca, make_leaf as make_cert, san
 
 
 def make_leaf(d, stem, cn, sans, rsa):
     """A leaf signed by the CA in <d>; returns (cert, key, DER bytes)."""
-    if rsa:
-        newkey = ["-newkey", "rsa:2048"]
-    else:
-        newkey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
-    openssl("req", *newkey, "-nodes", "-subj", "/CN=%s" % cn, "-keyout", "%s.key" % stem,
-            "-out", "%s.csr" % stem, cwd=d)
-    with open(os.path.join(d, "%s.ext" % stem), "w") as f:
-        f.write("subjectAltName=%s\n" % ",".join("DNS:%s" % s for s in sans))
-    openssl("x509", "-req", "-in", "%s.csr" % stem, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "30", "-extfile", "%s.ext" % stem, "-out", "%s.pem" % stem, cwd=d)
-    pem = os.path.join(d, "%s.pem" % stem)
+    pem, key = make_cert(d, stem, "/CN=%s" % cn, [san(*sans)], rsa=rsa)
     with open(pem) as f:
         der = ssl.PEM_cert_to_DER_cert(f.read())
-    return pem, os.path.join(d, "%s.key" % stem), der
+    return pem, key, der
 
 
 @pytest.fixture
 def pki(tmp_path):
     d = str(tmp_path / "pki")
     os.mkdir(d)
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
-            "-subj", "/CN=weir dual test CA", "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
+    ca = make_ca(d, cn="weir dual test CA")
     names = ["dual.test", "*.dual.test"]
     return {
         "dir": d,
-        "ca": os.path.join(d, "ca.pem"),
+        "ca": ca,
         "ec": make_leaf(d, "dual-ec", "dual.test", names, rsa=False),
         "rsa": make_leaf(d, "dual-rsa", "dual.test", names, rsa=True),
         "solo": make_leaf(d, "solo", "solo.test", ["solo.test"], rsa=True),

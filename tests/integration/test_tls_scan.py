@@ -17,7 +17,8 @@ import subprocess
 import pytest
 
 from harness import slack
-from test_tls import make_ocsp, openssl, start_tls_weir
+from pki import make_ca, make_leaf, san
+from test_tls import make_ocsp, start_tls_weir
 
 TESTSSL = shutil.which("testssl.sh") or shutil.which("testssl")  # Debian installs it as "testssl"
 
@@ -29,27 +30,18 @@ def scan_leaf(d, name, rsa=False):
     checks judge weir and not a test shortcut: a year of validity (less
     than 30 days left is HIGH) and an OCSP URI (none is HIGH). Nothing
     listens at the URI: testssl does not fetch it without --phone-out."""
-    key = ["rsa:2048"] if rsa else ["ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
-    openssl("req", "-newkey", *key, "-nodes", "-subj", "/CN=%s" % name,
-            "-keyout", "%s.key" % name, "-out", "%s.csr" % name, cwd=d)
-    ext = os.path.join(d, "%s.ext" % name)
-    with open(ext, "w") as f:
-        f.write("subjectAltName=DNS:%s\n" % name)
-        f.write("authorityInfoAccess=OCSP;URI:http://127.0.0.1:9/\n")
-        f.write("keyUsage=critical,digitalSignature%s\n" % (",keyEncipherment" if rsa else ""))
-        f.write("extendedKeyUsage=serverAuth\n")
-    openssl("x509", "-req", "-in", "%s.csr" % name, "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "365", "-extfile", ext, "-out", "%s.pem" % name, cwd=d)
-    return os.path.join(d, "%s.pem" % name), os.path.join(d, "%s.key" % name)
+    return make_leaf(d, name, "/CN=%s" % name,
+                     [san(name), "authorityInfoAccess=OCSP;URI:http://127.0.0.1:9/",
+                      "keyUsage=critical,digitalSignature%s" % (",keyEncipherment" if rsa else ""),
+                      "extendedKeyUsage=serverAuth"],
+                     rsa=rsa, days=365)
 
 
 @pytest.fixture
 def scan_certs(tmp_path):
     d = str(tmp_path / "pki")
     os.mkdir(d)
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-days", "730", "-subj", "/CN=weir scan CA", "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
-    c = {"dir": d, "ca": os.path.join(d, "ca.pem"), "ec": scan_leaf(d, "app.test"),
+    c = {"dir": d, "ca": make_ca(d, cn="weir scan CA", days=730), "ec": scan_leaf(d, "app.test"),
          "rsa": scan_leaf(d, "rsa.test", rsa=True)}
     c["ocsp"] = make_ocsp(c, c["ec"][0], os.path.join(d, "app.ocsp"))
     return c

@@ -18,39 +18,22 @@ import time
 
 import pytest
 
-from harness import (can_connect, free_port, render_config, settle, slack, wait_until, WEIR_BIN)
+from harness import (can_connect, free_port, settle, slack, wait_until, WEIR_BIN)
+from pki import make_ca, make_leaf, san
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 pytestmark = pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed")
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True,
-                   timeout=slack(30), stdin=subprocess.DEVNULL)
-
-
-def make_ca(d, name):
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-days", "30", "-subj", "/CN=%s" % name, "-keyout", "%s.key" % name,
-            "-out", "%s.pem" % name, cwd=d)
-    return os.path.join(d, "%s.pem" % name)
-
-
 @pytest.fixture
 def pki(tmp_path):
     d = str(tmp_path / "pki")
     os.mkdir(d)
-    ca = make_ca(d, "ca")
-    other = make_ca(d, "otherca")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-subj", "/CN=api.internal", "-keyout", "leaf.key", "-out", "leaf.csr", cwd=d)
-    with open(os.path.join(d, "leaf.ext"), "w") as f:
-        f.write("subjectAltName=DNS:api.internal\n")
-    openssl("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "30", "-extfile", "leaf.ext", "-out", "leaf.pem", cwd=d)
-    return {"ca": ca, "other": other, "cert": os.path.join(d, "leaf.pem"),
-            "key": os.path.join(d, "leaf.key")}
+    ca = make_ca(d, "ca", "ca")
+    other = make_ca(d, "otherca", "otherca")
+    cert, key = make_leaf(d, "leaf", "/CN=api.internal", [san("api.internal")])
+    return {"ca": ca, "other": other, "cert": cert, "key": key}
 
 
 class TlsOrigin:
