@@ -75,8 +75,7 @@ static void wipe_free(char *buf, size_t len)
 	munmap(buf, TLSCERT_MAP_SIZE);
 }
 
-/* The reason of the last BoringSSL error, or <dflt>. Clears the queue. */
-static const char *ssl_reason(const char *dflt)
+const char *tlscert_reason(const char *dflt)
 {
 	uint32_t e = ERR_peek_last_error();
 	const char *r = e ? ERR_reason_error_string(e) : NULL;
@@ -162,7 +161,7 @@ struct tlscert *tlscert_load(const char *cert_path, const char *key_path, char *
 	}
 	tc->leaf = PEM_read_bio_X509(bio, NULL, NULL, NULL);
 	if (!tc->leaf) {
-		snprintf(why, cap, "no PEM certificate in it (%s)", ssl_reason("no certificate"));
+		snprintf(why, cap, "no PEM certificate in it (%s)", tlscert_reason("no certificate"));
 		goto fail;
 	}
 	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
@@ -177,7 +176,7 @@ struct tlscert *tlscert_load(const char *cert_path, const char *key_path, char *
 	{
 		uint32_t e = ERR_peek_last_error();
 		if (e && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
-			snprintf(why, cap, "a certificate after the first is not valid PEM (%s)", ssl_reason("bad PEM"));
+			snprintf(why, cap, "a certificate after the first is not valid PEM (%s)", tlscert_reason("bad PEM"));
 			goto fail;
 		}
 		ERR_clear_error();
@@ -199,7 +198,7 @@ struct tlscert *tlscert_load(const char *cert_path, const char *key_path, char *
 	}
 	tc->key = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
 	if (!tc->key) {
-		snprintf(why, cap, "the key %s is not a PEM private key (%s)", key_path, ssl_reason("bad PEM"));
+		snprintf(why, cap, "the key %s is not a PEM private key (%s)", key_path, tlscert_reason("bad PEM"));
 		goto fail;
 	}
 	if (!X509_check_private_key(tc->leaf, tc->key)) {
@@ -300,7 +299,7 @@ struct tlsca *tlsca_load(const char *path, char *why, size_t cap)
 	{
 		uint32_t e = ERR_peek_last_error();
 		if (e && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
-			snprintf(why, cap, "a certificate in it is not valid PEM (%s)", ssl_reason("bad PEM"));
+			snprintf(why, cap, "a certificate in it is not valid PEM (%s)", tlscert_reason("bad PEM"));
 			goto fail;
 		}
 		ERR_clear_error();

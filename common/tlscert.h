@@ -51,6 +51,10 @@ struct tlsca {
  * malloc'd struct, or NULL with <why> (at most <cap> bytes) saying what is
  * wrong, worded to follow "certificate PATH: ".
  */
+/* The reason of the last BoringSSL error, or <dflt> when there is none.
+ * Clears the error queue. For messages, in the master and the workers. */
+const char *tlscert_reason(const char *dflt);
+
 struct tlscert *tlscert_load(const char *cert_path, const char *key_path, char *why, size_t cap);
 
 /*

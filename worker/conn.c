@@ -108,7 +108,7 @@ ssize_t conn_recv(struct conn *c, void *p, size_t n)
  */
 static ssize_t conn_tls_sendv(struct conn *c, const struct iovec *iov, int cnt)
 {
-	char copy[16384];
+	char copy[TLS_GATHER_MAX];
 	const void *p;
 	size_t len = tls_gather(iov, cnt, copy, sizeof(copy), &p);
 	int rc;

@@ -185,15 +185,6 @@ static int tls_alpn_cb(SSL *ssl, const uint8_t **out, uint8_t *outlen, const uin
 
 /* ---- contexts ------------------------------------------------------------ */
 
-static const char *tls_err(void)
-{
-	uint32_t e = ERR_peek_last_error();
-	const char *r = e ? ERR_reason_error_string(e) : NULL;
-
-	ERR_clear_error();
-	return r ? r : "unknown error";
-}
-
 /*
  * Asks for client certificates on <ctx> and verifies them against the
  * listener's client_ca alone (the context's own store, not the system's).
@@ -341,7 +332,7 @@ int tls_init(const struct config *cfg)
 
 			l->ctx[k] = tls_ctx_new(lc, c);
 			if (!l->ctx[k]) {
-				log_error("TLS on %s: certificate %s: %s", lc->addr.text, c->cert, tls_err());
+				log_error("TLS on %s: certificate %s: %s", lc->addr.text, c->cert, tlscert_reason("unknown error"));
 				return -1;
 			}
 			l->nctx++;
@@ -523,7 +514,7 @@ int tls_handshake(struct conn *c, int *events, const char **why, int *reason)
 	switch (err) {
 	case SSL_ERROR_SSL:
 		*reason = tls_fail_reason();
-		*why = tls_err();
+		*why = tlscert_reason("unknown error");
 		break;
 	case SSL_ERROR_SYSCALL:
 	case SSL_ERROR_ZERO_RETURN:
@@ -541,6 +532,19 @@ int tls_handshake(struct conn *c, int *events, const char **why, int *reason)
 	return WEIR_ERR(TLS_HANDSHAKE);
 }
 
+/* A new second: says how many failures the last one left unlogged, and
+ * opens the new one's budget. */
+static void tls_log_second(time_t now)
+{
+	if (now == tls.log_sec)
+		return;
+	if (tls.log_suppressed)
+		log_info("%u more TLS handshake failure(s) not logged", tls.log_suppressed);
+	tls.log_sec = now;
+	tls.log_lines = 0;
+	tls.log_suppressed = 0;
+}
+
 void tls_handshake_failed(struct conn *c, int reason, const char *why)
 {
 	time_t now = (time_t)ev_now(wk.loop);
@@ -549,13 +553,7 @@ void tls_handshake_failed(struct conn *c, int reason, const char *why)
 	SHM_ADD(wk.cnt, tls_failures[reason], 1);
 	if (log_level_min > LOG_LEVEL_INFO)
 		return;
-	if (now != tls.log_sec) {
-		if (tls.log_suppressed)
-			log_info("%u more TLS handshake failure(s) not logged", tls.log_suppressed);
-		tls.log_sec = now;
-		tls.log_lines = 0;
-		tls.log_suppressed = 0;
-	}
+	tls_log_second(now);
 	if (tls.log_lines >= TLS_LOG_PER_SEC) {
 		tls.log_suppressed++;
 		return;
@@ -573,12 +571,7 @@ void tls_close(struct conn *c)
 {
 	if (!c->ssl)
 		return;
-	/* one close_notify, no waiting for the client's: with a full socket
-	 * buffer it is simply not sent, as nginx does on lingering close */
-	if (SSL_is_init_finished(c->ssl))
-		SSL_shutdown(c->ssl);
-	ERR_clear_error();
-	SSL_free(c->ssl);
+	tls_ssl_close(c->ssl);
 	c->ssl = NULL;
 	c->tls_read_wants = c->tls_write_wants = 0;
 }
@@ -587,12 +580,8 @@ void tls_tick(void)
 {
 	time_t now = (time_t)ev_now(wk.loop);
 
-	if (tls.log_suppressed && now != tls.log_sec) {
-		log_info("%u more TLS handshake failure(s) not logged", tls.log_suppressed);
-		tls.log_suppressed = 0;
-		tls.log_lines = 0;
-		tls.log_sec = now;
-	}
+	if (tls.log_suppressed)
+		tls_log_second(now);
 	/* without a master this process is the one that rotates */
 	if (tls.keys && !wk.cfg->master_process &&
 	    ticket_keys_maybe_rotate(&wk.seg->ticket, wk.cfg->tls_ticket_rotate, (uint64_t)time(NULL)) < 0)

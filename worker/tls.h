@@ -26,6 +26,7 @@
 #include <sys/uio.h>
 #include <ev.h>
 #include <openssl/base.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include "common/config.h"
@@ -89,6 +90,21 @@ int tls_in_early_data(const struct conn *c);
 static inline int tls_want_events(int err)
 {
 	return err == SSL_ERROR_WANT_READ ? EV_READ : err == SSL_ERROR_WANT_WRITE ? EV_WRITE : 0;
+}
+
+/* Records carry at most 16 KiB of plaintext: the gather buffer of
+ * tls_gather() holds one, and gathering more buys nothing. */
+#define TLS_GATHER_MAX 16384
+
+/* Ends <ssl>, client or upstream side: one close_notify if the handshake
+ * completed, no waiting for the peer's (with a full socket buffer it is
+ * simply not sent, as nginx does on lingering close), then frees it. */
+static inline void tls_ssl_close(SSL *ssl)
+{
+	if (SSL_is_init_finished(ssl))
+		SSL_shutdown(ssl);
+	ERR_clear_error();
+	SSL_free(ssl);
 }
 
 /*

@@ -12,32 +12,19 @@
 #include <openssl/x509.h>
 
 #include "common/log.h"
+#include "common/tlscert.h"
 #include "worker/tls.h"
 #include "worker/tls_bio.h"
 #include "worker/upstream.h"
 #include "worker/worker.h"
 
-/* Records carry at most 16 KiB: gathering more into one SSL_write buys
- * nothing. */
-#define TLS_CLIENT_GATHER 16384
-
 static struct {
 	SSL_CTX *ctx[CONFIG_MAX_UPSTREAMS]; /* by config upstream index */
 	const struct config *cfg;
-	/* the table the maps below belong to */
-	uint64_t table_id;
+	/* the maps below belong to the table wk.table_id names (tls_client_sync) */
 	SSL_CTX *by_group[CONFIG_MAX_UPSTREAMS]; /* by table upstream index */
 	SSL_SESSION *session[CONFIG_MAX_SERVERS]; /* last one per server */
 } tc;
-
-static const char *tls_client_err(void)
-{
-	uint32_t e = ERR_peek_last_error();
-	const char *r = e ? ERR_reason_error_string(e) : NULL;
-
-	ERR_clear_error();
-	return r ? r : "unknown error";
-}
 
 /* BoringSSL hands us each session (a TLS 1.3 ticket arrives after the
  * handshake, during SSL_read): we keep the newest per server and take
@@ -46,7 +33,7 @@ static int tls_client_new_session(SSL *ssl, SSL_SESSION *s)
 {
 	struct upconn *u = SSL_get_app_data(ssl);
 
-	if (!u || u->table_id != tc.table_id || !SSL_SESSION_is_resumable(s))
+	if (!u || u->table_id != wk.table_id || !SSL_SESSION_is_resumable(s))
 		return 0;
 	if (tc.session[u->server])
 		SSL_SESSION_free(tc.session[u->server]);
@@ -97,7 +84,7 @@ int tls_client_init(const struct config *cfg)
 			continue;
 		tc.ctx[i] = tls_client_ctx_new(cu);
 		if (!tc.ctx[i]) {
-			log_error("TLS to upstream %s: %s", cu->name, tls_client_err());
+			log_error("TLS to upstream %s: %s", cu->name, tlscert_reason("unknown error"));
 			return -1;
 		}
 		if (!cu->tls_verify && wk.index == 0)
@@ -149,14 +136,13 @@ void tls_client_sync(const struct route_table *t)
 	memset(tc.by_group, 0, sizeof(tc.by_group));
 	for (uint32_t i = 0; i < t->nupstreams; i++)
 		tc.by_group[i] = tls_client_match(&t->upstreams[i]);
-	tc.table_id = t->id;
 }
 
 int tls_client_attach(struct upconn *u, const struct route_table *t, const char **why)
 {
 	uint32_t g = t->servers[u->server].upstream;
 	const struct route_upstream *ug = &t->upstreams[g];
-	SSL_CTX *ctx = t->id == tc.table_id ? tc.by_group[g] : tls_client_match(ug);
+	SSL_CTX *ctx = t->id == wk.table_id ? tc.by_group[g] : tls_client_match(ug);
 	SSL *ssl;
 
 	if (!ctx) {
@@ -172,7 +158,7 @@ int tls_client_attach(struct upconn *u, const struct route_table *t, const char 
 	}
 	SSL_set_connect_state(ssl);
 	SSL_set_app_data(ssl, u);
-	if (t->id == tc.table_id && tc.session[u->server])
+	if (t->id == wk.table_id && tc.session[u->server])
 		SSL_set_session(ssl, tc.session[u->server]); /* takes its own reference */
 	u->ssl = ssl;
 	return 0;
@@ -203,7 +189,7 @@ int tls_client_handshake(struct upconn *u, int *events, const char **why)
 		if (ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_CERTIFICATE_VERIFY_FAILED && v != X509_V_OK)
 			*why = X509_verify_cert_error_string(v);
 		else
-			*why = tls_client_err();
+			*why = tlscert_reason("unknown error");
 		break;
 	case SSL_ERROR_SYSCALL:
 	case SSL_ERROR_ZERO_RETURN:
@@ -248,7 +234,7 @@ ssize_t tls_client_recv(struct upconn *u, void *p, size_t n)
 
 ssize_t tls_client_sendv(struct upconn *u, const struct iovec *iov, int cnt)
 {
-	char gather[TLS_CLIENT_GATHER];
+	char gather[TLS_GATHER_MAX];
 	const void *p;
 	size_t len = tls_gather(iov, cnt, gather, sizeof(gather), &p);
 	int rc;
@@ -273,17 +259,8 @@ ssize_t tls_client_sendv(struct upconn *u, const struct iovec *iov, int cnt)
 	}
 }
 
-int tls_client_pending(const struct upconn *u)
-{
-	return tls_bio_pending(u->ssl);
-}
-
 void tls_client_close(struct upconn *u)
 {
-	/* one close_notify, no waiting for the server's */
-	if (SSL_is_init_finished(u->ssl))
-		SSL_shutdown(u->ssl);
-	ERR_clear_error();
-	SSL_free(u->ssl);
+	tls_ssl_close(u->ssl);
 	u->ssl = NULL;
 }

@@ -70,9 +70,6 @@ int tls_client_handshake(struct upconn *u, int *events, const char **why);
 ssize_t tls_client_recv(struct upconn *u, void *p, size_t n);
 ssize_t tls_client_sendv(struct upconn *u, const struct iovec *iov, int cnt);
 
-/* Are decrypted bytes waiting in <u>'s SSL (not signalled by the socket)? */
-int tls_client_pending(const struct upconn *u);
-
 /* Sends close_notify once if the handshake completed (never waits) and
  * frees u->ssl. */
 void tls_client_close(struct upconn *u);

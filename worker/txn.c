@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "worker/conn.h"
+#include "worker/tls_bio.h"
 #include "worker/tls_client.h"
 #include "worker/tls.h"
 #include "worker/upstream.h"
@@ -535,7 +536,7 @@ static int txn_upstream_read_tls(struct txn *t, size_t room)
 
 	if (n > 0) {
 		u->in->end += (uint32_t)n;
-		if ((size_t)n < room && !tls_client_pending(u))
+		if ((size_t)n < room && !tls_bio_pending(u->ssl))
 			u->readable = 0;
 		if (t->up_first == 0)
 			t->up_first = ev_now(wk.loop);

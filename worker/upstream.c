@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "worker/tls_bio.h"
 #include "worker/tls_client.h"
 #include "worker/txn.h"
 
@@ -214,7 +215,7 @@ void upstream_release(struct upconn *u)
 
 	/* TLS bytes already read ahead past the response would raise no event
 	 * while pooled, and be taken for the next response: not fit to keep */
-	if (u->table_id != wk.table_id || s->nidle >= keep || (u->ssl && tls_client_pending(u))) {
+	if (u->table_id != wk.table_id || s->nidle >= keep || (u->ssl && tls_bio_pending(u->ssl))) {
 		upstream_close(u);
 		return;
 	}
