@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 
-#define SLAB_MAGIC 0x534c4142u /* "SLAB" */
 #define SLAB_CHUNK_BYTES (256u * 1024u)
 
 struct free_obj {
@@ -11,7 +10,7 @@ struct free_obj {
 
 void slab_init(struct slab *s, size_t limit)
 {
-	*s = (struct slab){.magic = SLAB_MAGIC, .limit = limit};
+	*s = (struct slab){.limit = limit};
 }
 
 int slab_add_class(struct slab *s, size_t size)

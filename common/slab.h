@@ -30,7 +30,6 @@ struct slab_class {
 };
 
 struct slab {
-	uint32_t magic;
 	int nclasses;
 	struct slab_class classes[SLAB_MAX_CLASSES];
 	size_t limit;        /* bytes the slab may map, over all classes */
