@@ -205,8 +205,11 @@ int tls_client_handshake(struct upconn *u, int *events, const char **why)
 
 ssize_t tls_client_recv(struct upconn *u, void *p, size_t n)
 {
-	int rc = SSL_read(u->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n);
+	int rc;
 
+	/* SSL_ERROR_SYSCALL below tells the end of the stream by errno 0 */
+	errno = 0;
+	rc = SSL_read(u->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n);
 	u->tls_wants = 0;
 	if (rc > 0)
 		return rc;
