@@ -26,7 +26,6 @@ static const char help_text[] =
     "       the choice for new requests, up puts it back. Arguments may be combined with &\n"
     "       or sent as a form body: curl -d state=drain http://HOST/upstreams/api/10.0.0.1:80\n";
 
-static const char *const state_names[] = {"up", "drain", "down"};
 
 static void reply(struct stats_reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void reply(struct stats_reply *r, int status, const char *fmt, ...)
@@ -84,15 +83,6 @@ static int decode(const char *s, size_t n, char *out, size_t cap, int plus)
 
 /* ---- GET ----------------------------------------------------------------- */
 
-static int workers_alive(struct shm_segment *seg)
-{
-	int alive = 0;
-
-	for (int i = 0; i < SHM_SLOTS; i++)
-		alive += atomic_load(&seg->slots[i].pid) != 0;
-	return alive;
-}
-
 static void admin_info(struct shm_segment *seg, struct stats_reply *r)
 {
 	const struct route_table *t = metrics_table(seg);
@@ -104,7 +94,7 @@ static void admin_info(struct shm_segment *seg, struct stats_reply *r)
 	               "version %s\npid %d\nstart_time %llu\nuptime_seconds %lld\nworkers_alive %d\n"
 	               "config_generation %llu\nroutes_generation %llu\nroutes %u\nupstreams %u\nservers %u\n",
 	               WEIR_VERSION, (int)getpid(), (unsigned long long)seg->started_at,
-	               now - (long long)seg->started_at, workers_alive(seg),
+	               now - (long long)seg->started_at, shm_workers_alive(seg),
 	               (unsigned long long)atomic_load(&seg->config_generation), (unsigned long long)t->id, t->nroutes,
 	               t->nupstreams, t->nservers);
 }
@@ -136,16 +126,13 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 {
 	const struct route_table *t = metrics_table(seg);
-	struct shm_route_counters *routes = malloc(sizeof(*routes) * STAT_ROUTES);
 	struct shm_server_counters *sums = malloc(sizeof(*sums) * STAT_SERVERS);
 
-	if (!routes || !sums) {
-		free(routes);
-		free(sums);
+	if (!sums) {
 		reply(r, 500, "out of memory\n");
 		return;
 	}
-	shm_sum_keys(seg, routes, sums);
+	shm_sum_keys(seg, NULL, sums);
 	r->status = 200;
 	r->type = TEXT_PLAIN;
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
@@ -163,7 +150,7 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 			    &r->body,
 			    "  server %s state=%s weight=%u configured_weight=%u requests=%llu connects=%llu "
 			    "reuses=%llu 1xx=%llu 2xx=%llu 3xx=%llu 4xx=%llu 5xx=%llu%s\n",
-			    s->text, st < 3 ? state_names[st] : "?",
+			    s->text, st < 3 ? shm_admin_state_names[st] : "?",
 			    SHM_ADMIN_WEIGHT(a) ? SHM_ADMIN_WEIGHT(a) : s->weight, s->weight,
 			    (unsigned long long)c->requests, (unsigned long long)c->connects,
 			    (unsigned long long)c->reuses, (unsigned long long)c->responses[0],
@@ -172,7 +159,6 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 			    s->stat == STAT_SERVER_OTHER ? " shared_counters=other" : "");
 		}
 	}
-	free(routes);
 	free(sums);
 }
 
@@ -207,7 +193,7 @@ static const char *parse_args(const char *s, size_t n, struct admin_args *a, cha
 		}
 		if (strcmp(key, "state") == 0) {
 			int k;
-			for (k = 0; k < 3 && strcmp(val, state_names[k]) != 0; k++)
+			for (k = 0; k < 3 && strcmp(val, shm_admin_state_names[k]) != 0; k++)
 				;
 			if (k == 3) {
 				snprintf(why, cap, "state \"%.64s\" is not one of up, drain, down", val);
@@ -297,10 +283,10 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 		w = a.weight >= 0 ? (uint32_t)a.weight : SHM_ADMIN_WEIGHT(old);
 		word = SHM_ADMIN_WORD(st, w);
 	} while (!atomic_compare_exchange_weak(&seg->admin[s->stat], &old, word));
-	log_notice("stats: upstream \"%s\" server %s set to state %s, weight %u%s", group, addr.text, state_names[st],
+	log_notice("stats: upstream \"%s\" server %s set to state %s, weight %u%s", group, addr.text, shm_admin_state_names[st],
 	           w ? w : s->weight, w ? "" : " (configured)");
 	reply(r, 200, "upstream %s server %s state=%s weight=%u configured_weight=%u\n", group, addr.text,
-	      state_names[st], w ? w : s->weight, s->weight);
+	      shm_admin_state_names[st], w ? w : s->weight, s->weight);
 }
 
 /* ---- dispatch ------------------------------------------------------------ */

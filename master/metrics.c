@@ -7,7 +7,6 @@
 #include "common/err.h"
 #include "shm/shm.h"
 
-static const char *const admin_state_names[] = {"up", "drain", "down"};
 
 const struct route_table *metrics_table(struct shm_segment *seg)
 {
@@ -77,7 +76,6 @@ struct render {
 	 * address is listed twice in a group) */
 	uint8_t route_shown[CONFIG_MAX_ROUTES];
 	uint8_t server_shown[CONFIG_MAX_SERVERS];
-	uint16_t server_group[CONFIG_MAX_SERVERS]; /* index into t->upstreams */
 };
 
 static void render_prepare(struct render *r)
@@ -93,9 +91,6 @@ static void render_prepare(struct render *r)
 		r->server_shown[i] = !seen_s[t->servers[i].stat];
 		seen_s[t->servers[i].stat] = 1;
 	}
-	for (uint32_t u = 0; u < t->nupstreams; u++)
-		for (uint32_t k = 0; k < t->upstreams[u].nservers; k++)
-			r->server_group[t->upstreams[u].first_server + k] = (uint16_t)u;
 }
 
 static void histogram(struct textbuf *o, const char *name, const struct render *r, int upstream)
@@ -183,7 +178,7 @@ static void render_servers(struct textbuf *o, const struct render *r)
 				continue;
 			memcpy(&v, c + simple[f].off, sizeof(v));
 			textbuf_printf(o, "%s{", simple[f].name);
-			server_labels(o, &t->upstreams[r->server_group[i]], &t->servers[i]);
+			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
 			textbuf_printf(o, "} %llu\n", (unsigned long long)v);
 		}
 	}
@@ -194,7 +189,7 @@ static void render_servers(struct textbuf *o, const struct render *r)
 			continue;
 		for (int k = 0; k < 5; k++) {
 			textbuf_printf(o, "weir_upstream_server_responses_total{");
-			server_labels(o, &t->upstreams[r->server_group[i]], &t->servers[i]);
+			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
 			textbuf_printf(o, ",class=\"%dxx\"} %llu\n", k + 1,
 			               (unsigned long long)sums[t->servers[i].stat].responses[k]);
 		}
@@ -207,7 +202,7 @@ static void render_servers(struct textbuf *o, const struct render *r)
 		if (!r->server_shown[i])
 			continue;
 		textbuf_printf(o, "weir_upstream_server_weight{");
-		server_labels(o, &t->upstreams[r->server_group[i]], &t->servers[i]);
+		server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
 		textbuf_printf(o, "} %u\n", SHM_ADMIN_WEIGHT(a) ? SHM_ADMIN_WEIGHT(a) : t->servers[i].weight);
 	}
 	family(o, "weir_upstream_server_admin_state", "gauge",
@@ -219,8 +214,8 @@ static void render_servers(struct textbuf *o, const struct render *r)
 			continue;
 		for (uint32_t k = 0; k < 3; k++) {
 			textbuf_printf(o, "weir_upstream_server_admin_state{");
-			server_labels(o, &t->upstreams[r->server_group[i]], &t->servers[i]);
-			textbuf_printf(o, ",state=\"%s\"} %d\n", admin_state_names[k], st == k);
+			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			textbuf_printf(o, ",state=\"%s\"} %d\n", shm_admin_state_names[k], st == k);
 		}
 	}
 }
@@ -230,8 +225,6 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	struct render *r = malloc(sizeof(*r)); /* 90 KiB: not for the stack */
 	const struct route_table *t = metrics_table(seg);
 	struct shm_counters c;
-	int alive = 0;
-
 	if (!r) {
 		o->failed = 1;
 		return;
@@ -241,8 +234,6 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_prepare(r);
 	shm_sum(seg, &c);
 	shm_sum_keys(seg, r->routes, r->servers);
-	for (int i = 0; i < SHM_SLOTS; i++)
-		alive += atomic_load(&seg->slots[i].pid) != 0;
 
 	family(o, "weir_build_info", "gauge", "Always 1; the version of the running binary is its label.");
 	textbuf_printf(o, "weir_build_info{version=\"");
@@ -302,7 +293,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_tls_memory_bytes_held", "gauge",
 	       "Workers' BoringSSL memory in blocks, in use or free for reuse (kept, not given back).",
 	       c.tls_mem_held);
-	metric(o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)alive);
+	metric(o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)shm_workers_alive(seg));
 	metric(o, "weir_worker_restarts_total", "counter", "Workers replaced after an unexpected exit.",
 	       atomic_load(&seg->worker_restarts));
 	family(o, "weir_reloads_total", "counter", "Configuration reloads, by result.");

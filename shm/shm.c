@@ -110,9 +110,21 @@ void shm_sum(struct shm_segment *seg, struct shm_counters *out)
 	              i = i##_n ? 0 : STAT_SERVER_OTHER; \
 	     i < STAT_SERVERS; i = (i + 1 == i##_n ? STAT_SERVER_OTHER : i + 1))
 
+const char *const shm_admin_state_names[3] = {"up", "drain", "down"};
+
+int shm_workers_alive(struct shm_segment *seg)
+{
+	int alive = 0;
+
+	for (int i = 0; i < SHM_SLOTS; i++)
+		alive += atomic_load(&seg->slots[i].pid) != 0;
+	return alive;
+}
+
 void shm_sum_keys(struct shm_segment *seg, struct shm_route_counters *routes, struct shm_server_counters *servers)
 {
-	memset(routes, 0, sizeof(*routes) * STAT_ROUTES);
+	if (routes)
+		memset(routes, 0, sizeof(*routes) * STAT_ROUTES);
 	memset(servers, 0, sizeof(*servers) * STAT_SERVERS);
 	for (int w = -1; w < SHM_SLOTS; w++) {
 		struct shm_route_counters *r = w < 0 ? seg->retired_routes : seg->slots[w].routes;
@@ -121,8 +133,9 @@ void shm_sum_keys(struct shm_segment *seg, struct shm_route_counters *routes, st
 		/* a free slot's counters are zero: shm_slot_retire cleared them */
 		if (w >= 0 && atomic_load(&seg->slots[w].state) == SHM_SLOT_FREE)
 			continue;
-		SHM_FOR_ROUTE_KEYS(seg, i)
-			shm_counters_add(&routes[i], &r[i], sizeof(r[i]));
+		if (routes)
+			SHM_FOR_ROUTE_KEYS(seg, i)
+				shm_counters_add(&routes[i], &r[i], sizeof(r[i]));
 		SHM_FOR_SERVER_KEYS(seg, i)
 			shm_counters_add(&servers[i], &sv[i], sizeof(sv[i]));
 	}

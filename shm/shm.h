@@ -115,6 +115,8 @@ enum shm_admin_state {
 	SHM_ADMIN_DRAIN = 1,
 	SHM_ADMIN_DOWN = 2,
 };
+/* "up", "drain", "down": by enum shm_admin_state, for /upstreams and /metrics */
+extern const char *const shm_admin_state_names[3];
 #define SHM_ADMIN_STATE(w) ((uint32_t)(w) >> 16)
 #define SHM_ADMIN_WEIGHT(w) ((uint32_t)(w)&0xffffu)
 #define SHM_ADMIN_WORD(state, weight) (((uint32_t)(state) << 16) | ((uint32_t)(weight)&0xffffu))
@@ -186,9 +188,13 @@ struct shm_segment *shm_attach(int fd, const char **why);
 /* Sums every slot and the retired block into <out>. */
 void shm_sum(struct shm_segment *seg, struct shm_counters *out);
 
+/* Worker slots with a live process. */
+int shm_workers_alive(struct shm_segment *seg);
+
 /* Sums the per-key counters of every slot in use and the retired block
- * into <routes> (STAT_ROUTES entries) and <servers> (STAT_SERVERS), for the
- * stat indices handed out so far and the "other" index; the rest is zeroed. */
+ * into <routes> (STAT_ROUTES entries; may be NULL when only servers are
+ * wanted) and <servers> (STAT_SERVERS), for the stat indices handed out so
+ * far and the "other" index; the rest is zeroed. */
 void shm_sum_keys(struct shm_segment *seg, struct shm_route_counters *routes, struct shm_server_counters *servers);
 
 /* The admin word of server stat index <stat> (relaxed: a worker picking a
