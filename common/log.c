@@ -23,8 +23,6 @@ static struct {
 	char cached_time[32];
 } lg = {.error_fd = 2, .access_fd = -1, .who = "weir"};
 
-static const char *const level_names[] = {"debug", "info", "notice", "warn", "error"};
-
 static int log_open_path(const char *path, int *fd)
 {
 	int nfd;
@@ -38,8 +36,6 @@ static int log_open_path(const char *path, int *fd)
 		if (nfd < 0)
 			return -1;
 	}
-	if (*fd > 2)
-		close(*fd);
 	*fd = nfd;
 	return 0;
 }
@@ -79,11 +75,6 @@ int log_reopen(void)
 	snprintf(cfg.access_path, sizeof(cfg.access_path), "%s", lg.access_path[0] ? lg.access_path : "off");
 	cfg.level = log_level_min;
 	return log_open(&cfg);
-}
-
-void log_init_stderr(enum log_level level)
-{
-	log_level_min = level;
 }
 
 void log_set_who(const char *who)
@@ -129,7 +120,7 @@ void log_write(enum log_level level, const char *fmt, ...)
 
 	if (level < log_level_min)
 		return;
-	n = snprintf(line, sizeof(line), "%s [%s] %s: ", log_time_iso(), level_names[level], lg.who);
+	n = snprintf(line, sizeof(line), "%s [%s] %s: ", log_time_iso(), config_log_level_name(level), lg.who);
 	va_start(ap, fmt);
 	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);

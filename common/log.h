@@ -29,9 +29,6 @@ void log_set_who(const char *who);
 /* Reopens the same paths (USR1). */
 int log_reopen(void);
 
-/* Sends error lines to stderr only, before any config is loaded. */
-void log_init_stderr(enum log_level level);
-
 extern enum log_level log_level_min;
 
 void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
