@@ -73,6 +73,7 @@ static struct {
 } m;
 
 static void master_upgrade_failed(const char *why);
+static void master_upgrade_end(void);
 static void master_stop(int how);
 
 /* A worker serves clients as the configured user, never as root; the
@@ -105,10 +106,7 @@ static void master_in_child(int index, struct worker_start *ws)
 	ev_timer_stop(m.loop, &m.tick);
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
-	ev_io_stop(m.loop, &m.upgrade_io);
-	ev_timer_stop(m.loop, &m.upgrade_timer);
-	if (m.upgrade_io.fd >= 0)
-		close(m.upgrade_io.fd);
+	master_upgrade_end();
 	stats_close(m.loop, 0); /* the socket file is the master's, not ours to remove */
 	ev_loop_fork(m.loop);
 
