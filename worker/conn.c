@@ -123,14 +123,9 @@ static ssize_t conn_tls_sendv(struct conn *c, const struct iovec *iov, int cnt)
 
 ssize_t conn_sendv(struct conn *c, const struct iovec *iov, int cnt, int more)
 {
-	int flags = more ? MSG_MORE : 0;
-
 	if (c->ssl)
 		return conn_tls_sendv(c, iov, cnt);
-	if (cnt == 1)
-		return send(c->io.fd, iov[0].iov_base, iov[0].iov_len, flags);
-	struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
-	return sendmsg(c->io.fd, &mh, flags);
+	return worker_sendv(c->io.fd, iov, cnt, more ? MSG_MORE : 0);
 }
 
 int conn_read(struct conn *c)
@@ -275,7 +270,6 @@ static void conn_on_linger(struct conn *c)
 
 void conn_txn_done(struct conn *c, int keep)
 {
-	c->requests++;
 	if (keep && !c->eof)
 		conn_next_request(c);
 	else if (c->eof || (!c->in || buf_len(c->in) == 0))

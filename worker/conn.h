@@ -55,7 +55,6 @@ struct conn {
 	uint8_t tls_read_wants;
 	uint8_t tls_write_wants;
 	SSL *ssl;                 /* NULL on a plain connection (and after tls_close) */
-	uint32_t requests;        /* requests served on this connection */
 	char peer[INET6_ADDRSTRLEN];
 	uint8_t peer_len;
 };

@@ -211,7 +211,6 @@ int head_write_response(struct txn *t)
 			t->resp_chunked_out = 1;
 		} else {
 			/* an HTTP/1.0 client knows no chunks: the close ends it */
-			t->resp_close_out = 1;
 			t->client_close = 1;
 		}
 		break;

@@ -148,7 +148,6 @@ static void outq_body(struct outq *q, struct buf *src, uint32_t used, const char
 	outq_add(q, data, len);
 	if (chunked)
 		outq_add(q, crlf, 2);
-	q->body_done += len;
 }
 
 /* Writes what <q> holds to client <c> when it is given, else to upstream
@@ -163,11 +162,8 @@ static ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int 
 			n = conn_sendv(c, q->iov + q->first, q->count, more);
 		} else if (u->ssl) {
 			n = tls_client_sendv(u, q->iov + q->first, q->count);
-		} else if (q->count == 1) {
-			n = send(u->io.fd, q->iov[q->first].iov_base, q->iov[q->first].iov_len, more ? MSG_MORE : 0);
 		} else {
-			struct msghdr mh = {.msg_iov = q->iov + q->first, .msg_iovlen = (size_t)q->count};
-			n = sendmsg(u->io.fd, &mh, more ? MSG_MORE : 0);
+			n = worker_sendv(u->io.fd, q->iov + q->first, q->count, more ? MSG_MORE : 0);
 		}
 		if (n < 0) {
 			if (errno == EINTR)
@@ -290,6 +286,16 @@ static void txn_finish(struct txn *t)
 	conn_txn_done(c, keep);
 }
 
+/* The request body is still to be read from its first byte. */
+static void txn_body_reset(struct txn *t)
+{
+	t->req_body_left = t->req.content_length;
+	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
+	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
+	t->req_body_total = 0;
+	http_chunked_init(&t->req_chunks);
+}
+
 /* ---- connecting ------------------------------------------------------ */
 
 static int txn_replay_request(struct txn *t)
@@ -301,12 +307,7 @@ static int txn_replay_request(struct txn *t)
 	outq_reset(&t->up);
 	c->in->start = t->req_head_start;
 	t->req_done = 0;
-	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
-	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
-	t->req_body_left = t->req.content_length;
-	t->req_body_total = 0;
-	http_chunked_init(&t->req_chunks);
-	t->up.body_done = 0;
+	txn_body_reset(t);
 	outq_add(&t->up, t->head_up->data, t->head_up->end);
 	return 0;
 }
@@ -334,9 +335,8 @@ static int txn_connect(struct txn *t, int last_rc)
 		int rc;
 
 		if (s < 0)
-			return t->attempts ? last_rc : WEIR_ERR(NO_SERVER);
+			return t->tried ? last_rc : WEIR_ERR(NO_SERVER);
 		t->tried |= 1ull << ((uint32_t)s - up->first_server);
-		t->attempts++;
 		t->server = s;
 		u = upstream_pool_get((uint32_t)s);
 		if (u) {
@@ -411,10 +411,7 @@ void txn_start(struct txn *t)
 		upstream_sync_table(t->table);
 	t->route = route_lookup(t->table, t->req.host ? t->req.host : "", t->req.host_len, t->req.target,
 	                        (size_t)(t->req.path_end - t->req.target));
-	t->req_body_left = t->req.content_length;
-	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
-	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
-	http_chunked_init(&t->req_chunks);
+	txn_body_reset(t);
 	if (c->tls && tls_in_early_data(c)) {
 		/* 0-RTT bytes can be replayed: only a request that is safe to
 		 * repeat goes on, marked for the upstream (RFC 8470); the client

@@ -30,7 +30,6 @@ struct outq {
 	struct buf *src;        /* buffer the body span points into */
 	uint32_t src_consume;   /* bytes of src to consume once all is written */
 	char pre[24];           /* chunk size line */
-	uint64_t body_done;     /* body bytes queued so far (for CL counting) */
 };
 
 struct txn {
@@ -40,7 +39,6 @@ struct txn {
 	const struct route_entry *route;
 	int server;              /* current server index, -1 none */
 	uint64_t tried;          /* servers of the group tried (bitmap) */
-	uint8_t attempts;
 	uint8_t retried;         /* a stale pooled connection was retried */
 	uint8_t replayable;      /* all request bytes sent are still buffered */
 	uint8_t req_done;        /* whole request written upstream */
@@ -50,7 +48,6 @@ struct txn {
 	uint8_t client_close;    /* close the client connection afterwards */
 	uint8_t up_reusable;     /* upstream connection may go back to the pool */
 	uint8_t resp_chunked_out;/* response re-encoded as chunked to the client */
-	uint8_t resp_close_out;  /* response delimited by closing the client */
 	uint8_t up_wait, cl_wait; /* what each side's timer now measures */
 	uint8_t early;           /* the request came in TLS early data (0-RTT) */
 

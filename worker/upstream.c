@@ -223,7 +223,6 @@ void upstream_release(struct upconn *u)
 		buf_put(u->in);
 		u->in = NULL;
 	}
-	u->requests++;
 	u->reused = 0;
 	u->next = s->idle;
 	s->idle = u;

@@ -40,7 +40,6 @@ struct upconn {
 	uint8_t tls_wants;    /* EV_WRITE when SSL_read needs a writable socket */
 	uint8_t readable;
 	uint8_t reused;       /* taken from the pool for this request */
-	uint32_t requests;
 	SSL *ssl;             /* TLS groups only (tls_client.h), else NULL */
 };
 

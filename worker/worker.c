@@ -24,6 +24,15 @@
 
 struct worker wk;
 
+ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags)
+{
+	struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
+
+	if (cnt == 1)
+		return send(fd, iov[0].iov_base, iov[0].iov_len, flags);
+	return sendmsg(fd, &mh, flags);
+}
+
 struct buf *buf_get(void)
 {
 	struct buf *b = slab_alloc(&wk.slab, wk.cls_buf);

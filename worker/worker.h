@@ -20,6 +20,8 @@
 
 #include <ev.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "common/config.h"
 #include "common/slab.h"
@@ -94,6 +96,10 @@ struct buf {
 	uint32_t end;
 	char data[];
 };
+
+/* Writes <cnt> iovecs to plain socket <fd>: send() for one, sendmsg() for
+ * more, with <flags> (MSG_MORE). Client and upstream sides share it. */
+ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags);
 
 struct buf *buf_get(void);
 void buf_put(struct buf *b);
