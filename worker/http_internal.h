@@ -75,4 +75,11 @@ int http_head_finish(struct http_head_state *st, struct http_head_info *info);
 /* 1 if <p>[0..len) is host [":" port] with a non-empty host. */
 int http_host_valid(const char *p, size_t len);
 
+/* Whether the connection stays open after this message (RFC 9112 9.3):
+ * HTTP/1.1 unless "close", HTTP/1.0 only with "keep-alive". */
+static inline int http_keep_alive(int version_minor, const struct http_head_info *info)
+{
+	return !info->conn_close && (version_minor == 1 || info->conn_keep_alive);
+}
+
 #endif

@@ -160,10 +160,7 @@ static int request_finish(struct http_request *r, const char *buf)
 		rc = request_host(r, &info);
 	if (rc)
 		return rc;
-	if (r->version_minor == 1)
-		r->keep_alive = !info.conn_close;
-	else
-		r->keep_alive = info.conn_keep_alive && !info.conn_close;
+	r->keep_alive = http_keep_alive(r->version_minor, &info);
 	/* RFC 9110 10.1.1: a 100-continue from an HTTP/1.0 client is ignored. */
 	r->expect_continue = r->version_minor == 1 && info.expect_continue;
 	return 0;

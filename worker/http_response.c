@@ -89,10 +89,7 @@ static int response_finish(struct http_response *r, const char *buf)
 	if (check_status_line(r, buf) || http_head_finish(&r->st, &info) ||
 	    response_framing(r, &info))
 		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-	if (r->version_minor == 1)
-		r->keep_alive = !info.conn_close;
-	else
-		r->keep_alive = info.conn_keep_alive && !info.conn_close;
+	r->keep_alive = http_keep_alive(r->version_minor, &info);
 	if (r->body == HTTP_BODY_CLOSE)
 		r->keep_alive = 0;
 	return 0;
