@@ -30,17 +30,7 @@ static void conn_write_answer(struct conn *c);
 
 void conn_set_deadline(struct conn *c, ev_tstamp at)
 {
-	if (!ev_is_active(&c->timer) || at < c->deadline) {
-		ev_timer_stop(wk.loop, &c->timer);
-		ev_timer_set(&c->timer, at - ev_now(wk.loop), 0);
-		ev_timer_start(wk.loop, &c->timer);
-	}
-	c->deadline = at;
-}
-
-static ev_tstamp conn_after(uint32_t ms)
-{
-	return ev_now(wk.loop) + ms / 1000.0;
+	worker_deadline_set(&c->timer, &c->deadline, at);
 }
 
 void conn_io_set(struct conn *c, int events)
@@ -207,7 +197,7 @@ static void conn_next_request(struct conn *c)
 		return;
 	}
 	conn_release_input(c);
-	conn_set_deadline(c, conn_after(c->in ? wk.cfg->timeouts.client_header : wk.cfg->timeouts.client_keepalive));
+	conn_set_deadline(c, worker_after(c->in ? wk.cfg->timeouts.client_header : wk.cfg->timeouts.client_keepalive));
 	conn_io_set(c, EV_READ);
 	if ((c->in && buf_len(c->in)) || c->readable) {
 		/* answers weir makes itself finish within this call, so a buffer
@@ -388,7 +378,7 @@ static void conn_write_answer(struct conn *c)
 				continue;
 			if (errno == EAGAIN) {
 				conn_io_set(c, EV_WRITE);
-				conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_send));
+				conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_send));
 				return;
 			}
 			conn_close(c);
@@ -422,7 +412,7 @@ static void conn_on_head(struct conn *c)
 				/* a head must start at the front: it may need the whole buffer */
 				buf_compact(c->in);
 				c->state = CONN_HEAD;
-				conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_header));
+				conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_header));
 			}
 			rc = http_request_parse(&t->req, c->in->data, c->in->end);
 			if (rc == 0) {
@@ -480,7 +470,7 @@ static void conn_on_handshake(struct conn *c)
 	}
 	c->state = CONN_IDLE;
 	c->readable = 1; /* the request often follows the Finished message at once */
-	conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_header));
+	conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_header));
 	conn_io_set(c, EV_READ);
 	conn_on_head(c);
 }
@@ -525,14 +515,11 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct conn *c = w->data;
-	ev_tstamp now = ev_now(loop);
+	(void)loop;
 	(void)revents;
 
-	if (c->deadline > now + 0.001) {
-		ev_timer_set(&c->timer, c->deadline - now, 0);
-		ev_timer_start(loop, &c->timer);
+	if (worker_deadline_early(&c->timer, c->deadline))
 		return;
-	}
 	switch (c->state) {
 	case CONN_HANDSHAKE:
 		/* bounded by timeouts.client_header; a client that never sent a
@@ -603,5 +590,5 @@ void conn_accept(int fd, const struct sockaddr *sa, int l)
 		}
 	}
 	ev_io_start(wk.loop, &c->io);
-	conn_set_deadline(c, conn_after(wk.cfg->timeouts.client_header));
+	conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_header));
 }

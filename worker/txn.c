@@ -20,6 +20,13 @@ static const char chunk_end[] = "0\r\n\r\n";
 enum { WAIT_NONE, WAIT_SEND, WAIT_READ };
 #define TXN_NO_DEADLINE 86400000u
 
+/* The deadline of a side waiting for <wait>: <send_ms> or <read_ms> from
+ * now, or TXN_NO_DEADLINE while it waits on nothing. */
+static ev_tstamp txn_wait_until(uint8_t wait, uint32_t send_ms, uint32_t read_ms)
+{
+	return worker_after(wait == WAIT_SEND ? send_ms : wait == WAIT_READ ? read_ms : TXN_NO_DEADLINE);
+}
+
 static int txn_fill_up(struct txn *t);
 static int txn_fill_down(struct txn *t);
 static const char crlf[] = "\r\n";
@@ -319,8 +326,8 @@ static void txn_attach(struct txn *t, struct upconn *u)
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
 	SHM_ADD(&wk.scnt[t->table->servers[u->server].stat], requests, 1);
-	upstream_set_deadline(u, ev_now(wk.loop) + (u->connecting ? wk.cfg->timeouts.upstream_connect
-	                                                          : wk.cfg->timeouts.upstream_send) / 1000.0);
+	upstream_set_deadline(u, worker_after(u->connecting ? wk.cfg->timeouts.upstream_connect
+	                                                    : wk.cfg->timeouts.upstream_send));
 }
 
 /* Finds a server and a connection for <t>. Returns 0, or the error to
@@ -830,22 +837,17 @@ void txn_pump(struct txn *t)
 			               : (!t->req_done || t->down.count || t->resp_done) ? WAIT_NONE
 			                                                                  : WAIT_READ;
 			if (wait != t->up_wait || up_io) {
-				uint32_t ms = wait == WAIT_SEND   ? wk.cfg->timeouts.upstream_send
-				              : wait == WAIT_READ ? wk.cfg->timeouts.upstream_read
-				                                  : TXN_NO_DEADLINE;
 				t->up_wait = wait;
-				upstream_set_deadline(u, ev_now(wk.loop) + ms / 1000.0);
+				upstream_set_deadline(u, txn_wait_until(wait, wk.cfg->timeouts.upstream_send,
+				                                        wk.cfg->timeouts.upstream_read));
 			}
 		}
 	}
 	{
 		uint8_t wait = t->down.count ? WAIT_SEND : (!t->req_body_done && !t->up.count) ? WAIT_READ : WAIT_NONE;
 		if (wait != t->cl_wait || cl_io) {
-			uint32_t ms = wait == WAIT_SEND   ? wk.cfg->timeouts.client_send
-			              : wait == WAIT_READ ? wk.cfg->timeouts.client_body
-			                                  : TXN_NO_DEADLINE;
 			t->cl_wait = wait;
-			conn_set_deadline(c, ev_now(wk.loop) + ms / 1000.0);
+			conn_set_deadline(c, txn_wait_until(wait, wk.cfg->timeouts.client_send, wk.cfg->timeouts.client_body));
 		}
 	}
 }
@@ -899,7 +901,7 @@ void txn_on_upstream_event(struct txn *t, int revents)
 			}
 		} else {
 			u->connecting = 0;
-			upstream_set_deadline(u, ev_now(wk.loop) + wk.cfg->timeouts.upstream_send / 1000.0);
+			upstream_set_deadline(u, worker_after(wk.cfg->timeouts.upstream_send));
 		}
 	}
 	if ((revents & EV_READ) && same)
@@ -938,6 +940,6 @@ void txn_on_client_timeout(struct txn *t)
 	} else if (!t->req_body_done) {
 		txn_fail(t, WEIR_ERR(BODY_TIMEOUT));
 	} else {
-		conn_set_deadline(c, ev_now(wk.loop) + TXN_NO_DEADLINE / 1000.0);
+		conn_set_deadline(c, worker_after(TXN_NO_DEADLINE));
 	}
 }

@@ -40,25 +40,17 @@ void upstream_close(struct upconn *u)
 
 void upstream_set_deadline(struct upconn *u, ev_tstamp at)
 {
-	if (!ev_is_active(&u->timer) || at < u->deadline) {
-		ev_timer_stop(wk.loop, &u->timer);
-		ev_timer_set(&u->timer, at - ev_now(wk.loop), 0);
-		ev_timer_start(wk.loop, &u->timer);
-	}
-	u->deadline = at;
+	worker_deadline_set(&u->timer, &u->deadline, at);
 }
 
 static void upstream_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct upconn *u = w->data;
-	ev_tstamp now = ev_now(loop);
+	(void)loop;
 	(void)revents;
 
-	if (u->deadline > now + 0.001) {
-		ev_timer_set(&u->timer, u->deadline - now, 0);
-		ev_timer_start(loop, &u->timer);
+	if (worker_deadline_early(&u->timer, u->deadline))
 		return;
-	}
 	if (u->txn)
 		txn_on_upstream_timeout(u->txn);
 	else
@@ -228,7 +220,7 @@ void upstream_release(struct upconn *u)
 	s->idle = u;
 	s->nidle++;
 	worker_io_set(&u->io, EV_READ);
-	upstream_set_deadline(u, ev_now(wk.loop) + wk.cfg->timeouts.upstream_keepalive / 1000.0);
+	upstream_set_deadline(u, worker_after(wk.cfg->timeouts.upstream_keepalive));
 }
 
 void upstream_close_pools(void)

@@ -24,6 +24,27 @@
 
 struct worker wk;
 
+void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at)
+{
+	if (!ev_is_active(tm) || at < *dl) {
+		ev_timer_stop(wk.loop, tm);
+		ev_timer_set(tm, at - ev_now(wk.loop), 0);
+		ev_timer_start(wk.loop, tm);
+	}
+	*dl = at;
+}
+
+int worker_deadline_early(ev_timer *tm, ev_tstamp dl)
+{
+	ev_tstamp now = ev_now(wk.loop);
+
+	if (dl <= now + 0.001)
+		return 0;
+	ev_timer_set(tm, dl - now, 0);
+	ev_timer_start(wk.loop, tm);
+	return 1;
+}
+
 ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags)
 {
 	struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
@@ -154,7 +175,7 @@ static void worker_drain(void)
 	if (wk.draining)
 		return;
 	wk.draining = 1;
-	wk.drain_deadline = ev_now(wk.loop) + wk.cfg->timeouts.drain / 1000.0;
+	wk.drain_deadline = worker_after(wk.cfg->timeouts.drain);
 	worker_stop_accepting();
 	log_info("draining %u connection(s)", wk.nconns);
 	for (c = wk.conns; c; c = next) {

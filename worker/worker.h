@@ -101,6 +101,21 @@ struct buf {
  * more, with <flags> (MSG_MORE). Client and upstream sides share it. */
 ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags);
 
+/* Deadlines, one mechanism for client and upstream connections: a timer
+ * armed for the earliest deadline and re-armed when it fires early, so that
+ * pushing a deadline later costs no timer operation. */
+static inline ev_tstamp worker_after(uint32_t ms)
+{
+	return ev_now(wk.loop) + ms / 1000.0;
+}
+
+/* Sets deadline *<dl> to <at>, re-arming <tm> only if it moves earlier. */
+void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at);
+
+/* In <tm>'s callback: 1 when it fired before deadline <dl> (it is then
+ * re-armed for it, and the callback returns), 0 when the deadline passed. */
+int worker_deadline_early(ev_timer *tm, ev_tstamp dl);
+
 struct buf *buf_get(void);
 void buf_put(struct buf *b);
 
