@@ -57,6 +57,12 @@ static void upstream_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		upstream_close(u); /* idle too long in the pool */
 }
 
+/* The table wk.servers[] and the pools were last reset for (pooled
+ * connections all belong to it). Read without route_acquire(), so that
+ * neither a tick nor a pool operation moves the generation this worker
+ * reports in use under a request still running on an older one. */
+static const struct route_table *synced;
+
 static void upstream_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct upconn *u = w->data;
@@ -78,7 +84,7 @@ static void upstream_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	if (n < 0 && errno == EAGAIN)
 		return;
 	if (n > 0) {
-		log_warn("upstream %s sent bytes on an idle connection; closing it", route_acquire(wk.seg, wk.slot)->servers[u->server].text);
+		log_warn("upstream %s sent bytes on an idle connection; closing it", synced->servers[u->server].text);
 		worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
 	}
 	upstream_close(u);
@@ -202,12 +208,12 @@ struct upconn *upstream_connect(const struct route_table *t, uint32_t server, in
 void upstream_release(struct upconn *u)
 {
 	struct up_server *s = &wk.servers[u->server];
-	const struct route_table *t = route_acquire(wk.seg, wk.slot);
-	uint32_t keep = t->servers[u->server].keepalive;
 
-	/* TLS bytes already read ahead past the response would raise no event
+	/* a connection of the table in force is read in that table (synced);
+	 * TLS bytes already read ahead past the response would raise no event
 	 * while pooled, and be taken for the next response: not fit to keep */
-	if (u->table_id != wk.table_id || s->nidle >= keep || (u->ssl && tls_bio_pending(u->ssl))) {
+	if (u->table_id != wk.table_id || s->nidle >= synced->servers[u->server].keepalive ||
+	    (u->ssl && tls_bio_pending(u->ssl))) {
 		upstream_close(u);
 		return;
 	}
@@ -229,11 +235,6 @@ void upstream_close_pools(void)
 		while (wk.servers[i].idle)
 			upstream_close(wk.servers[i].idle);
 }
-
-/* The table wk.servers[] was last reset for; the sweep reads it without
- * route_acquire(), so that a tick never moves the generation this worker
- * reports in use under a request still running on an older one. */
-static const struct route_table *synced;
 
 void upstream_admin_sweep(void)
 {
