@@ -84,6 +84,29 @@ const char *tlscert_reason(const char *dflt)
 	return r ? r : dflt;
 }
 
+/* Appends every PEM certificate left in <bio> to <sk>. Returns 0 at the
+ * end of the file, -1 out of memory, -2 when a certificate is damaged
+ * (its error left queued for tlscert_reason). */
+static int read_certs(BIO *bio, STACK_OF(X509) *sk)
+{
+	X509 *x;
+	uint32_t e;
+
+	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+		if (!sk_X509_push(sk, x)) {
+			X509_free(x);
+			return -1;
+		}
+	}
+	/* the loop ends on "no start line" at the end of the file; anything
+	 * else is a damaged certificate */
+	e = ERR_peek_last_error();
+	if (e && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE))
+		return -2;
+	ERR_clear_error();
+	return 0;
+}
+
 /* Adds DNS name <s> (<len> bytes) to <tc> in lower case, if it is a
  * plausible host name or wildcard; others (IP text, NULs) are skipped. */
 static void add_name(struct tlscert *tc, const unsigned char *s, size_t len)
@@ -141,7 +164,7 @@ struct tlscert *tlscert_load(const char *cert_path, const char *key_path, char *
 	char *pem = NULL;
 	size_t len = 0;
 	BIO *bio = NULL;
-	X509 *x;
+	int rc;
 
 	if (!tc) {
 		snprintf(why, cap, "out of memory");
@@ -164,22 +187,13 @@ struct tlscert *tlscert_load(const char *cert_path, const char *key_path, char *
 		snprintf(why, cap, "no PEM certificate in it (%s)", tlscert_reason("no certificate"));
 		goto fail;
 	}
-	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
-		if (!sk_X509_push(tc->chain, x)) {
-			X509_free(x);
+	rc = read_certs(bio, tc->chain);
+	if (rc < 0) {
+		if (rc == -1)
 			snprintf(why, cap, "out of memory");
-			goto fail;
-		}
-	}
-	/* the loop ends on "no start line" at the end of the file; anything
-	 * else is a damaged certificate after the leaf */
-	{
-		uint32_t e = ERR_peek_last_error();
-		if (e && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
+		else
 			snprintf(why, cap, "a certificate after the first is not valid PEM (%s)", tlscert_reason("bad PEM"));
-			goto fail;
-		}
-		ERR_clear_error();
+		goto fail;
 	}
 	BIO_free(bio);
 	bio = NULL;
@@ -271,7 +285,7 @@ struct tlsca *tlsca_load(const char *path, char *why, size_t cap)
 	size_t len = 0;
 	char *pem = NULL;
 	BIO *bio = NULL;
-	X509 *x;
+	int rc;
 
 	if (!ca) {
 		snprintf(why, cap, "out of memory");
@@ -289,20 +303,13 @@ struct tlsca *tlsca_load(const char *path, char *why, size_t cap)
 		snprintf(why, cap, "out of memory");
 		goto fail;
 	}
-	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
-		if (!sk_X509_push(ca->certs, x)) {
-			X509_free(x);
+	rc = read_certs(bio, ca->certs);
+	if (rc < 0) {
+		if (rc == -1)
 			snprintf(why, cap, "out of memory");
-			goto fail;
-		}
-	}
-	{
-		uint32_t e = ERR_peek_last_error();
-		if (e && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
+		else
 			snprintf(why, cap, "a certificate in it is not valid PEM (%s)", tlscert_reason("bad PEM"));
-			goto fail;
-		}
-		ERR_clear_error();
+		goto fail;
 	}
 	if (sk_X509_num(ca->certs) == 0) {
 		snprintf(why, cap, "no PEM certificate in it");
