@@ -1064,15 +1064,15 @@ static int find_upstream(const struct config *cfg, const char *name)
 	return -1;
 }
 
-static const char *host_shown(const struct config_route *r, char *buf, size_t cap)
+const char *config_host_text(int host_kind, const char *host, char *buf, size_t cap)
 {
-	if (r->host_kind == CONFIG_HOST_ANY)
+	if (host_kind == CONFIG_HOST_ANY)
 		return "*";
-	if (r->host_kind == CONFIG_HOST_WILDCARD) {
-		snprintf(buf, cap, "*%s", r->host);
+	if (host_kind == CONFIG_HOST_WILDCARD) {
+		snprintf(buf, cap, "*%s", host);
 		return buf;
 	}
-	return r->host;
+	return host;
 }
 
 static int load_routes(struct loader *ld, const config_setting_t *root)
@@ -1133,7 +1133,7 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 			if (ok[j] && o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 &&
 			    strcmp(o->path, r->path) == 0) {
 				fail(ld, r->line, "route for host \"%s\" and path \"%s\" is already defined on line %d",
-				     host_shown(r, buf, sizeof buf), r->path, o->line);
+				     config_host_text(r->host_kind, r->host, buf, sizeof buf), r->path, o->line);
 				good = 0;
 				break;
 			}

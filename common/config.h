@@ -111,6 +111,10 @@ enum config_host_kind {
 	CONFIG_HOST_WILDCARD, /* "*.example.com": any host ending in ".example.com" */
 };
 
+/* A route's host as operators write it: "*", "api.example.com" or
+ * "*.example.com" (a wildcard's ".example.com" is put in <buf>). */
+const char *config_host_text(int host_kind, const char *host, char *buf, size_t cap);
+
 struct config_route {
 	enum config_host_kind host_kind;
 	/* lower-case; for WILDCARD the suffix with its leading dot (".example.com");

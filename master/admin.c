@@ -106,7 +106,7 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	int wh = 4, wp = 4;
 
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		int h = (int)strlen(metrics_route_host(&t->routes[i], hb, sizeof(hb)));
+		int h = (int)strlen(config_host_text(t->routes[i].host_kind, t->routes[i].host, hb, sizeof(hb)));
 		int p = (int)t->routes[i].path_len;
 		wh = h > wh ? h : wh;
 		wp = p > wp ? p : wp;
@@ -118,7 +118,7 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, "HOST", wp, "PATH", "UPSTREAM");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
 		const struct route_entry *e = &t->routes[i];
-		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, metrics_route_host(e, hb, sizeof(hb)), wp, e->path,
+		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, config_host_text(e->host_kind, e->host, hb, sizeof(hb)), wp, e->path,
 		               t->upstreams[e->upstream].name);
 	}
 }

@@ -13,17 +13,6 @@ const struct route_table *metrics_table(struct shm_segment *seg)
 	return &seg->gens[atomic_load_explicit(&seg->gen_current, memory_order_acquire)];
 }
 
-const char *metrics_route_host(const struct route_entry *e, char *buf, size_t cap)
-{
-	if (e->host_kind == CONFIG_HOST_ANY)
-		return "*";
-	if (e->host_kind == CONFIG_HOST_WILDCARD) {
-		snprintf(buf, cap, "*%s", e->host);
-		return buf;
-	}
-	return e->host;
-}
-
 static void family(struct textbuf *o, const char *name, const char *type, const char *help)
 {
 	textbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -46,7 +35,7 @@ static void route_labels(struct textbuf *o, const struct route_entry *e)
 		return;
 	}
 	textbuf_printf(o, "host=\"");
-	textbuf_label(o, metrics_route_host(e, hb, sizeof(hb)));
+	textbuf_label(o, config_host_text(e->host_kind, e->host, hb, sizeof(hb)));
 	textbuf_printf(o, "\",path=\"");
 	textbuf_label(o, e->path);
 	textbuf_printf(o, "\"");

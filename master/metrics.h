@@ -26,8 +26,4 @@ void metrics_render(struct shm_segment *seg, struct textbuf *out);
  * writer and never overwrites the current one). */
 const struct route_table *metrics_table(struct shm_segment *seg);
 
-/* The host of <e> as the config writes it: "*", "*.example.com" or
- * "api.example.com", into <buf> of <cap> bytes. */
-const char *metrics_route_host(const struct route_entry *e, char *buf, size_t cap);
-
 #endif
