@@ -35,11 +35,16 @@ fail: {
 }
 }
 
-int listen_open(struct listen_set *ls, const struct config *cfg)
+void listen_set_init(struct listen_set *ls, const struct config *cfg)
 {
 	memset(ls->fds, -1, sizeof(ls->fds));
 	ls->nlisteners = cfg->nlisteners;
 	ls->nworkers = cfg->workers;
+}
+
+int listen_open(struct listen_set *ls, const struct config *cfg)
+{
+	listen_set_init(ls, cfg);
 	for (int l = 0; l < cfg->nlisteners; l++) {
 		const struct config_listener *cl = &cfg->listeners[l];
 
@@ -59,7 +64,7 @@ int listen_open(struct listen_set *ls, const struct config *cfg)
 static int listen_find(const struct config *cfg, const struct config_addr *addr)
 {
 	for (int k = 0; k < cfg->nlisteners; k++)
-		if (cfg->listeners[k].addr.len == addr->len && memcmp(&cfg->listeners[k].addr.sa, &addr->sa, addr->len) == 0)
+		if (listen_same_addr(&cfg->listeners[k].addr, addr))
 			return k;
 	return -1;
 }
@@ -67,9 +72,7 @@ static int listen_find(const struct config *cfg, const struct config_addr *addr)
 int listen_reopen(struct listen_set *ls, const struct config *cfg, struct listen_set *old,
                   const struct config *oldcfg)
 {
-	memset(ls->fds, -1, sizeof(ls->fds));
-	ls->nlisteners = cfg->nlisteners;
-	ls->nworkers = cfg->workers;
+	listen_set_init(ls, cfg);
 	for (int l = 0; l < cfg->nlisteners; l++) {
 		const struct config_listener *cl = &cfg->listeners[l];
 		int ol = listen_find(oldcfg, &cl->addr);

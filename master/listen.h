@@ -10,6 +10,8 @@
 #ifndef WEIR_MASTER_LISTEN_H
 #define WEIR_MASTER_LISTEN_H
 
+#include <string.h>
+
 #include "common/config.h"
 
 struct listen_set {
@@ -17,6 +19,16 @@ struct listen_set {
 	int nlisteners;
 	int nworkers;
 };
+
+/* An empty set (every socket -1) shaped for <cfg>: open, reopen and the
+ * binary upgrade fill it. */
+void listen_set_init(struct listen_set *ls, const struct config *cfg);
+
+/* Whether two listener addresses are the same socket address. */
+static inline int listen_same_addr(const struct config_addr *a, const struct config_addr *b)
+{
+	return a->len == b->len && memcmp(&a->sa, &b->sa, a->len) == 0;
+}
 
 /* Binds cfg->nlisteners x cfg->workers sockets. Returns 0, or -1 after
  * logging which address failed and why (everything opened is closed). */

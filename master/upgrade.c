@@ -212,16 +212,13 @@ void upgrade_ready(int fd)
 
 int upgrade_adopt_listeners(struct listen_set *ls, const struct config *cfg, struct upgrade_inherit *inh)
 {
-	memset(ls->fds, -1, sizeof(ls->fds));
-	ls->nlisteners = cfg->nlisteners;
-	ls->nworkers = cfg->workers;
+	listen_set_init(ls, cfg);
 	for (int l = 0; l < cfg->nlisteners; l++) {
 		const struct config_addr *a = &cfg->listeners[l].addr;
 
 		for (int w = 0; w < cfg->workers; w++) {
 			for (int k = 0; k < inh->n && ls->fds[l][w] < 0; k++) {
-				if (inh->socks[k].fd >= 0 && inh->socks[k].index == w && inh->socks[k].addr.len == a->len &&
-				    memcmp(&inh->socks[k].addr.sa, &a->sa, a->len) == 0) {
+				if (inh->socks[k].fd >= 0 && inh->socks[k].index == w && listen_same_addr(&inh->socks[k].addr, a)) {
 					ls->fds[l][w] = inh->socks[k].fd;
 					inh->socks[k].fd = -1;
 				}
