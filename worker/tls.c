@@ -213,10 +213,24 @@ static int tls_ctx_client_ca(SSL_CTX *ctx, const struct config_listener *lc)
 }
 
 /* The context for certificate <c> of listener <lc>. */
+SSL_CTX *tls_ctx_base(void)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+
+	if (!ctx)
+		return NULL;
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) || !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION)) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	return ctx;
+}
+
 static SSL_CTX *tls_ctx_new(const struct config_listener *lc, const struct config_cert *c)
 {
 	const struct tlscert *tc = c->loaded;
-	SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+	SSL_CTX *ctx = tls_ctx_base();
 	uint8_t sid[SHA256_DIGEST_LENGTH];
 	SHA256_CTX sh;
 
@@ -233,26 +247,17 @@ static SSL_CTX *tls_ctx_new(const struct config_listener *lc, const struct confi
 	SHA256_Update(&sh, lc->client_ca, strlen(lc->client_ca) + 1);
 	SHA256_Update(&sh, &lc->client_verify, sizeof(lc->client_verify));
 	SHA256_Final(sid, &sh);
-	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
-	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) || !SSL_CTX_use_certificate(ctx, tc->leaf) ||
-	    !SSL_CTX_set1_chain(ctx, tc->chain) || !SSL_CTX_use_PrivateKey(ctx, tc->key) ||
-	    !SSL_CTX_check_private_key(ctx) || !SSL_CTX_set_session_id_context(ctx, sid, SSL_MAX_SID_CTX_LENGTH)) {
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
+	if (!SSL_CTX_use_certificate(ctx, tc->leaf) || !SSL_CTX_set1_chain(ctx, tc->chain) ||
+	    !SSL_CTX_use_PrivateKey(ctx, tc->key) || !SSL_CTX_check_private_key(ctx) ||
+	    !SSL_CTX_set_session_id_context(ctx, sid, SSL_MAX_SID_CTX_LENGTH))
+		goto fail;
 	/* TLS 1.2 with forward secrecy and AEAD only (Mozilla's "intermediate"
 	 * profile): BoringSSL's default list still has the CBC-SHA suites,
 	 * which scanners rightly flag (LUCKY13); TLS 1.3 suites are fixed */
 	if (!SSL_CTX_set_strict_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
 	                                         "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
-	                                         "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305")) {
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	/* partial writes: SSL_write returns after each record, as write(2)
-	 * returns short; moving buffer: a retry after WANT_WRITE comes from a
-	 * fresh stack copy of the same bytes (conn_sendv) */
-	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	                                         "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"))
+		goto fail;
 	/* no per-process session cache: a worker's cache would only help the
 	 * clients that land on it again; tickets work on every worker */
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
@@ -261,15 +266,13 @@ static SSL_CTX *tls_ctx_new(const struct config_listener *lc, const struct confi
 	/* 0-RTT: replayable by anyone who saw the packets, so conn.c serves
 	 * only safe, bodiless requests from it (RFC 8470) */
 	SSL_CTX_set_early_data_enabled(ctx, lc->early_data);
-	if (tc->ocsp && !SSL_CTX_set_ocsp_response(ctx, tc->ocsp, tc->ocsp_len)) {
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	if (lc->client_cas && tls_ctx_client_ca(ctx, lc) < 0) {
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
+	if ((tc->ocsp && !SSL_CTX_set_ocsp_response(ctx, tc->ocsp, tc->ocsp_len)) ||
+	    (lc->client_cas && tls_ctx_client_ca(ctx, lc) < 0))
+		goto fail;
 	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
 }
 
 /* TLS_PICK_KEY_* of <key>: the curve matters, TLS 1.3 binds it to the

@@ -92,6 +92,13 @@ static inline int tls_want_events(int err)
 	return err == SSL_ERROR_WANT_READ ? EV_READ : err == SSL_ERROR_WANT_WRITE ? EV_WRITE : 0;
 }
 
+/* A context with what the client and upstream sides share: TLS 1.2 and
+ * 1.3 only, and partial writes (SSL_write returns after each record, as
+ * write(2) returns short) from a moving buffer (a retry after WANT_WRITE
+ * comes from a fresh copy of the same bytes, see tls_gather). NULL when
+ * out of memory. */
+SSL_CTX *tls_ctx_base(void);
+
 /* Records carry at most 16 KiB of plaintext: the gather buffer of
  * tls_gather() holds one, and gathering more buys nothing. */
 #define TLS_GATHER_MAX 16384

@@ -44,13 +44,11 @@ static int tls_client_new_session(SSL *ssl, SSL_SESSION *s)
 static SSL_CTX *tls_client_ctx_new(const struct config_upstream *cu)
 {
 	static const uint8_t alpn[] = "\x08http/1.1";
-	SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+	SSL_CTX *ctx = tls_ctx_base();
 
 	if (!ctx)
 		return NULL;
-	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
-	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
-	    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0 /* 0 is success here */)
+	if (SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0 /* 0 is success here */)
 		goto fail;
 	if (cu->tls_verify) {
 		X509_VERIFY_PARAM *p = SSL_CTX_get0_param(ctx);
@@ -62,9 +60,6 @@ static SSL_CTX *tls_client_ctx_new(const struct config_upstream *cu)
 	} else {
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
 	}
-	/* as on the server side: a partial write returns after each record,
-	 * and a retry after WANT_WRITE comes from a fresh copy of the bytes */
-	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	/* sessions go to our per-server slot, not to a cache of BoringSSL's */
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
 	SSL_CTX_sess_set_new_cb(ctx, tls_client_new_session);
