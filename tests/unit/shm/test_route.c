@@ -7,7 +7,6 @@
  * Configs are real files loaded with config_load(), so hosts arrive here
  * normalised exactly as in weir.
  */
-#include <CUnit/Basic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "common/config.h"
 #include "shm/route.h"
 #include "shm/shm.h"
+#include "tests/unit/unit.h"
 #include "tests/unit/unit_config.h"
 
 #define UPSTREAMS                                                                                                      \
@@ -266,10 +266,7 @@ static void test_a_request_in_flight_protects_its_table_and_every_later_one(void
 	close(seg_fd);
 }
 
-static const struct {
-	const char *name;
-	CU_TestFunc fn;
-} tests[] = {
+static const struct unit_test tests[] = {
     {"the most specific host wins, then the longest path prefix within it",
      test_most_specific_host_then_longest_prefix},
     {"the order of routes in the file does not matter", test_the_order_of_routes_in_the_file_does_not_matter},
@@ -282,20 +279,11 @@ static const struct {
      test_a_generation_a_live_worker_reports_is_never_rewritten},
 };
 
-int main(void)
+/* the table the last test compiled goes with the suite's files */
+static int route_clean(void)
 {
-	CU_pSuite s;
-	unsigned fails;
-
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("shm/route", unit_config_init, unit_config_clean);
-	for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
 	free(table);
-	return fails ? 1 : 0;
+	return unit_config_clean();
 }
+
+UNIT_MAIN_WITH("shm/route", tests, unit_config_init, route_clean)

@@ -5,7 +5,6 @@
  * histogram bucket selection, the fold of a dead worker's per-key counters,
  * and the admin words a reload keeps or drops.
  */
-#include <CUnit/Basic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include "shm/route.h"
 #include "shm/shm.h"
 #include "shm/stat.h"
+#include "tests/unit/unit.h"
 #include "tests/unit/unit_config.h"
 
 /* ---- the key table -------------------------------------------------------- */
@@ -294,10 +294,7 @@ static void test_the_admin_word_packs_state_and_weight(void)
 	CU_ASSERT_EQUAL(SHM_ADMIN_STATE(SHM_ADMIN_WORD(SHM_ADMIN_DOWN, 7)), SHM_ADMIN_DOWN);
 }
 
-static const struct {
-	const char *name;
-	CU_TestFunc fn;
-} tests[] = {
+static const struct unit_test tests[] = {
     {"a route key gets the next index once and the same index ever after", test_a_route_key_keeps_its_index},
     {"keys past the bound share the \"other\" index and the others keep theirs",
      test_keys_past_the_bound_share_the_other_index},
@@ -314,19 +311,4 @@ static const struct {
     {"the admin word packs a state and a weight; zero means no override", test_the_admin_word_packs_state_and_weight},
 };
 
-int main(void)
-{
-	CU_pSuite s;
-	unsigned fails;
-
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("shm/stat", unit_config_init, unit_config_clean);
-	for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
-}
+UNIT_MAIN_WITH("shm/stat", tests, unit_config_init, unit_config_clean)
