@@ -5,10 +5,19 @@
  * each validated header that is not hop-by-hop, then the headers it owns
  * (Host, X-Forwarded-*, Via, a TLS listener's client certificate subject
  * header, and the framing it will actually use).
+ *
+ * A header weir vouches for (a listener's client_header, X-Forwarded-Proto)
+ * never comes from a client: on any listener, in any spelling a CGI, WSGI
+ * or PHP backend reads as the same variable (x_client_subject is
+ * HTTP_X_CLIENT_SUBJECT), a client's is dropped and counted as
+ * forged_header. X-Forwarded-For is appended to, as nginx's
+ * $proxy_add_x_forwarded_for does: the exact name passes into weir's list,
+ * any other spelling would reach the backend as a second XFF and is
+ * dropped. Early-Data stays: RFC 8470 5.1 says an intermediary keeps it.
  */
 #include <string.h>
-#include <strings.h>
 
+#include "common/log.h"
 #include "worker/conn.h"
 #include "worker/tls.h"
 #include "worker/txn.h"
@@ -51,6 +60,83 @@ static void out_header(struct out *o, const struct http_header *h)
 	OUT_LIT(o, "\r\n");
 }
 
+/* The names weir vouches for, from every listener of the configuration
+ * this worker serves: a few dozen at most, fixed when the worker starts
+ * (a reload starts new workers). <lens> has bit n set when some name is n
+ * bytes long, so most headers are passed by one test. */
+static struct {
+	uint64_t lens;
+	uint32_t n;
+	struct {
+		const char *name;
+		uint32_t len;
+	} v[CONFIG_MAX_LISTENERS + 2];
+} vouched;
+
+static void head_vouch(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len == 0 || len >= 64) /* config names are shorter than CONFIG_NAME_MAX */
+		return;
+	for (uint32_t i = 0; i < vouched.n; i++)
+		if (vouched.v[i].len == len && http_name_same_var(vouched.v[i].name, name, len))
+			return;
+	vouched.v[vouched.n].name = name;
+	vouched.v[vouched.n].len = (uint32_t)len;
+	vouched.n++;
+	vouched.lens |= 1ull << len;
+}
+
+void head_init(const struct config *cfg)
+{
+	memset(&vouched, 0, sizeof(vouched));
+	head_vouch("X-Forwarded-Proto");
+	/* reached only by spellings other than the one weir appends to */
+	head_vouch("X-Forwarded-For");
+	for (int i = 0; i < cfg->nlisteners; i++)
+		if (cfg->listeners[i].client_header[0])
+			head_vouch(cfg->listeners[i].client_header);
+}
+
+static int head_is_vouched(const struct http_header *h)
+{
+	if (h->name_len >= 64 || !(vouched.lens >> h->name_len & 1))
+		return 0;
+	for (uint32_t i = 0; i < vouched.n; i++)
+		if (vouched.v[i].len == h->name_len && http_name_same_var(h->name, vouched.v[i].name, h->name_len))
+			return 1;
+	return 0;
+}
+
+/* A client's header that only weir may set: counted always, logged at
+ * most once a second (with how many went unlogged), since a client can
+ * send thousands. */
+static void head_drop_forged(const struct conn *c, const struct http_header *h)
+{
+	static ev_tstamp next;
+	static uint32_t unlogged;
+	ev_tstamp now;
+
+	worker_count_error(WEIR_ERR(FORGED_HEADER));
+	if (log_level_min > LOG_LEVEL_INFO)
+		return;
+	now = ev_now(wk.loop);
+	if (now < next) {
+		unlogged++;
+		return;
+	}
+	next = now + 1.0;
+	/* a name is tchar only: nothing in it needs escaping */
+	if (unlogged)
+		log_info("%s: dropped the client's %.*s header, which only weir sets (and %u more since the last line)",
+		         c->peer, (int)h->name_len, h->name, unlogged);
+	else
+		log_info("%s: dropped the client's %.*s header, which only weir sets", c->peer, (int)h->name_len,
+		         h->name);
+	unlogged = 0;
+}
+
 /* Writes "Name: v1, v2, ..., <add>" from every header carrying <flag>. */
 static void out_list(struct out *o, const struct http_header *hs, uint32_t n, uint32_t flag, const char *name,
                      const char *add, size_t add_len)
@@ -88,10 +174,11 @@ int head_write_request(struct txn *t)
 {
 	const struct http_request *r = &t->req;
 	struct out o;
-	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_HOST | HTTP_HDR_XFF | HTTP_HDR_XFP |
-	                HTTP_HDR_EXPECT | HTTP_HDR_VIA;
-	/* a TLS listener's client_header: only weir may write it, so a
-	 * client's own (a forged subject) is dropped, certificate or not */
+	/* X-Forwarded-Proto is not skipped here: as a vouched name it is
+	 * dropped and counted below */
+	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_HOST | HTTP_HDR_XFF | HTTP_HDR_EXPECT | HTTP_HDR_VIA;
+	/* a TLS listener's client_header: weir writes it with the verified
+	 * subject; a client's own is among the vouched names */
 	size_t cert_hdr_len = 0, subj_len = 0;
 	const char *subj = NULL;
 	const char *cert_hdr = tls_client_header(t->c, &cert_hdr_len, &subj, &subj_len);
@@ -114,9 +201,10 @@ int head_write_request(struct txn *t)
 		const struct http_header *h = &r->headers[i];
 		if (h->flags & skip)
 			continue;
-		/* the length test first: most headers end the test there */
-		if (cert_hdr && h->name_len == cert_hdr_len && strncasecmp(h->name, cert_hdr, cert_hdr_len) == 0)
+		if (head_is_vouched(h)) {
+			head_drop_forged(t->c, h);
 			continue;
+		}
 		out_header(&o, h);
 	}
 	if (subj) {

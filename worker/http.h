@@ -186,4 +186,12 @@ int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t 
 /* Case-insensitive comparison of a span with a lower-case literal. */
 int http_span_ieq(const char *p, size_t len, const char *lower);
 
+/*
+ * 1 if header names <a> and <b>, both <len> bytes, are the same name to a
+ * CGI, WSGI or PHP backend, which reads both X-Client-Subject and
+ * x_client_subject as HTTP_X_CLIENT_SUBJECT: letters compared without case,
+ * '-' and '_' equal.
+ */
+int http_name_same_var(const char *a, const char *b, size_t len);
+
 #endif

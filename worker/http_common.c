@@ -50,6 +50,29 @@ int http_span_ieq(const char *p, size_t len, const char *lower)
 	return lower[len] == '\0';
 }
 
+int http_name_same_var(const char *a, const char *b, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+
+		if (x == y)
+			continue;
+		/* the gateway upper-cases and turns '-' into '_': fold both
+		 * sides the same way (to lower case and '-') */
+		if (x >= 'A' && x <= 'Z')
+			x |= 0x20;
+		else if (x == '_')
+			x = '-';
+		if (y >= 'A' && y <= 'Z')
+			y |= 0x20;
+		else if (y == '_')
+			y = '-';
+		if (x != y)
+			return 0;
+	}
+	return 1;
+}
+
 /* 1 if the span starts with the lower-case <prefix>, case-insensitively. */
 static int span_iprefix(const char *p, size_t len, const char *prefix)
 {

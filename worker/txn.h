@@ -118,6 +118,10 @@ void txn_on_upstream_event(struct txn *t, int revents);
 void txn_on_upstream_timeout(struct txn *t);
 void txn_on_client_timeout(struct txn *t);
 
+/* head.c: learns the header names weir vouches for from every listener of
+ * <cfg> (client_header), before the first request. */
+void head_init(const struct config *cfg);
+
 /* head.c: writes the upstream request head of <t> into t->head_up. Returns
  * 0 or WEIR_EHEADERS_TOO_LARGE if it does not fit. */
 int head_write_request(struct txn *t);

@@ -287,6 +287,7 @@ static int worker_setup(const struct worker_start *ws)
 	if (tls_client_init(cfg) < 0) /* before the sync, which maps groups to its contexts */
 		return -1;
 	upstream_sync_table(route_acquire(wk.seg, wk.slot));
+	head_init(cfg);
 	return tls_init(cfg);
 }
 

@@ -1,6 +1,8 @@
 """Header handling: hop-by-hop headers removed both ways, X-Forwarded-For,
 X-Forwarded-Proto and Via added, everything else passed through as sent."""
 
+import time
+
 from harness import header_values
 
 
@@ -146,3 +148,47 @@ def test_a_response_never_carries_two_framing_headers(weir):
             assert not (r.has("Content-Length") and r.has("Transfer-Encoding")), r
             assert len(r.get_all("Content-Length")) <= 1, r
             assert len(r.get_all("Transfer-Encoding")) <= 1, r
+
+
+# ---- headers weir vouches for (issue 10, item 7) ---------------------------
+#
+# A backend behind CGI, WSGI or PHP reads X_Forwarded_Proto and
+# X-Forwarded-Proto as the same variable (HTTP_X_FORWARDED_PROTO): a header
+# weir asserts is dropped from a client in every such spelling, and counted.
+
+
+def test_a_forged_x_forwarded_proto_in_any_spelling_never_reaches_the_origin(weir):
+    before = weir.metrics().error("forged_header")
+    j = echo(weir, headers=[("X-Forwarded-Proto", "https"), ("X_Forwarded_Proto", "https"),
+                            ("x_forwarded-PROTO", "https")])
+    assert [(n, v) for n, v in j["headers"]
+            if n.lower().replace("_", "-") == "x-forwarded-proto"] == [("X-Forwarded-Proto", "http")]
+    assert weir.metrics().error("forged_header") == before + 3
+
+
+def test_an_underscore_x_forwarded_for_is_dropped_and_the_real_one_appended_to(weir):
+    before = weir.metrics().error("forged_header")
+    j = echo(weir, headers=[("X_Forwarded_For", "10.6.6.6"), ("X-Forwarded-For", "203.0.113.7")])
+    assert [(n, v) for n, v in j["headers"] if n.lower().replace("_", "-") == "x-forwarded-for"] == [
+        ("X-Forwarded-For", "203.0.113.7, 127.0.0.1")]
+    assert weir.metrics().error("forged_header") == before + 1
+
+
+def test_early_data_from_a_client_is_kept_rfc_8470(weir):
+    before = weir.metrics().error("forged_header")
+    j = echo(weir, headers=[("Early-Data", "1")])
+    assert header_values(j, "early-data") == ["1"]
+    assert weir.metrics().error("forged_header") == before
+
+
+def test_forged_headers_are_counted_each_and_logged_at_info_at_most_once_a_second(weir):
+    before = weir.metrics().error("forged_header")
+    t0 = time.monotonic()
+    for _ in range(50):
+        echo(weir, headers=[("X_Forwarded_Proto", "https")])
+    elapsed = time.monotonic() - t0
+    assert weir.metrics().error("forged_header") == before + 50
+    lines = [l for l in weir.error_lines() if "only weir sets" in l]
+    # one line a second per worker at most (two workers)
+    assert 1 <= len(lines) <= 2 * (int(elapsed) + 1), lines
+    assert all("[info]" in l and "X_Forwarded_Proto" in l for l in lines), lines

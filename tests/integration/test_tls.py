@@ -542,6 +542,36 @@ def test_a_client_sent_subject_header_never_reaches_the_origin(weir_factory, ori
     assert echoed(r, "X-Client-Subject-Extra") == ["kept"]
 
 
+FORGED_SUBJECTS = ["X-Client-Subject: CN=admin", "x-client-subject: CN=root", "X_Client_Subject: CN=root",
+                   "X-CLIENT_subject: CN=root"]
+
+
+def subject_like(r):
+    """Every header the origin got whose name a CGI backend reads as
+    HTTP_X_CLIENT_SUBJECT."""
+    assert r.returncode == 0, r.stderr
+    return [(n, v) for n, v in json.loads(r.stdout)["headers"] if n.lower().replace("_", "-") == "x-client-subject"]
+
+
+def test_a_forged_subject_in_any_spelling_is_dropped_on_every_listener_and_counted(weir_factory, origin, certs):
+    from harness import free_port, get
+    client = make_client(certs["dir"], "carol")
+    plain = free_port()
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], plain_port=plain, tls_extra=mtls(certs, "optional"))
+    before = w.metrics().error("forged_header")
+    # the TLS listener, with a certificate: weir's line alone
+    r = curl_tls(w, certs, client=client, headers=FORGED_SUBJECTS)
+    assert subject_like(r) == [("X-Client-Subject", "CN=carol,O=Weir Tests")]
+    # without one: none at all
+    r = curl_tls(w, certs, headers=FORGED_SUBJECTS)
+    assert subject_like(r) == []
+    # a plain listener routed to the same upstream has no certificate to vouch for
+    r = get(plain, "/echo", host="app.test", headers=[tuple(h.split(": ", 1)) for h in FORGED_SUBJECTS])
+    assert r.status == 200, r
+    assert [(n, v) for n, v in r.json()["headers"] if n.lower().replace("_", "-") == "x-client-subject"] == []
+    assert w.metrics().error("forged_header") == before + 3 * len(FORGED_SUBJECTS)
+
+
 def test_optional_client_cert_serves_a_client_without_one_and_sends_no_header(weir_factory, origin, certs):
     w = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra=mtls(certs, "optional"))
     before = w.metrics().error("tls_handshake")

@@ -358,6 +358,21 @@ static void test_span_ieq_compares_without_case(void)
 	CU_ASSERT(!http_span_ieq("\xc3\xa9", 2, "\xe3\xa9"));
 }
 
+static void test_name_same_var_folds_case_and_dash_underscore(void)
+{
+	CU_ASSERT(http_name_same_var("X-Client-Subject", "x_client_subject", 16));
+	CU_ASSERT(http_name_same_var("X-CLIENT_subject", "X-Client-Subject", 16));
+	CU_ASSERT(http_name_same_var("x-forwarded-proto", "X_FORWARDED_PROTO", 17));
+	CU_ASSERT(http_name_same_var("", "", 0));
+	CU_ASSERT(!http_name_same_var("X-Client-Subjecu", "X-Client-Subject", 16));
+	CU_ASSERT(!http_name_same_var("X.Client", "X-Client", 8));
+	/* 0x20 apart but not letters: '_' and DEL, '@' and '`', '-' and '\r' */
+	CU_ASSERT(!http_name_same_var("_", "\x7f", 1));
+	CU_ASSERT(!http_name_same_var("@", "`", 1));
+	CU_ASSERT(!http_name_same_var("-", "\r", 1));
+	CU_ASSERT(!http_name_same_var("[", "{", 1));
+}
+
 static const struct unit_test tests[] = {
 		{"valid bodies decode the same however they are split",
 		 test_valid_bodies_decode_the_same_however_they_are_split},
@@ -377,6 +392,8 @@ static const struct unit_test tests[] = {
 		 test_the_character_classes_follow_the_rfc_grammars},
 		{"http_span_ieq compares a span with a lower-case literal without case",
 		 test_span_ieq_compares_without_case},
+		{"http_name_same_var folds case, and '-' with '_', as CGI gateways do",
+		 test_name_same_var_folds_case_and_dash_underscore},
 	};
 
 UNIT_MAIN("worker/http_chunked", tests)
