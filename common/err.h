@@ -37,7 +37,8 @@
 	X(TLS_HANDSHAKE, 0, "tls_handshake", "TLS handshake failed")                    \
 	X(UPSTREAM_TLS, 502, "upstream_tls", "TLS handshake with the upstream failed")   \
 	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")         \
-	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set")
+	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set")   \
+	X(BAD_PATH, 400, "bad_path", "request path above the root or badly encoded")
 
 #define WEIR_OK 0
 

@@ -183,6 +183,18 @@ void http_chunked_init(struct http_chunked *c);
 int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t *used,
                       const char **data, size_t *data_len);
 
+/*
+ * Normalises the request path <p>[0..len) (it starts with '/'; no query) in
+ * place, as weir routes and forwards it (RFC 3986 6.2.2): percent-encoded
+ * unreserved characters decoded, other percent-encodings kept with upper
+ * case hex digits ("%2f" becomes "%2F", never '/'), then dot segments
+ * removed (5.2.4). Sets *out_len (<= len) and returns 0, or returns
+ * WEIR_EBAD_PATH, <p> untouched, for a path that climbs above the root
+ * ("/../x", "/a/%2e%2e/.."), a malformed percent-encoding ("%zz", a '%'
+ * near the end) or "%00". A path with no '%' and no "/." is not written.
+ */
+int http_path_normalize(char *p, size_t len, size_t *out_len);
+
 /* Case-insensitive comparison of a span with a lower-case literal. */
 int http_span_ieq(const char *p, size_t len, const char *lower);
 

@@ -402,6 +402,35 @@ static void txn_upstream_lost(struct txn *t, int rc)
 	txn_fail(t, rc);
 }
 
+/*
+ * Normalises the request path (worker/http_path.c) where it lies, in the
+ * client's input buffer, and closes the gap before the query: routing,
+ * the upstream head and the access log then all see the one path weir
+ * forwards. Needs no memory, since the path only ever shortens; a path
+ * that needs no change is only scanned. "*" and the "/" of an
+ * absolute-form target without a path (a literal, not in the buffer) are
+ * one byte and left alone. Returns 0 or WEIR_EBAD_PATH.
+ */
+static int txn_normalize_path(struct txn *t)
+{
+	struct http_request *r = &t->req;
+	struct buf *in = t->c->in;
+	size_t path_len = (size_t)(r->path_end - r->target), n;
+	char *p;
+	int rc;
+
+	if (r->target_len <= 1)
+		return 0;
+	p = in->data + (r->target - in->data); /* the head's bytes are ours */
+	rc = http_path_normalize(p, path_len, &n);
+	if (rc || n == path_len)
+		return rc;
+	memmove(p + n, p + path_len, r->target_len - path_len);
+	r->target_len -= (uint32_t)(path_len - n);
+	r->path_end = r->target + n;
+	return 0;
+}
+
 void txn_start(struct txn *t)
 {
 	struct conn *c = t->c;
@@ -416,6 +445,11 @@ void txn_start(struct txn *t)
 	worker_table_hold(t->table);
 	if (t->table->id != wk.table_id)
 		upstream_sync_table(t->table);
+	rc = txn_normalize_path(t);
+	if (rc < 0) {
+		txn_fail(t, rc);
+		return;
+	}
 	t->route = route_lookup(t->table, t->req.host ? t->req.host : "", t->req.host_len, t->req.target,
 	                        (size_t)(t->req.path_end - t->req.target));
 	txn_body_reset(t);

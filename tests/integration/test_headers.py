@@ -92,11 +92,18 @@ def test_host_reaches_the_origin_exactly_as_the_client_sent_it(weir):
     assert header_values(j, "host") == ["App.Example.COM:8443"]
 
 
-def test_the_request_target_reaches_the_origin_byte_for_byte(weir):
-    target = "/echo/a%20b/./c/../d?q=a+b&x=%2F%2e%2e&empty=&utf=%C3%A9"
+def test_a_normal_request_target_reaches_the_origin_byte_for_byte(weir):
+    target = "/echo/a%20b/c.d/.e/%2F?q=a+b&x=%2f%2e%2e/../&empty=&utf=%C3%A9"
     j = echo(weir, target=target)
     assert j["target"] == target
     assert j["method"] == "GET"
+
+
+def test_the_path_reaches_the_origin_normalised_and_the_query_as_sent(weir):
+    # dot segments removed, %7e decoded, %c3%a9 kept in upper case; the
+    # query is not part of the path (test_routing.py has the rest)
+    j = echo(weir, target="/echo/a%20b/./c/../%7ed/%c3%a9?q=/./../&x=%2e")
+    assert j["target"] == "/echo/a%20b/~d/%C3%A9?q=/./../&x=%2e"
 
 
 def test_end_to_end_headers_keep_their_order_case_and_duplicates(weir):

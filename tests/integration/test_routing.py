@@ -145,3 +145,97 @@ def test_an_ipv6_literal_host_goes_to_the_catch_all(origin_factory, weir_factory
     w, *_ = three_origins(origin_factory, weir_factory, SPEC_ROUTES)
     assert origin_of(w, "[::1]:8080") == "C"
     assert origin_of(w, "[::1]") == "C"
+
+
+# ---- the path routed is the path forwarded (issue 10, item 13) -------------
+#
+# Routes see the path as RFC 3986 6.2.2 normalises it (unreserved
+# percent-encodings decoded, dot segments removed); the upstream gets that
+# same path, so "/public/../internal" can never reach an upstream under the
+# /public/ route.
+
+DOT_ROUTES = [
+    {"path": "/public/", "upstream": "a"},
+    {"path": "/internal/", "upstream": "b"},
+    {"path": "/", "upstream": "c"},
+]
+
+
+def goes(w, origins, cases):
+    """Each (target, origin name, target that origin saw) of <cases>."""
+    for target, name, seen in cases:
+        with Client(w.port) as cl:
+            r = cl.request("GET", target, host="h.test")
+        assert r.status == 200 and r.get("X-Origin") == name, (target, r)
+        got = origins[name].requests()
+        assert got and got[-1]["target"] == seen, (target, got[-1:])
+
+
+def last_target(o):
+    reqs = o.requests()
+    assert reqs, "origin %s got nothing" % o.name
+    return reqs[-1]["target"]
+
+
+def test_dot_segments_are_resolved_before_routing_and_forwarding(origin_factory, weir_factory):
+    w, a, b, c = three_origins(origin_factory, weir_factory, DOT_ROUTES)
+    goes(w, {"A": a, "B": b}, [
+        ("/public/../internal/x", "B", "/internal/x"),
+        ("/public/./a/../../internal/y?q=/../z", "B", "/internal/y?q=/../z"),  # the query as sent
+        ("/public/x/.", "A", "/public/x/"),
+    ])
+    assert a.requests("/public/../") == [] and a.requests("/internal") == []
+    # the access log shows the target as forwarded
+    wait_until(lambda: any('"GET /internal/x HTTP/1.1" 200' in l for l in w.access_lines()), slack(3),
+               what="the access line of the forwarded target")
+
+
+def test_percent_encoded_dots_and_unreserved_characters_are_decoded(origin_factory, weir_factory):
+    w, a, b, c = three_origins(origin_factory, weir_factory, DOT_ROUTES)
+    goes(w, {"A": a, "B": b}, [
+        ("/public/%2e%2e/internal/x", "B", "/internal/x"),
+        ("/public/%2E./internal/%7euser", "B", "/internal/~user"),
+        ("/%70ublic/x", "A", "/public/x"),  # %70 is 'p'
+    ])
+    assert b.requests("/public") == []
+
+
+def test_an_encoded_slash_stays_encoded_and_in_its_segment(origin_factory, weir_factory):
+    w, a, b, c = three_origins(origin_factory, weir_factory, DOT_ROUTES)
+    goes(w, {"A": a}, [
+        ("/public/a%2Fb", "A", "/public/a%2Fb"),
+        # hex digits of a kept encoding in upper case (RFC 3986 6.2.2.1)
+        ("/public/a%2f..%2f..%2finternal?x=%2e%2e", "A", "/public/a%2F..%2F..%2Finternal?x=%2e%2e"),
+    ])
+
+
+def test_an_absolute_form_target_is_normalised_too(origin_factory, weir_factory):
+    w, a, b, c = three_origins(origin_factory, weir_factory, DOT_ROUTES)
+    with Client(w.port) as cl:
+        r = cl.request("GET", "http://h.test/public/%2e%2e/internal/x?y", host="h.test")
+        assert r.status == 200 and r.get("X-Origin") == "B", r
+        assert last_target(b) == "/internal/x?y"
+        # "*" is no path: not normalised, and routed as before (no route
+        # prefix matches it: 404, not 400)
+        r = cl.request("OPTIONS", "*", host="h.test")
+        error_response_ok(r, 404, "Not Found", close=False)
+    assert w.metrics().error("bad_path") == 0
+
+
+def test_a_path_above_the_root_or_badly_encoded_is_refused_with_400(origin_factory, weir_factory):
+    w, a, b, c = three_origins(origin_factory, weir_factory, DOT_ROUTES)
+    before = w.metrics()
+    bad = ["/../etc/passwd", "/public/../../etc", "/%2e%2e/etc", "/public/%zz", "/public/a%", "/public/a%2",
+           "/public/a%00b", "http://h.test/../etc"]
+    for target in bad:
+        with Client(w.port) as cl:
+            r = cl.request("GET", target, host="h.test")
+            error_response_ok(r, 400, "Bad Request", close=True)
+            assert cl.closed_by_peer(), target
+    after = w.metrics()
+    assert after.error("bad_path") == before.error("bad_path") + len(bad)
+    assert after.error("bad_request") == before.error("bad_request")
+    assert a.requests() == [] and b.requests() == [] and c.requests() == []
+    # the log line names the target as the client sent it
+    wait_until(lambda: any('"GET /../etc/passwd HTTP/1.1" 400' in l for l in w.access_lines()), slack(3),
+               what="the access line of the refused target")
