@@ -1043,6 +1043,49 @@ static const char *route_host(const char *text, struct config_route *r)
 	return NULL;
 }
 
+static int route_hex(int c)
+{
+	return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+/*
+ * Requests are routed on their path as worker/http_path.c normalises it:
+ * no dot segments, no encoded unreserved character, upper-case hex. 1 if
+ * such a path can start with prefix <text>, which may end inside a
+ * segment or an encoding ("/a/." matches "/a/.well-known", "/a%2" matches
+ * "/a%2F").
+ */
+static int route_path_normal(const char *text)
+{
+	const char *seg = text + 1;
+
+	for (const char *p = seg;; p++) {
+		if (*p == '/') {
+			size_t n = (size_t)(p - seg);
+
+			if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+				return 0;
+			seg = p + 1;
+		} else if (*p == '%') {
+			int h = (unsigned char)p[1], l, v;
+
+			if (!h)
+				return 1;
+			l = (unsigned char)p[2];
+			if (!(is_digit(h) || (h >= 'A' && h <= 'F')) || (l && !(is_digit(l) || (l >= 'A' && l <= 'F'))))
+				return 0; /* not hex, or lower case */
+			if (!l)
+				return 1;
+			v = route_hex(h) << 4 | route_hex(l);
+			if (v == 0 || is_alpha(v) || is_digit(v) || v == '-' || v == '.' || v == '_' || v == '~')
+				return 0;
+			p += 2;
+		} else if (!*p) {
+			return 1;
+		}
+	}
+}
+
 static const char *route_path(const char *text)
 {
 	if (text[0] != '/')
@@ -1053,6 +1096,10 @@ static const char *route_path(const char *text)
 		if (*p == '?' || *p == '#')
 			return "must not contain a query or fragment ('?', '#')";
 	}
+	if (!route_path_normal(text))
+		return "never matches: requests are routed on their normalised path, without \".\" or \"..\" "
+		       "segments, with encoded letters, digits, '-', '.', '_' and '~' decoded and other encodings "
+		       "in upper case (\"%2F\"); an encoding must be '%' and two hex digits, never \"%00\"";
 	return NULL;
 }
 

@@ -595,6 +595,31 @@ static void test_bad_route_hosts_and_paths(void)
 	CU_ASSERT(has_error(13, "routes.upstream is required", NULL));
 }
 
+/* Requests are routed on their normalised path (worker/http_path.c): a
+ * prefix no normalised path can start with is a mistake, named here. */
+static void test_route_paths_that_no_normalised_path_matches(void)
+{
+	static const char *const never[] = {"/a/../b/", "/a/./b", "/%7Euser/", "/a%2fb", "/a%zz", "/a%00", "/a%2e%2e/"};
+	/* prefixes that a normalised path can start with */
+	static const char *const can[] = {"/a/.", "/b/..", "/.well-known/", "/c%2F", "/d%2", "/e%", "/~user/%C3%A9"};
+	char text[512], want[128];
+
+	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
+		snprintf(text, sizeof text, L_LISTEN L_UP "routes = (\n  { path = \"%s\"; upstream = \"app\"; }\n);\n",
+		         never[i]);
+		snprintf(want, sizeof want, "routes.path \"%s\" never matches", never[i]);
+		CU_ASSERT_EQUAL(load(text), -1);
+		CU_ASSERT_EQUAL(errs.count, 1);
+		CU_ASSERT(has_error(4, want, "normalised", NULL));
+	}
+	for (size_t i = 0; i < sizeof(can) / sizeof(can[0]); i++) {
+		snprintf(text, sizeof text, L_LISTEN L_UP "routes = (\n  { path = \"%s\"; upstream = \"app\"; }\n);\n",
+		         can[i]);
+		CU_ASSERT(load_ok(text));
+		config_free(&cfg);
+	}
+}
+
 static void test_duplicate_routes(void)
 {
 	CU_ASSERT_EQUAL(load(L_LISTEN L_UP "routes = (\n"
@@ -953,6 +978,8 @@ static const struct unit_test tests[] = {
 	{"route hosts are lower-cased and classified as any, exact or wildcard", test_route_hosts},
 	{"a route host with a port or bad characters, or a path without '/', is refused",
 	 test_bad_route_hosts_and_paths},
+	{"a route path that no normalised request path can start with is refused",
+	 test_route_paths_that_no_normalised_path_matches},
 	{"a duplicate host and path pair is an error naming the first line", test_duplicate_routes},
 	{"limits outside their ranges are errors and their edges are accepted", test_limits_ranges},
 	{"timeouts take units or milliseconds and refuse zero, junk and overflow", test_timeouts},
