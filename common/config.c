@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -652,7 +651,8 @@ static void load_stats(struct loader *ld, const config_setting_t *root)
  * client_ca, client_verify and client_header of listeners.tls group <g>.
  * The CA file is read here, as certificates are, so `weir -t` names a
  * missing or bad one. client_header must be a plain token that is none of
- * the headers weir writes itself (two Host lines would be worse than none).
+ * the headers weir writes itself (two Host lines would be worse than none),
+ * in any spelling a backend reads as the same name.
  */
 static void load_listener_client_ca(struct loader *ld, const config_setting_t *g, struct config_listener *l)
 {
@@ -689,13 +689,18 @@ static void load_listener_client_ca(struct loader *ld, const config_setting_t *g
 	}
 	gh = get_string(ld, g, "client_header", "listeners.tls.client_header", &v, sizeof l->client_header - 1);
 	if (gh == GOT_OK) {
+		char folded[CONFIG_NAME_MAX];
 		int bad = !v[0];
+		size_t k = 0;
 
-		for (const char *p = v; *p && !bad; p++)
-			bad = !((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-			        *p == '-' || *p == '_');
+		/* as a CGI backend reads it: X_Forwarded_For is X-Forwarded-For */
+		for (const char *p = v; *p && !bad; p++) {
+			bad = !(is_alpha(*p) || is_digit(*p) || *p == '-' || *p == '_');
+			folded[k++] = *p == '_' ? '-' : (char)to_lower(*p);
+		}
+		folded[k] = '\0';
 		for (const char *const *o = owned; *o && !bad; o++)
-			bad = strcasecmp(v, *o) == 0;
+			bad = strcmp(folded, *o) == 0;
 		if (bad)
 			fail(ld, line_of(config_setting_get_member(g, "client_header")),
 			     "listeners.tls.client_header \"%s\" must be a header name of letters, digits, '-' and '_' "

@@ -630,6 +630,11 @@ def test_weir_t_refuses_client_header_without_client_ca_and_a_bad_verify(tmp_pat
     rc, err, _ = check_conf(tmp_path, conf_with(tmp_path, [certs["ec"]],
                                                 'client_ca = "%s"; client_header = "Host";' % certs["ca"]))
     assert rc == 1 and 'client_header "Host"' in err, err
+    # in any spelling a backend reads as the same variable
+    for name in ("X_Forwarded_For", "x-forwarded_proto", "Content_Length"):
+        rc, err, _ = check_conf(tmp_path, conf_with(tmp_path, [certs["ec"]],
+                                                    'client_ca = "%s"; client_header = "%s";' % (certs["ca"], name)))
+        assert rc == 1 and 'client_header "%s"' % name in err, err
     rc, err, _ = check_conf(tmp_path, conf_with(tmp_path, [certs["ec"]], mtls(certs)))
     assert rc == 0, err
 
