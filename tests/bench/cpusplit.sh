@@ -2,7 +2,7 @@
 # cpusplit.sh: where the CPU goes, per request, when weir, nginx and HAProxy
 # each proxy the same load on this machine.
 #
-#   tests/bench/cpusplit.sh [--tls] [--close] [--duration S] [--conns C]
+#   tests/bench/cpusplit.sh [--tls] [--close] [--path P] [--duration S] [--conns C]
 #
 # peers.sh compares requests/s, but on a 2-core machine the load generator
 # (wrk) and the origin share the cores with the proxy, so requests/s tells
@@ -20,17 +20,26 @@
 # the proxy (U of it in user space, the rest in the kernel), and 2 cores
 # divided by S bounds the requests/s of the whole set-up. Softirq time the
 # kernel does not charge to a process is not in these figures.
+#
+# The floor (tests/bench/floor.c, built here into build/bench/floor) runs
+# first: the least a keep-alive proxy can do on this kernel, one upstream
+# connection per client connection and no parsing beyond a response's
+# Content-Length. Every proxy's line ends with its CPU per request as a
+# ratio to the floor's (x floor). The floor speaks plain HTTP even with
+# --tls, so there the ratio includes what TLS costs. --path chooses the
+# request: / (18 bytes) or /64k (65536 bytes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-TLS=0 CLOSE=0 DUR=5 CONNS=64
+TLS=0 CLOSE=0 DUR=5 CONNS=64 PATH_=/
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tls) TLS=1 ;;
 	--close) CLOSE=1 ;;
 	--duration) DUR=$2; shift ;;
 	--conns) CONNS=$2; shift ;;
-	*) echo "usage: $0 [--tls] [--close] [--duration S] [--conns C]" >&2; exit 2 ;;
+	--path) PATH_=$2; shift ;;
+	*) echo "usage: $0 [--tls] [--close] [--path P] [--duration S] [--conns C]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -39,8 +48,11 @@ for t in nginx haproxy wrk; do
 done
 [ -x /usr/bin/time ] || { echo "cpusplit.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 [ -x build/weir ] || make build/weir >/dev/null
+mkdir -p build/bench
+[ build/bench/floor -nt tests/bench/floor.c ] || cc -O2 -Wall -Wextra -Werror -o build/bench/floor tests/bench/floor.c
 
 W=$(mktemp -d /tmp/cpusplit.XXXXXX)
+head -c 65536 /dev/zero | tr '\0' 'x' >"$W/64k"
 T=/tmp/peers-tls
 PIDS=()
 cleanup() { for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done; }
@@ -67,7 +79,8 @@ worker_processes 1; daemon off; master_process off;
 error_log $W/origin.err; pid $W/origin.pid;
 events { worker_connections 8192; }
 http { access_log off; keepalive_requests 100000000;
-  server { listen 127.0.0.1:19000 reuseport; location / { return 200 "hello from origin\n"; } } }
+  server { listen 127.0.0.1:19000 reuseport; location = /64k { alias $W/64k; }
+    location / { return 200 "hello from origin\n"; } } }
 EOF
 cat >"$W/nginx.conf" <<EOF
 worker_processes 1; daemon off; master_process off;
@@ -102,25 +115,33 @@ hz=$(getconf CLK_TCK)
 
 setsid nginx -c "$W/origin.conf" & OP=$!; PIDS+=($OP)
 sleep 0.3
-for p in weir nginx haproxy; do
+FLOOR=""
+for p in floor weir nginx haproxy; do
+	S=$SCHEME
 	case $p in
+	floor) setsid build/bench/floor 18083 19000 & PP=$!; PORT=18083; S=http ;;
 	weir) setsid build/weir -c $WEIR_CONF >"$W/weir.out" 2>&1 & PP=$!; PORT=18080 ;;
 	nginx) setsid nginx -c "$W/nginx.conf" & PP=$!; PORT=18081 ;;
 	haproxy) setsid haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.out" 2>&1 & PP=$!; PORT=18082 ;;
 	esac
 	PIDS+=($PP)
-	for _ in $(seq 1 50); do curl -ksf -o /dev/null "$SCHEME://127.0.0.1:$PORT/" && break; sleep 0.1; done
-	wrk -t1 -c"$CONNS" -d1 "${HDR[@]}" "$SCHEME://127.0.0.1:$PORT/" >/dev/null 2>&1 # warm-up
+	URL="$S://127.0.0.1:$PORT$PATH_"
+	for _ in $(seq 1 50); do curl -ksf -o /dev/null "$URL" && break; sleep 0.1; done
+	wrk -t1 -c"$CONNS" -d1 "${HDR[@]}" "$URL" >/dev/null 2>&1 # warm-up
 	p0=$(ticks $PP) u0=$(uticks $PP) o0=$(ticks $OP)
-	/usr/bin/time -f "%U %S" -o "$W/time" wrk -t1 -c"$CONNS" -d"$DUR" "${HDR[@]}" "$SCHEME://127.0.0.1:$PORT/" >"$W/wrk" 2>&1
+	/usr/bin/time -f "%U %S" -o "$W/time" wrk -t1 -c"$CONNS" -d"$DUR" "${HDR[@]}" "$URL" >"$W/wrk" 2>&1
 	p1=$(ticks $PP) u1=$(uticks $PP) o1=$(ticks $OP)
 	req=$(awk '/requests in/ {print $1}' "$W/wrk")
 	rps=$(awk '/Requests\/sec/ {print $2}' "$W/wrk")
 	read -r wu ws <"$W/time"
-	awk -v n=$p -v r="$req" -v rps="$rps" -v p=$((p1 - p0)) -v u=$((u1 - u0)) -v o=$((o1 - o0)) \
-		-v wu="$wu" -v ws="$ws" -v hz="$hz" 'BEGIN {
+	line=$(awk -v n=$p -v r="$req" -v rps="$rps" -v p=$((p1 - p0)) -v u=$((u1 - u0)) -v o=$((o1 - o0)) \
+		-v wu="$wu" -v ws="$ws" -v hz="$hz" -v fl="$FLOOR" 'BEGIN {
 		t = 1e6 / hz / r; w = (wu + ws) * 1e6 / r
-		printf "%-8s rps=%.0f us/req proxy=%.2f (user %.2f) wrk=%.2f origin=%.2f sum=%.2f\n",
-			n, rps, p * t, u * t, w, o * t, p * t + w + o * t }'
+		printf "%-8s rps=%.0f us/req proxy=%.2f (user %.2f) wrk=%.2f origin=%.2f sum=%.2f",
+			n, rps, p * t, u * t, w, o * t, p * t + w + o * t
+		if (fl != "") printf " x floor=%.2f", p * t / fl
+		printf "\n" }')
+	echo "$line"
+	[ "$p" = floor ] && FLOOR=$(echo "$line" | sed 's/.*proxy=\([0-9.]*\).*/\1/')
 	kill $PP; wait $PP 2>/dev/null || true
 done
