@@ -167,7 +167,6 @@ class Fleet:
         self.namespaces = []
         self.procs = []            # every process we start: (name, Popen)
         self.weirs = {}            # node -> Popen of its master
-        self.ecmp_nodes = list(NODES)
         self.haproxy = None
         self.loads = 0
 
@@ -175,7 +174,7 @@ class Fleet:
     def addr(self, node):
         return "%s.%d" % (NET, 11 + NODES.index(node))
 
-    def spawn(self, name, args, ns, wait_file=None):
+    def spawn(self, name, args, ns):
         out = open(os.path.join(self.tmp, name + ".out"), "ab")
         p = subprocess.Popen(["ip", "netns", "exec", ns] + list(args), stdin=subprocess.DEVNULL,
                              stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -278,7 +277,6 @@ class Fleet:
         for n in nodes:
             args += ["nexthop", "via", self.addr(n), "weight", "1"]
         run(args)
-        self.ecmp_nodes = list(nodes)
 
     def pin(self, on):
         if on:
