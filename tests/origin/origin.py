@@ -17,6 +17,7 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /                      200 "hello from origin\\n" (also any unknown path)
   /echo[/...]            200 JSON {method, target, version, headers, body_len,
                          body_sha256, origin, conn, seq}
+  /echo/slow/MS          the same, after sleeping MS (at most 10 s)
   /status/N              status N; 1xx: an interim N then a final 200;
                          204 and 304 have no body
   /bytes/N               N bytes 'x' with Content-Length
@@ -340,6 +341,8 @@ class Server:
                 return default
 
         if path == "/echo" or path.startswith("/echo/"):
+            if parts[2:3] == ["slow"]:
+                time.sleep(min(num(3), 10000) / 1000.0)  # a request in flight, for drains
             body = json.dumps({
                 "method": r.method, "target": r.target, "version": r.version,
                 "headers": [[n, v] for n, v in r.headers],
