@@ -18,6 +18,7 @@
 #include "common/config_dump.h"
 #include "common/log.h"
 #include "common/secmem.h"
+#include "master/logfiles.h"
 #include "master/master.h"
 
 #define WEIR_DEFAULT_CONFIG WEIR_SYSCONFDIR "/weir/weir.conf"
@@ -154,7 +155,7 @@ int main(int argc, char **argv)
 		free(cfg);
 		return rc;
 	}
-	if (log_open(&cfg->log) < 0) {
+	if (logfiles_open(cfg) < 0) {
 		fprintf(stderr, "weir: cannot open the log files: %m\n");
 		return 1;
 	}
