@@ -17,6 +17,8 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "master/listen.h"
+#include "master/metrics.h"
+#include "master/logfiles.h"
 #include "master/notify.h"
 #include "master/stats.h"
 #include "master/upgrade.h"
@@ -445,7 +447,8 @@ static int master_reload(void)
 	/* sockets whose address or path stay are kept (a scrape in progress
 	 * goes on); a new one that cannot be opened is logged, not fatal */
 	stats_configure(m.loop, ncfg, m.seg);
-	if (log_open(&ncfg->log) < 0)
+	metrics_set_certs(ncfg);
+	if (logfiles_open(ncfg) < 0)
 		log_error("reload: cannot open the new log files (%s); keeping the old ones", strerror(errno));
 	master_retire_workers(ocfg);
 	listen_close(&m.ls); /* what the new configuration did not take */
@@ -568,7 +571,7 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 		master_stop(2);
 		break;
 	case SIGUSR1:
-		if (log_reopen() < 0)
+		if (logfiles_reopen(m.cfg) < 0)
 			log_error("cannot reopen the log files: %s", strerror(errno));
 		else
 			log_notice("USR1 received: log files reopened");
@@ -718,6 +721,7 @@ int master_run(struct config *cfg, char *const argv[])
 	if (inh && inh->stats_unix_fd >= 0)
 		stats_adopt(m.loop, STATS_UNIX, inh->stats_unix_fd, inh->stats_unix_path, m.seg);
 	free(inh);
+	metrics_set_certs(cfg);
 	if (stats_configure(m.loop, cfg, m.seg) < 0)
 		return 1;
 	if (master_write_pid(cfg->pid_file) < 0) {

@@ -3,9 +3,98 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <openssl/asn1.h>
+#include <openssl/bio.h>
+#include <openssl/x509.h>
 
 #include "common/err.h"
+#include "common/tlscert.h"
 #include "shm/shm.h"
+
+static void family(struct textbuf *o, const char *name, const char *type, const char *help);
+
+/* The listener certificates of the configuration in force, as
+ * metrics_set_certs() found them: the gauge is notAfter - now at scrape
+ * time, so it falls as time passes and goes negative once expired. */
+static struct metrics_cert {
+	char listener[CONFIG_ADDR_STR_MAX];
+	char file[1024];
+	char subject[256];
+	int64_t not_after; /* Unix time */
+} metrics_certs[CONFIG_MAX_CERTS];
+static int metrics_ncerts;
+
+/* <t> as Unix time: its distance from the epoch, which ASN1_TIME_diff
+ * computes exactly (there is no ASN1_TIME_to_posix in this BoringSSL). */
+static int metrics_asn1_time(const ASN1_TIME *t, int64_t *out)
+{
+	ASN1_TIME *epoch = ASN1_TIME_set(NULL, 0);
+	int days, secs, ok = epoch && ASN1_TIME_diff(&days, &secs, epoch, t);
+
+	ASN1_TIME_free(epoch);
+	if (ok)
+		*out = (int64_t)days * 86400 + secs;
+	return ok ? 0 : -1;
+}
+
+static void metrics_subject(X509 *leaf, char *buf, size_t cap)
+{
+	BIO *b = BIO_new(BIO_s_mem());
+	const uint8_t *p;
+	size_t n = 0;
+
+	buf[0] = 0;
+	if (b && X509_NAME_print_ex(b, X509_get_subject_name(leaf), 0, XN_FLAG_RFC2253) >= 0 &&
+	    BIO_mem_contents(b, &p, &n)) {
+		if (n >= cap)
+			n = cap - 1;
+		memcpy(buf, p, n);
+		buf[n] = 0;
+	}
+	BIO_free(b);
+}
+
+void metrics_set_certs(const struct config *cfg)
+{
+	metrics_ncerts = 0;
+	for (int l = 0; l < cfg->nlisteners; l++) {
+		const struct config_listener *li = &cfg->listeners[l];
+
+		for (int i = 0; li->tls && i < li->ncerts; i++) {
+			const struct config_cert *c = &cfg->certs[li->first_cert + i];
+			struct metrics_cert *mc = &metrics_certs[metrics_ncerts];
+
+			if (!c->loaded || metrics_ncerts == CONFIG_MAX_CERTS ||
+			    metrics_asn1_time(X509_get0_notAfter(c->loaded->leaf), &mc->not_after) < 0)
+				continue;
+			snprintf(mc->listener, sizeof(mc->listener), "%s", li->addr.text);
+			snprintf(mc->file, sizeof(mc->file), "%s", c->cert);
+			metrics_subject(c->loaded->leaf, mc->subject, sizeof(mc->subject));
+			metrics_ncerts++;
+		}
+	}
+}
+
+static void render_certs(struct textbuf *o)
+{
+	int64_t now = (int64_t)time(NULL);
+
+	if (!metrics_ncerts)
+		return;
+	family(o, "weir_tls_certificate_expiry_seconds", "gauge",
+	       "Seconds until the notAfter of each listener certificate (negative once it has expired).");
+	for (int i = 0; i < metrics_ncerts; i++) {
+		textbuf_printf(o, "weir_tls_certificate_expiry_seconds{listener=\"");
+		textbuf_label(o, metrics_certs[i].listener);
+		textbuf_printf(o, "\",file=\"");
+		textbuf_label(o, metrics_certs[i].file);
+		textbuf_printf(o, "\",subject=\"");
+		textbuf_label(o, metrics_certs[i].subject);
+		textbuf_printf(o, "\"} %lld\n", (long long)(metrics_certs[i].not_after - now));
+	}
+}
 
 
 const struct route_table *metrics_table(struct shm_segment *seg)
@@ -292,6 +381,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_config_generation", "gauge", "Configuration generation: 1 at start, one more per reload.",
 	       atomic_load(&seg->config_generation));
 	metric(o, "weir_routes_generation", "gauge", "Id of the route table workers take for new requests.", t->id);
+	render_certs(o);
 	render_routes(o, r);
 	render_servers(o, r);
 	free(r);
