@@ -642,6 +642,8 @@ class Weir:
         self.proc = None
         self.pgid = None
         self.workers = 2
+        self.nofile = None  # an open files limit (soft and hard) to start under
+        self.stderr = None  # a file object for stderr instead of weir.stderr
 
     # -- lifecycle --
     def write_config(self, **kw):
@@ -665,13 +667,18 @@ class Weir:
         self.proc = subprocess.Popen(
             [WEIR_BIN, "-c", self.conf], cwd=self.dir, env=env,
             stdin=subprocess.DEVNULL,
-            stdout=open(self.stdout_path, "ab"), stderr=open(self.stderr_path, "ab"),
-            start_new_session=True)
+            stdout=open(self.stdout_path, "ab"),
+            stderr=self.stderr if self.stderr is not None else open(self.stderr_path, "ab"),
+            start_new_session=True, preexec_fn=self._limits if self.nofile else None)
         self.pgid = self.proc.pid
         self.probes = 0
         if wait:
             self.wait_ready()
         return self
+
+    def _limits(self):
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     @property
     def pid(self):
