@@ -579,6 +579,9 @@ def header_values(entry, name):
 # weir
 # ---------------------------------------------------------------------------
 
+# every harness config sets it: admin POSTs over TCP need a token
+STATS_TOKEN = "harness-admin-token-0123456789"
+
 DEFAULT_TIMEOUTS = {
     "client_header": "2s",
     "client_body": "2s",
@@ -599,7 +602,7 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
     out.append("workers = %s;" % (workers if isinstance(workers, int) else '"%s"' % workers))
     out.append('log = { error = "%s/error.log"; access = "%s/access.log"; level = "%s"; };'
                % (d, d, level))
-    out.append('stats = { listen = "127.0.0.1:%d"; };' % stats_port)
+    out.append('stats = { listen = "127.0.0.1:%d"; admin_token = "%s"; };' % (stats_port, STATS_TOKEN))
     out.append('listeners = ( { address = "127.0.0.1:%d"; } );' % port)
     ups = []
     for u in upstreams:
