@@ -303,6 +303,7 @@ static void master_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 			m.old[i].kill_at = ev_now(loop) + 60;
 		}
 	master_rotate_ticket_key();
+	log_flush(); /* what a slow log reader left pending, and held-back repeats */
 }
 
 static void master_stop_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)

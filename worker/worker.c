@@ -23,6 +23,9 @@
 #define ACCEPT_BATCH 64
 
 struct worker wk;
+static ev_prepare log_prepare;
+_Static_assert(sizeof(((struct shm_counters *)0)->log_dropped) / sizeof(uint64_t) == LOG_DROP_COUNT,
+               "shm_counters.log_dropped has one counter per enum log_drop");
 
 void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at)
 {
@@ -256,11 +259,23 @@ static void worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 	}
 }
 
+/* Error lines of this pass go out in one write, without blocking, just
+ * before the loop waits (common/log.h). */
+static void worker_log_cb(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+	(void)loop;
+	(void)p;
+	(void)revents;
+	log_flush_errors();
+}
+
 static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	(void)t;
 	(void)revents;
 	log_flush();
+	for (int i = 0; i < LOG_DROP_COUNT; i++)
+		SHM_SET(wk.cnt, log_dropped[i], log_dropped((enum log_drop)i));
 	SHM_SET(wk.cnt, slab_in_use, wk.slab.in_use_bytes);
 	SHM_SET(wk.cnt, slab_free, slab_free_bytes(&wk.slab));
 	{
@@ -300,6 +315,7 @@ static int worker_setup(const struct worker_start *ws)
 
 	snprintf(who, sizeof(who), "worker %d", ws->index);
 	log_set_who(who);
+	log_set_deferred();
 
 	/* one size serves heads and bodies: large enough for the biggest
 	 * allowed head, and at least 16 KiB so bodies move in few calls */
@@ -328,6 +344,8 @@ static int worker_setup(const struct worker_start *ws)
 	ev_signal_start(wk.loop, &wk.sig_usr1);
 	ev_timer_init(&wk.tick, worker_tick_cb, 1.0, 1.0);
 	ev_timer_start(wk.loop, &wk.tick);
+	ev_prepare_init(&log_prepare, worker_log_cb);
+	ev_prepare_start(wk.loop, &log_prepare);
 
 	ev_timer_init(&acc.resume, worker_accept_resume_cb, ACCEPT_PAUSE, 0);
 	wk.nlisten = ws->nlisten;
@@ -348,8 +366,10 @@ static int worker_setup(const struct worker_start *ws)
 
 int worker_main(const struct worker_start *ws)
 {
-	if (worker_setup(ws) < 0)
+	if (worker_setup(ws) < 0) {
+		log_flush(); /* why: error lines wait for the loop, which will not run */
 		return WORKER_EXIT_STARTUP;
+	}
 	ev_run(wk.loop, 0);
 
 	while (wk.conns)
