@@ -49,6 +49,7 @@ static struct {
 	int allow_remote;
 	char tcp_host[CONFIG_ADDR_STR_MAX]; /* the TCP address without its port: "127.0.0.1", "[::1]" */
 	char tcp_port[8];
+	ev_timer resume; /* accepting again after running out of descriptors */
 } st = {.l = {{.fd = -1}, {.fd = -1}}};
 
 static const char *stats_reason(int status)
@@ -306,6 +307,37 @@ static void stats_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	stats_conn_close(loop, w->data);
 }
 
+/* The connection that has waited longest for its request, or NULL if all
+ * are writing answers. A scraper sends its request at once and is answered
+ * in the same pass, so only idle or dribbling connections are ever old. */
+static struct stats_conn *stats_oldest_reading(void)
+{
+	struct stats_conn *oldest = NULL;
+
+	for (int i = 0; i < STATS_MAX_CONNS; i++)
+		if (st.conns[i].used && !st.conns[i].resp.len && (!oldest || st.conns[i].since < oldest->since))
+			oldest = &st.conns[i];
+	return oldest;
+}
+
+static void stats_listen_set(struct ev_loop *loop, int on)
+{
+	for (int k = 0; k < 2; k++)
+		if (st.l[k].fd >= 0) {
+			if (on)
+				ev_io_start(loop, &st.l[k].io);
+			else
+				ev_io_stop(loop, &st.l[k].io);
+		}
+}
+
+static void stats_resume_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)t;
+	(void)revents;
+	stats_listen_set(loop, 1);
+}
+
 static void stats_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)revents;
@@ -313,28 +345,37 @@ static void stats_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct stats_conn *sc = NULL;
 
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
+				return;
+			/* out of descriptors, the listening socket stays readable:
+			 * free one held by a connection still waiting for its
+			 * request, else stop accepting for a moment, never spin */
+			sc = stats_oldest_reading();
+			if (sc) {
+				stats_conn_close(loop, sc);
+				continue;
+			}
+			log_error("stats: accept: %s; not accepting for 500 ms", strerror(errno));
+			stats_listen_set(loop, 0);
+			ev_timer_stop(loop, &st.resume);
+			ev_timer_set(&st.resume, 0.5, 0);
+			ev_timer_start(loop, &st.resume);
 			return;
+		}
 		for (int i = 0; i < STATS_MAX_CONNS && !sc; i++)
 			if (!st.conns[i].used)
 				sc = &st.conns[i];
 		if (!sc) {
 			/* full: make room by closing the connection that has waited
-			 * longest for its request. A scraper sends its request at
-			 * once and is answered in the same pass, so only idle or
-			 * dribbling connections are ever old: a handful of them
-			 * cannot lock scrapes out for the whole timeout */
-			struct stats_conn *oldest = NULL;
-
-			for (int i = 0; i < STATS_MAX_CONNS; i++)
-				if (!st.conns[i].resp.len && (!oldest || st.conns[i].since < oldest->since))
-					oldest = &st.conns[i];
-			if (!oldest) {
+			 * longest for its request, so a handful of idle ones cannot
+			 * lock scrapes out for the whole timeout */
+			sc = stats_oldest_reading();
+			if (!sc) {
 				close(fd); /* all are writing answers: the master stays bounded */
 				continue;
 			}
-			stats_conn_close(loop, oldest);
-			sc = oldest;
+			stats_conn_close(loop, sc);
 		}
 		sc->used = 1;
 		sc->on_unix = w == &st.l[STATS_UNIX].io;
@@ -356,6 +397,8 @@ void stats_adopt(struct ev_loop *loop, enum stats_kind kind, int fd, const char 
 	struct stats_listener *l = &st.l[kind];
 
 	st.seg = seg;
+	if (!ev_is_active(&st.resume))
+		ev_timer_init(&st.resume, stats_resume_cb, 0.5, 0);
 	l->fd = fd;
 	l->adopted = 1;
 	snprintf(l->name, sizeof(l->name), "%s", name);
@@ -494,6 +537,7 @@ int stats_fd(enum stats_kind kind)
 
 void stats_close(struct ev_loop *loop, int unlink_unix)
 {
+	ev_timer_stop(loop, &st.resume);
 	stats_close_one(loop, STATS_TCP, 0);
 	stats_close_one(loop, STATS_UNIX, unlink_unix);
 	for (int i = 0; i < STATS_MAX_CONNS; i++)

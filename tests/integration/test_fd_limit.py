@@ -6,7 +6,7 @@ accept again once descriptors are free."""
 import socket
 import time
 
-from harness import proc_stat, simple, slack, wait_until
+from harness import fetch_metrics, proc_stat, simple, slack, wait_until
 
 CLK_TCK = 100  # /proc/PID/stat utime and stime unit on Linux
 
@@ -60,3 +60,27 @@ def test_a_worker_out_of_descriptors_pauses_accepting_and_recovers(weir_factory,
         except (OSError, AssertionError):
             return False
     wait_until(served, slack(10), what="a request answered after the clients left")
+
+
+def test_the_master_out_of_descriptors_neither_spins_nor_stops_serving_scrapes(weir_factory, origin):
+    """The stats socket at the same limit: idle connections take the
+    master's last descriptors. It frees one held by a connection still
+    waiting for its request (else pauses), rather than spin on accept."""
+    w = simple(weir_factory, origin, start=False, workers=1)
+    w.nofile = 20  # the master holds about 11 descriptors of its own
+    w.start()
+    idle = []
+    try:
+        for _ in range(30):
+            idle.append(socket.create_connection(("127.0.0.1", w.stats_port), timeout=5))
+        time.sleep(0.3)
+        cpu0 = cpu_seconds(w.pid)
+        time.sleep(2)
+        cpu = cpu_seconds(w.pid) - cpu0
+        print("master at the limit for 2 s: CPU %.2f s" % cpu)
+        assert cpu < slack(0.3), "master used %.2f s of CPU in 2 s at the limit" % cpu
+        m = fetch_metrics(w.stats_port, timeout=slack(3))
+        assert m("weir_requests_total") >= 0
+    finally:
+        for s in idle:
+            s.close()
