@@ -292,7 +292,9 @@ void log_write(enum log_level level, const char *fmt, ...)
 
 	if (level < log_level_min)
 		return;
-	if (!log_site_admit(fmt, level))
+	/* only workers log per request; the master's lines (a reload's list
+	 * of config errors, all "%s") are events an operator reads whole */
+	if (lg.deferred && !log_site_admit(fmt, level))
 		return;
 	if (lg.lost_note && lg.elen + 256 < sizeof(lg.ebuf)) {
 		uint64_t lost = lg.lost_note;

@@ -10,9 +10,9 @@
  * for the reader; what does not fit is dropped and counted (log_dropped,
  * weir_log_dropped_total). Error lines are written at once in the master;
  * a worker calls log_set_deferred() and writes them from its loop, once
- * per pass (log_flush_errors) or when 16 KiB are pending. More than 10
- * lines a second from one call site (one format string) are held back and
- * summed up as "... N more like this". Access lines are gathered and
+ * per pass (log_flush_errors) or when 16 KiB are pending. In a worker,
+ * more than 10 lines a second from one call site (one format string) are
+ * held back and summed up as "... N more like this". Access lines are gathered and
  * written when the buffer fills or when log_flush() is called (the worker
  * does so every second and on exit), so a busy worker spends one system
  * call on many requests.
