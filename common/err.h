@@ -38,7 +38,8 @@
 	X(UPSTREAM_TLS, 502, "upstream_tls", "TLS handshake with the upstream failed")   \
 	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")         \
 	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set")   \
-	X(BAD_PATH, 400, "bad_path", "request path above the root or badly encoded")
+	X(BAD_PATH, 400, "bad_path", "request path above the root or badly encoded") \
+	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory")
 
 #define WEIR_OK 0
 

@@ -350,9 +350,13 @@ void admin_dispatch(struct shm_segment *seg, const char *method, const char *tar
 			reply(r, 401, "admin commands need \"Authorization: Bearer <stats.admin_token>\"\n");
 			return;
 		}
-		if (access == ADMIN_OFF_REMOTE) {
-			reply(r, 403, "admin commands are off on a stats socket open to the network "
-			              "(stats.allow_remote) without stats.admin_token; use the unix socket or set a token\n");
+		if (access == ADMIN_NO_TOKEN) {
+			/* any local process, a forged request from a co-located
+			 * backend or a browser page can reach a TCP port: a file
+			 * mode or a secret must say who may change routing */
+			reply(r, 403, "admin commands over TCP need stats.admin_token (and \"Authorization: Bearer "
+			              "<token>\"); without a token, use the unix socket (stats.unix), whose file mode "
+			              "says who may connect\n");
 			return;
 		}
 		admin_server_change(seg, path + 11, query, strlen(query), body, body_len, r);

@@ -77,6 +77,7 @@ static struct {
 static void master_upgrade_failed(const char *why);
 static void master_upgrade_end(void);
 static void master_stop(int how);
+static void master_raise_nofile(const struct config *cfg);
 
 /* A worker serves clients as the configured user, never as root; the
  * master keeps root for binding and reloads. Failing to drop is fatal for
@@ -304,6 +305,7 @@ static void master_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 			m.old[i].kill_at = ev_now(loop) + 60;
 		}
 	master_rotate_ticket_key();
+	log_flush(); /* what a slow log reader left pending, and held-back repeats */
 }
 
 static void master_stop_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
@@ -454,6 +456,7 @@ static int master_reload(void)
 	listen_close(&m.ls); /* what the new configuration did not take */
 	m.ls = nls;
 	m.cfg = ncfg;
+	master_raise_nofile(ncfg); /* more servers or connections: the new workers inherit it */
 	for (int i = 0; i < ncfg->workers; i++)
 		master_spawn(i);
 	atomic_fetch_add(&m.seg->reloads_ok, 1);
@@ -618,21 +621,57 @@ static int master_write_pid(const char *path)
 	}
 	return close(fd);
 }
+/*
+ * Descriptors a worker may hold at once, and so the open files limit we
+ * ask for (workers inherit the master's):
+ *  - each client connection, and one upstream connection in flight for it;
+ *  - the idle upstream pools: keepalive connections per server of each
+ *    group (per worker), which outlive the clients that made them;
+ *  - the listening sockets (the master holds one per listener and worker
+ *    slot, twice during a reload) and a fixed reserve for stdio, the two
+ *    logs (and their reopened copies for a moment on USR1), the shared
+ *    segment, the event loop's own descriptors, the stats sockets and
+ *    their connections, and the certificate and CA files read at load.
+ */
+#define NOFILE_RESERVE 128
+
+static rlim_t master_nofile_want(const struct config *cfg, rlim_t *pools, rlim_t *fixed)
+{
+	*pools = 0;
+	for (int u = 0; u < cfg->nupstreams; u++)
+		*pools += (rlim_t)cfg->upstreams[u].nservers * (rlim_t)(cfg->upstreams[u].keepalive > 0
+		                                                             ? cfg->upstreams[u].keepalive
+		                                                             : 0);
+	*fixed = NOFILE_RESERVE + (rlim_t)cfg->nlisteners * (rlim_t)cfg->workers * 2;
+	return (rlim_t)cfg->limits.connections * 2 + *pools + *fixed;
+}
+
 static void master_raise_nofile(const struct config *cfg)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg->limits.connections * 2 + 1024;
+	rlim_t pools, fixed, want = master_nofile_want(cfg, &pools, &fixed), room;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
 	if (rl.rlim_cur >= want)
 		return;
 	rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
-		log_notice("open files limit is %llu: a worker holds about %llu client connections at most "
-		           "(limits.connections is %u; raise the hard limit for more)",
-		           (unsigned long long)rl.rlim_cur, (unsigned long long)(rl.rlim_cur > 2048 ? rl.rlim_cur - 1024 : rl.rlim_cur) / 2,
-		           cfg->limits.connections);
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur >= want) {
+		log_info("open files limit raised to %llu: 2 x %u client connections and their upstreams, "
+		         "%llu pooled upstream connections, %llu for listeners, logs and the rest",
+		         (unsigned long long)rl.rlim_cur, cfg->limits.connections, (unsigned long long)pools,
+		         (unsigned long long)fixed);
+		return;
+	}
+	room = rl.rlim_cur > pools + fixed ? (rl.rlim_cur - pools - fixed) / 2 : 0;
+	log_notice("open files limit is %llu (hard limit %llu), %llu wanted: with %llu for pooled upstream "
+	           "connections and %llu for listeners, logs and the rest, a worker holds about %llu client "
+	           "connections at most, not limits.connections = %u; past that it pauses accepting",
+	           (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, (unsigned long long)want,
+	           (unsigned long long)pools, (unsigned long long)fixed, (unsigned long long)room,
+	           cfg->limits.connections);
 }
 
 /* master_process = false: the one worker runs here, on the same default

@@ -10,6 +10,7 @@
 #include <openssl/x509.h>
 
 #include "common/err.h"
+#include "common/log.h"
 #include "common/tlscert.h"
 #include "shm/shm.h"
 
@@ -333,6 +334,15 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_upstream_retries_total", "counter", "Requests sent again after an upstream failure.",
 	       c.upstream_retries);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
+	family(o, "weir_log_dropped_total", "counter",
+	       "Log lines not written: repeats held back per call site (reported as \"N more like this\"), and lines "
+	       "dropped because the log's reader (a pipe, journald) did not keep up.");
+	textbuf_printf(o, "weir_log_dropped_total{log=\"error\",reason=\"throttled\"} %llu\n",
+	               (unsigned long long)c.log_dropped[LOG_DROP_THROTTLED]);
+	textbuf_printf(o, "weir_log_dropped_total{log=\"error\",reason=\"blocked\"} %llu\n",
+	               (unsigned long long)c.log_dropped[LOG_DROP_ERROR]);
+	textbuf_printf(o, "weir_log_dropped_total{log=\"access\",reason=\"blocked\"} %llu\n",
+	               (unsigned long long)c.log_dropped[LOG_DROP_ACCESS]);
 	family(o, "weir_errors_total", "counter", "Failures, by kind.");
 	for (int e = 1; e < WEIR_ERR_COUNT; e++) /* entry 0 is AGAIN, not a failure */
 		textbuf_printf(o, "weir_errors_total{kind=\"%s\"} %llu\n", weir_err_counter(-e - 1),

@@ -40,7 +40,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 7u
+#define SHM_LAYOUT_VERSION 8u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -77,6 +77,7 @@ struct shm_counters {
 	uint64_t tls_failures[TLS_FAIL_COUNT]; /* client handshakes failed, by enum tls_fail */
 	uint64_t upstream_tls_handshakes; /* TLS handshakes with upstreams completed */
 	uint64_t upstream_tls_resumed;    /* of which resumed the session offered */
+	uint64_t log_dropped[3];          /* log lines not written, by enum log_drop (common/log.h) */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */

@@ -249,14 +249,16 @@ def test_the_bytes_after_a_complete_upstream_response_are_never_delivered_as_a_r
 
 
 def test_an_upstream_failure_on_one_client_does_not_affect_others(weir_factory, origin):
-    w = simple(weir_factory, origin, timeouts={"upstream_read": "1s"})
+    # a worker held up by the stalled request would answer the others only
+    # after its 30 s upstream_read: a bound far below that proves it is not
+    w = simple(weir_factory, origin, timeouts={"upstream_read": "30s"})
     stalled = Client(w.port)
     stalled.send(build_request("GET", "/stall"))
     try:
         for _ in range(5):
             t = time.monotonic()
             assert w.get("/echo").status == 200
-            assert time.monotonic() - t < slack(0.5)
+            assert time.monotonic() - t < slack(10)
     finally:
         stalled.close()
 
