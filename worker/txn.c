@@ -29,6 +29,7 @@ static ev_tstamp txn_wait_until(uint8_t wait, uint32_t send_ms, uint32_t read_ms
 
 static int txn_fill_up(struct txn *t);
 static int txn_fill_down(struct txn *t);
+static int txn_idempotent(const struct txn *t);
 static const char crlf[] = "\r\n";
 
 size_t txn_size(uint32_t nheaders)
@@ -180,6 +181,8 @@ static ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int 
 			return -errno;
 		}
 		total += n;
+		if (n > 0)
+			q->sent = 1;
 		while (n > 0 && q->count) {
 			struct iovec *v = &q->iov[q->first];
 			if ((size_t)n >= v->iov_len) {
@@ -312,7 +315,8 @@ static int txn_replay_request(struct txn *t)
 	if (!t->replayable)
 		return -1;
 	outq_reset(&t->up);
-	c->in->start = t->req_head_start;
+	if (c->in) /* else it was given back holding no byte of this request */
+		c->in->start = t->req_head_start;
 	t->req_done = 0;
 	txn_body_reset(t);
 	outq_add(&t->up, t->head_up->data, t->head_up->end);
@@ -323,6 +327,7 @@ static void txn_attach(struct txn *t, struct upconn *u)
 {
 	t->u = u;
 	u->txn = t;
+	t->up.sent = 0;
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
 	SHM_ADD(&wk.scnt[t->table->servers[u->server].stat], requests, 1);
@@ -346,6 +351,12 @@ static int txn_connect(struct txn *t, int last_rc)
 		t->tried |= 1ull << ((uint32_t)s - up->first_server);
 		t->server = s;
 		u = upstream_pool_get((uint32_t)s);
+		while (u && !txn_idempotent(t) && !upstream_pool_alive(u)) {
+			/* closed as it idled, its event not seen yet: such a request
+			 * is not sent again if the connection dies under it */
+			upstream_close(u);
+			u = upstream_pool_get((uint32_t)s);
+		}
 		if (u) {
 			SHM_ADD(wk.cnt, upstream_reuses, 1);
 			SHM_ADD(&wk.scnt[t->table->servers[s].stat], reuses, 1);
@@ -364,16 +375,48 @@ static int txn_connect(struct txn *t, int last_rc)
 	}
 }
 
-/* The upstream connection failed before any answer came back. Tries a
- * fresh connection (a stale pooled one, once), then the other servers. */
+/* RFC 9110 9.2.2: methods whose effect, repeated, is that of one request. */
+static int txn_idempotent(const struct txn *t)
+{
+	switch (t->req.method_id) {
+	case HTTP_GET:
+	case HTTP_HEAD:
+	case HTTP_OPTIONS:
+	case HTTP_TRACE:
+	case HTTP_PUT:
+	case HTTP_DELETE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * The upstream connection failed before any answer came back. Tries a
+ * fresh connection (a stale pooled one, once), then the other servers.
+ *
+ * A pooled connection that closes under a request is either the race every
+ * keep-alive pool has (the server closed it idle as we sent) or a server
+ * that crashed or timed out running the request: the two look the same. So
+ * the request is sent again only if repeating it is harmless (an
+ * idempotent method) or none of it reached the server (the write failed
+ * before its first byte). A body read whole before a server was picked
+ * changes nothing here: it makes a replay possible, not safe.
+ */
 static void txn_upstream_lost(struct txn *t, int rc)
 {
 	struct upconn *u = t->u;
 	int was_reused = u->reused;
 	int server = t->server;
+	int sent = t->up.sent;
 
 	txn_detach_upstream(t, 0);
 	if (t->resp_started || t->up_first > 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	if (was_reused && !t->retried && sent && !txn_idempotent(t)) {
+		SHM_ADD(wk.cnt, upstream_replays_refused, 1);
 		txn_fail(t, rc);
 		return;
 	}
