@@ -73,14 +73,35 @@ static void out_list(struct out *o, const struct http_header *hs, uint32_t n, ui
 	OUT_LIT(o, "\r\n");
 }
 
-static int out_begin(struct out *o, struct buf **b)
+/*
+ * A head is written into one scratch area of the worker (a head may take a
+ * whole I/O buffer) and then copied into the smallest buffer it fits: most
+ * heads are a few hundred bytes and are kept for the whole request, so
+ * sizing them costs a short copy and saves a 16 KiB buffer each. The area
+ * is static, outside the slab (a worker is one thread); its size is the
+ * largest limits.header_size and response_header_size allow, and only the
+ * pages heads touch become resident.
+ */
+static char head_scratch[65536];
+
+static int out_begin(struct out *o)
 {
-	if (!*b && !(*b = buf_get()))
-		return WEIR_ERR(NOMEM);
-	o->p = (*b)->data;
+	o->p = head_scratch;
 	o->len = 0;
-	o->cap = wk.buf_size;
+	o->cap = wk.buf_size < sizeof(head_scratch) ? wk.buf_size : (uint32_t)sizeof(head_scratch);
 	o->overflow = 0;
+	return 0;
+}
+
+/* Keeps the head written in <o> in a buffer of its size, into *<b>. */
+static int out_keep(struct out *o, struct buf **b)
+{
+	if (*b)
+		buf_put(*b);
+	if (!(*b = buf_get_fit(o->len)))
+		return WEIR_ERR(NOMEM);
+	memcpy((*b)->data, o->p, o->len);
+	(*b)->end = o->len;
 	return 0;
 }
 
@@ -96,7 +117,7 @@ int head_write_request(struct txn *t)
 	const char *subj = NULL;
 	const char *cert_hdr = tls_client_header(t->c, &cert_hdr_len, &subj, &subj_len);
 
-	if (out_begin(&o, &t->head_up) < 0)
+	if (out_begin(&o) < 0)
 		return WEIR_ERR(NOMEM);
 	out_put(&o, r->method, r->method_len);
 	OUT_LIT(&o, " ");
@@ -143,9 +164,7 @@ int head_write_request(struct txn *t)
 	OUT_LIT(&o, "\r\n");
 	if (o.overflow)
 		return WEIR_ERR(HEADERS_TOO_LARGE);
-	t->head_up->start = 0;
-	t->head_up->end = o.len;
-	return 0;
+	return out_keep(&o, &t->head_up);
 }
 
 static const char *head_reason(int status)
@@ -176,7 +195,7 @@ int head_write_response(struct txn *t)
 	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_VIA;
 	char line[13] = "HTTP/1.1 000 ";
 
-	if (out_begin(&o, &t->head_down) < 0)
+	if (out_begin(&o) < 0)
 		return WEIR_ERR(NOMEM);
 	line[9] = (char)('0' + r->status / 100);
 	line[10] = (char)('0' + r->status / 10 % 10);
@@ -224,7 +243,5 @@ int head_write_response(struct txn *t)
 	OUT_LIT(&o, "\r\n");
 	if (o.overflow)
 		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-	t->head_down->start = 0;
-	t->head_down->end = o.len;
-	return 0;
+	return out_keep(&o, &t->head_down);
 }

@@ -866,6 +866,22 @@ void txn_pump(struct txn *t)
 		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED))
 			want_client_read = 0;
 	}
+	if (c->in && buf_len(c->in) == 0 && t->head_up && t->req_body_done &&
+	    (c->in->start == t->req_head_start || !t->replayable)) {
+		/* nothing pipelined and nothing a replay would read again: the
+		 * input buffer goes back while the answer is awaited (a request
+		 * waiting on a slow upstream holds none); the head's spans in it
+		 * were all copied into head_up */
+		buf_put(c->in);
+		c->in = NULL;
+		t->req_head_start = 0;
+	}
+	if (u && u->in && buf_len(u->in) == 0 && !t->down.count) {
+		/* the same on the upstream side: a stream that drips (long
+		 * polling, server-sent events) holds no buffer between bytes */
+		buf_put(u->in);
+		u->in = NULL;
+	}
 	conn_io_set(c, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
 	if (u) {
 		int ev = u->connecting | u->tls_wants;
