@@ -514,6 +514,56 @@ void txn_start(struct txn *t)
 
 /* ---- the two directions ---------------------------------------------- */
 
+/*
+ * Decodes the chunked body bytes in <in> (strictly: <ch> keeps the state
+ * across calls) into <q>, re-encoded as one chunk when <chunked_out>, else
+ * as the bare data. The data of every chunk the buffer holds is gathered
+ * into one span by moving each chunk's data down over the framing before
+ * it (only bytes already decoded are overwritten), so a body of tiny
+ * chunks costs one write per buffer, not one per chunk; *<moved> says
+ * whether that happened. <total> counts decoded bytes against <limit>
+ * (0: none). Returns 1 if something was queued or the body ended, 0 if
+ * more input is needed, or a framing error (WEIR_ESMUGGLING) or
+ * WEIR_EBODY_TOO_LARGE.
+ */
+static int txn_fill_chunked(struct outq *q, struct http_chunked *ch, struct buf *in, int chunked_out,
+                            uint64_t *total, uint64_t limit, int *moved)
+{
+	char *base = in->data + in->start, *span = NULL;
+	size_t avail = buf_len(in), off = 0, len = 0;
+
+	*moved = 0;
+	while (off < avail && !ch->done) {
+		size_t used, dlen;
+		const char *data;
+		int rc = http_chunked_feed(ch, base + off, avail - off, &used, &data, &dlen);
+
+		if (rc < 0)
+			return rc;
+		off += used;
+		*total += dlen;
+		if (limit && *total > limit)
+			return WEIR_ERR(BODY_TOO_LARGE);
+		if (dlen == 0)
+			continue;
+		if (!span) {
+			span = (char *)data;
+		} else if (data != span + len) {
+			memmove(span + len, data, dlen);
+			*moved = 1;
+		}
+		len += dlen;
+	}
+	if (len == 0 && !ch->done) {
+		in->start += (uint32_t)off; /* framing only */
+		return 0;
+	}
+	outq_body(q, in, (uint32_t)off, span, len, chunked_out);
+	if (ch->done && chunked_out)
+		outq_add(q, chunk_end, sizeof(chunk_end) - 1);
+	return 1;
+}
+
 /* Queues the next piece of request body from c->in. Returns 1 if something
  * was queued or state advanced, 0 if client bytes are needed, or an error. */
 static int txn_fill_up(struct txn *t)
@@ -536,30 +586,14 @@ static int txn_fill_up(struct txn *t)
 		return 1;
 	}
 	/* chunked: decode strictly, encode anew */
-	for (;;) {
-		size_t used, dlen;
-		const char *data;
-		int rc = http_chunked_feed(&t->req_chunks, in->data + in->start, buf_len(in), &used, &data, &dlen);
+	int moved = 0;
+	int rc = txn_fill_chunked(&t->up, &t->req_chunks, in, 1, &t->req_body_total, wk.cfg->limits.body_size,
+	                          &moved);
 
-		if (rc < 0)
-			return rc;
-		t->req_body_total += dlen;
-		if (wk.cfg->limits.body_size && t->req_body_total > wk.cfg->limits.body_size)
-			return WEIR_ERR(BODY_TOO_LARGE);
-		if (t->req_chunks.done) {
-			outq_body(&t->up, in, (uint32_t)used, data, dlen, 1);
-			outq_add(&t->up, chunk_end, sizeof(chunk_end) - 1);
-			t->req_body_done = 1;
-			return 1;
-		}
-		if (dlen) {
-			outq_body(&t->up, in, (uint32_t)used, data, dlen, 1);
-			return 1;
-		}
-		in->start += (uint32_t)used; /* framing only */
-		if (buf_len(in) == 0)
-			return 0;
-	}
+	if (moved)
+		t->replayable = 0; /* the body bytes sent are no longer as received */
+	t->req_body_done = t->req_chunks.done;
+	return rc;
 }
 
 /* Makes room in c->in for more request body. */
@@ -703,29 +737,13 @@ static int txn_fill_down(struct txn *t)
 	case HTTP_BODY_CLOSE:
 		outq_body(&t->down, in, avail, in->data + in->start, avail, chunked);
 		return 1;
-	case HTTP_BODY_CHUNKED:
-		for (;;) {
-			size_t used, dlen;
-			const char *data;
-			int rc = http_chunked_feed(&t->resp_chunks, in->data + in->start, buf_len(in), &used, &data,
-			                           &dlen);
-			if (rc < 0)
-				return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-			if (t->resp_chunks.done) {
-				outq_body(&t->down, in, (uint32_t)used, data, dlen, chunked);
-				if (chunked)
-					outq_add(&t->down, chunk_end, sizeof(chunk_end) - 1);
-				t->resp_done = 1;
-				return 1;
-			}
-			if (dlen) {
-				outq_body(&t->down, in, (uint32_t)used, data, dlen, chunked);
-				return 1;
-			}
-			in->start += (uint32_t)used;
-			if (buf_len(in) == 0)
-				return 0;
-		}
+	case HTTP_BODY_CHUNKED: {
+		uint64_t total = 0;
+		int moved, rc = txn_fill_chunked(&t->down, &t->resp_chunks, in, chunked, &total, 0, &moved);
+
+		t->resp_done = t->resp_chunks.done;
+		return rc < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : rc;
+	}
 	default:
 		return 0;
 	}

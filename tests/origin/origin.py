@@ -387,6 +387,13 @@ class Server:
                 n -= k
             c.send(b"0\r\n\r\n")
             return not close
+        if parts[1:2] == ["tiny-chunks"]:
+            # a body of N one-byte chunks, all sent at once
+            n = num(2)
+            c.send(self.head_bytes(200, [("Transfer-Encoding", "chunked")]))
+            if not head_only:
+                c.send(b"1\r\nx\r\n" * n + b"0\r\n\r\n")
+            return not close
         if parts[1:2] == ["close"]:
             n = num(2)
             c.send(self.head_bytes(200, [("Connection", "close")]))
