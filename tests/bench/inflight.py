@@ -10,6 +10,8 @@ bytes in use per request (weir_slab_bytes_in_use):
     tests/bench/inflight.py [N]   (default 10000, or what the open-files
                                    hard limit allows: a proxy holds two
                                    descriptors per request; loopback only)
+
+WEIR_BIN names another weir binary (default build/weir).
 """
 import os, resource, selectors, socket, subprocess, sys, tempfile, time, urllib.request
 
@@ -72,8 +74,8 @@ if len(sys.argv) > 2 and sys.argv[1] == "--origin":
     sys.exit(0)
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
-if 2 * N + 200 > HARD:
-    N = (HARD - 200) // 2
+if 2 * N + 1000 > HARD:
+    N = (HARD - 1000) // 2
     print(f"open-files hard limit {HARD}: {N} requests in flight at most", file=sys.stderr)
 
 
@@ -159,7 +161,7 @@ origin = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--origin"
                            os.path.join(W, "count")])
 try:
     wait_port(ORIGIN)
-    weir = measure("weir", [os.path.join(ROOT, "build/weir"), "-c", write("weir.conf", f"""
+    weir = measure("weir", [os.environ.get("WEIR_BIN") or os.path.join(ROOT, "build/weir"), "-c", write("weir.conf", f"""
 workers = 1; master_process = false;
 stats = {{ listen = "127.0.0.1:{STATS}"; }};
 log = {{ error = "{W}/weir.err"; access = "off"; level = "notice"; }};
