@@ -375,20 +375,14 @@ static int txn_connect(struct txn *t, int last_rc)
 	}
 }
 
-/* RFC 9110 9.2.2: methods whose effect, repeated, is that of one request. */
+/* RFC 9110 9.2.2: methods whose effect, repeated, is that of one request
+ * (a mask: asked on every request taken from a pool). */
 static int txn_idempotent(const struct txn *t)
 {
-	switch (t->req.method_id) {
-	case HTTP_GET:
-	case HTTP_HEAD:
-	case HTTP_OPTIONS:
-	case HTTP_TRACE:
-	case HTTP_PUT:
-	case HTTP_DELETE:
-		return 1;
-	default:
-		return 0;
-	}
+	const uint64_t idempotent = 1ull << HTTP_GET | 1ull << HTTP_HEAD | 1ull << HTTP_OPTIONS |
+	                            1ull << HTTP_TRACE | 1ull << HTTP_PUT | 1ull << HTTP_DELETE;
+
+	return (unsigned)t->req.method_id < 64 && (idempotent >> t->req.method_id & 1);
 }
 
 /*

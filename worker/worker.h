@@ -102,6 +102,7 @@ struct buf {
 	uint32_t start;
 	uint32_t end;
 	uint32_t cls; /* slab class it came from, where buf_put gives it back */
+	uint32_t pad; /* data stays 16-byte aligned, as string functions like */
 	char data[];
 };
 
