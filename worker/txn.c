@@ -548,9 +548,10 @@ static int txn_fill_chunked(struct outq *q, struct http_chunked *ch, struct buf 
 		}
 		len += dlen;
 	}
-	if (len == 0 && !ch->done) {
-		in->start += (uint32_t)off; /* framing only */
-		return 0;
+	if (len == 0 && !(ch->done && chunked_out)) {
+		/* framing only: consumed now, since no write will */
+		in->start += (uint32_t)off;
+		return ch->done;
 	}
 	outq_body(q, in, (uint32_t)off, span, len, chunked_out);
 	if (ch->done && chunked_out)

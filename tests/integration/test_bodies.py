@@ -314,3 +314,16 @@ def test_a_response_of_one_byte_chunks_reaches_the_client_in_few_writes(weir_fac
     r, writes = writes_during(worker, download)
     assert r.status == 200 and r.body == b"x" * 65536
     assert writes < 64, "%d writes for 64 KiB of body" % writes
+
+
+def test_a_chunked_response_ending_in_a_read_of_its_own_ends_cleanly_for_http10(weir_factory, origin):
+    """To an HTTP/1.0 client the body goes bare: the last chunk alone adds
+    nothing to write, and its framing must still be consumed, not left in
+    the buffer to look like bytes past the response."""
+    w = simple(weir_factory, origin, workers=1)
+    m0 = w.metrics()
+    with w.client() as c:
+        r = c.request("GET", "/drip/2/100/end-late", version="1.0")
+    assert r.status == 200 and r.body == b"tick 0\ntick 1\n"
+    settle()
+    assert w.metrics().error("upstream_bad_response") == m0.error("upstream_bad_response")

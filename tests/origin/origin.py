@@ -411,6 +411,8 @@ class Server:
                     time.sleep(min(ms, 60000) / 1000.0)
                 piece = b"tick %d\n" % i
                 c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+            if parts[4:5] == ["end-late"]:  # the last chunk in a read of its own
+                time.sleep(min(ms, 60000) / 1000.0)
             c.send(b"0\r\n\r\n")
             return not close
         if path == "/stall":
