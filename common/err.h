@@ -19,6 +19,7 @@
 	X(CONN_LIMIT, 0, "connection_limit", "worker connection limit reached")          \
 	X(BAD_REQUEST, 400, "bad_request", "malformed request")                         \
 	X(SMUGGLING, 400, "bad_framing", "ambiguous or invalid message framing")        \
+	X(CONNECTION_TOKENS, 400, "connection_tokens", "too many Connection header tokens") \
 	X(NO_ROUTE, 404, "no_route", "no route for host and path")                      \
 	X(HEADER_TIMEOUT, 408, "header_timeout", "request head not received in time")   \
 	X(BODY_TIMEOUT, 408, "body_timeout", "request body not received in time")       \

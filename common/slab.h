@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SLAB_MAX_CLASSES 8
+#define SLAB_MAX_CLASSES 12
 
 struct slab_class {
 	size_t size;       /* object size, rounded up to 16 bytes */

@@ -333,6 +333,9 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       c.upstream_reuses);
 	metric(o, "weir_upstream_retries_total", "counter", "Requests sent again after an upstream failure.",
 	       c.upstream_retries);
+	metric(o, "weir_upstream_replays_refused_total", "counter",
+	       "Requests not sent again after their pooled connection closed: not idempotent and sent.",
+	       c.upstream_replays_refused);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
 	family(o, "weir_log_dropped_total", "counter",
 	       "Log lines not written: repeats held back per call site (reported as \"N more like this\"), and lines "

@@ -71,6 +71,7 @@ struct shm_counters {
 	uint64_t upstream_connects; /* upstream connections opened */
 	uint64_t upstream_reuses;   /* requests sent on a pooled connection */
 	uint64_t upstream_retries;  /* requests sent again after a failure */
+	uint64_t upstream_replays_refused; /* not sent again: not idempotent and sent */
 	uint64_t errors[WEIR_ERR_COUNT];
 	uint64_t tls_handshakes;    /* TLS handshakes completed, resumed or not */
 	uint64_t tls_resumed;       /* of which resumed a session (ticket) */

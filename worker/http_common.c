@@ -417,7 +417,7 @@ static int span_eq_nocase(const char *a, size_t al, const char *b, size_t bl)
  * by a token becomes hop-by-hop.
  */
 static int connection_tokens(struct http_head_state *st, const struct http_header *c,
-                             struct http_head_info *info)
+                             struct http_head_info *info, uint32_t *ntokens)
 {
 	const char *p = c->value, *end = c->value + c->value_len;
 
@@ -440,6 +440,8 @@ static int connection_tokens(struct http_head_state *st, const struct http_heade
 		}
 		if (tok == tend)
 			continue;
+		if (++*ntokens > HTTP_CONN_TOKENS_MAX)
+			return WEIR_ERR(CONNECTION_TOKENS);
 		if (http_span_ieq(tok, (size_t)(tend - tok), "close"))
 			info->conn_close = 1;
 		else if (http_span_ieq(tok, (size_t)(tend - tok), "keep-alive"))
@@ -475,7 +477,7 @@ static int parse_length(const char *p, size_t len, uint64_t *out)
 
 int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 {
-	uint32_t i;
+	uint32_t i, ntokens = 0;
 	int rc;
 
 	memset(info, 0, sizeof(*info));
@@ -490,7 +492,7 @@ int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 		const struct http_header *h = &st->hdrs[i];
 
 		if ((h->flags & HTTP_HDR_HOP) && h->name_len == 10 && http_span_ieq(h->name, h->name_len, "connection")) {
-			rc = connection_tokens(st, h, info);
+			rc = connection_tokens(st, h, info, &ntokens);
 			if (rc)
 				return rc;
 		}

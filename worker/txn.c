@@ -29,6 +29,7 @@ static ev_tstamp txn_wait_until(uint8_t wait, uint32_t send_ms, uint32_t read_ms
 
 static int txn_fill_up(struct txn *t);
 static int txn_fill_down(struct txn *t);
+static int txn_idempotent(const struct txn *t);
 static const char crlf[] = "\r\n";
 
 size_t txn_size(uint32_t nheaders)
@@ -180,6 +181,8 @@ static ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int 
 			return -errno;
 		}
 		total += n;
+		if (n > 0)
+			q->sent = 1;
 		while (n > 0 && q->count) {
 			struct iovec *v = &q->iov[q->first];
 			if ((size_t)n >= v->iov_len) {
@@ -312,7 +315,8 @@ static int txn_replay_request(struct txn *t)
 	if (!t->replayable)
 		return -1;
 	outq_reset(&t->up);
-	c->in->start = t->req_head_start;
+	if (c->in) /* else it was given back holding no byte of this request */
+		c->in->start = t->req_head_start;
 	t->req_done = 0;
 	txn_body_reset(t);
 	outq_add(&t->up, t->head_up->data, t->head_up->end);
@@ -323,6 +327,7 @@ static void txn_attach(struct txn *t, struct upconn *u)
 {
 	t->u = u;
 	u->txn = t;
+	t->up.sent = 0;
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
 	SHM_ADD(&wk.scnt[t->table->servers[u->server].stat], requests, 1);
@@ -346,6 +351,12 @@ static int txn_connect(struct txn *t, int last_rc)
 		t->tried |= 1ull << ((uint32_t)s - up->first_server);
 		t->server = s;
 		u = upstream_pool_get((uint32_t)s);
+		while (u && !txn_idempotent(t) && !upstream_pool_alive(u)) {
+			/* closed as it idled, its event not seen yet: such a request
+			 * is not sent again if the connection dies under it */
+			upstream_close(u);
+			u = upstream_pool_get((uint32_t)s);
+		}
 		if (u) {
 			SHM_ADD(wk.cnt, upstream_reuses, 1);
 			SHM_ADD(&wk.scnt[t->table->servers[s].stat], reuses, 1);
@@ -364,16 +375,42 @@ static int txn_connect(struct txn *t, int last_rc)
 	}
 }
 
-/* The upstream connection failed before any answer came back. Tries a
- * fresh connection (a stale pooled one, once), then the other servers. */
+/* RFC 9110 9.2.2: methods whose effect, repeated, is that of one request
+ * (a mask: asked on every request taken from a pool). */
+static int txn_idempotent(const struct txn *t)
+{
+	const uint64_t idempotent = 1ull << HTTP_GET | 1ull << HTTP_HEAD | 1ull << HTTP_OPTIONS |
+	                            1ull << HTTP_TRACE | 1ull << HTTP_PUT | 1ull << HTTP_DELETE;
+
+	return (unsigned)t->req.method_id < 64 && (idempotent >> t->req.method_id & 1);
+}
+
+/*
+ * The upstream connection failed before any answer came back. Tries a
+ * fresh connection (a stale pooled one, once), then the other servers.
+ *
+ * A pooled connection that closes under a request is either the race every
+ * keep-alive pool has (the server closed it idle as we sent) or a server
+ * that crashed or timed out running the request: the two look the same. So
+ * the request is sent again only if repeating it is harmless (an
+ * idempotent method) or none of it reached the server (the write failed
+ * before its first byte). A body read whole before a server was picked
+ * changes nothing here: it makes a replay possible, not safe.
+ */
 static void txn_upstream_lost(struct txn *t, int rc)
 {
 	struct upconn *u = t->u;
 	int was_reused = u->reused;
 	int server = t->server;
+	int sent = t->up.sent;
 
 	txn_detach_upstream(t, 0);
 	if (t->resp_started || t->up_first > 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	if (was_reused && !t->retried && sent && !txn_idempotent(t)) {
+		SHM_ADD(wk.cnt, upstream_replays_refused, 1);
 		txn_fail(t, rc);
 		return;
 	}
@@ -505,6 +542,57 @@ void txn_start(struct txn *t)
 
 /* ---- the two directions ---------------------------------------------- */
 
+/*
+ * Decodes the chunked body bytes in <in> (strictly: <ch> keeps the state
+ * across calls) into <q>, re-encoded as one chunk when <chunked_out>, else
+ * as the bare data. The data of every chunk the buffer holds is gathered
+ * into one span by moving each chunk's data down over the framing before
+ * it (only bytes already decoded are overwritten), so a body of tiny
+ * chunks costs one write per buffer, not one per chunk; *<moved> says
+ * whether that happened. <total> counts decoded bytes against <limit>
+ * (0: none). Returns 1 if something was queued or the body ended, 0 if
+ * more input is needed, or a framing error (WEIR_ESMUGGLING) or
+ * WEIR_EBODY_TOO_LARGE.
+ */
+static int txn_fill_chunked(struct outq *q, struct http_chunked *ch, struct buf *in, int chunked_out,
+                            uint64_t *total, uint64_t limit, int *moved)
+{
+	char *base = in->data + in->start, *span = NULL;
+	size_t avail = buf_len(in), off = 0, len = 0;
+
+	*moved = 0;
+	while (off < avail && !ch->done) {
+		size_t used, dlen;
+		const char *data;
+		int rc = http_chunked_feed(ch, base + off, avail - off, &used, &data, &dlen);
+
+		if (rc < 0)
+			return rc;
+		off += used;
+		*total += dlen;
+		if (limit && *total > limit)
+			return WEIR_ERR(BODY_TOO_LARGE);
+		if (dlen == 0)
+			continue;
+		if (!span) {
+			span = (char *)data;
+		} else if (data != span + len) {
+			memmove(span + len, data, dlen);
+			*moved = 1;
+		}
+		len += dlen;
+	}
+	if (len == 0 && !(ch->done && chunked_out)) {
+		/* framing only: consumed now, since no write will */
+		in->start += (uint32_t)off;
+		return ch->done;
+	}
+	outq_body(q, in, (uint32_t)off, span, len, chunked_out);
+	if (ch->done && chunked_out)
+		outq_add(q, chunk_end, sizeof(chunk_end) - 1);
+	return 1;
+}
+
 /* Queues the next piece of request body from c->in. Returns 1 if something
  * was queued or state advanced, 0 if client bytes are needed, or an error. */
 static int txn_fill_up(struct txn *t)
@@ -527,30 +615,14 @@ static int txn_fill_up(struct txn *t)
 		return 1;
 	}
 	/* chunked: decode strictly, encode anew */
-	for (;;) {
-		size_t used, dlen;
-		const char *data;
-		int rc = http_chunked_feed(&t->req_chunks, in->data + in->start, buf_len(in), &used, &data, &dlen);
+	int moved = 0;
+	int rc = txn_fill_chunked(&t->up, &t->req_chunks, in, 1, &t->req_body_total, wk.cfg->limits.body_size,
+	                          &moved);
 
-		if (rc < 0)
-			return rc;
-		t->req_body_total += dlen;
-		if (wk.cfg->limits.body_size && t->req_body_total > wk.cfg->limits.body_size)
-			return WEIR_ERR(BODY_TOO_LARGE);
-		if (t->req_chunks.done) {
-			outq_body(&t->up, in, (uint32_t)used, data, dlen, 1);
-			outq_add(&t->up, chunk_end, sizeof(chunk_end) - 1);
-			t->req_body_done = 1;
-			return 1;
-		}
-		if (dlen) {
-			outq_body(&t->up, in, (uint32_t)used, data, dlen, 1);
-			return 1;
-		}
-		in->start += (uint32_t)used; /* framing only */
-		if (buf_len(in) == 0)
-			return 0;
-	}
+	if (moved)
+		t->replayable = 0; /* the body bytes sent are no longer as received */
+	t->req_body_done = t->req_chunks.done;
+	return rc;
 }
 
 /* Makes room in c->in for more request body. */
@@ -694,29 +766,13 @@ static int txn_fill_down(struct txn *t)
 	case HTTP_BODY_CLOSE:
 		outq_body(&t->down, in, avail, in->data + in->start, avail, chunked);
 		return 1;
-	case HTTP_BODY_CHUNKED:
-		for (;;) {
-			size_t used, dlen;
-			const char *data;
-			int rc = http_chunked_feed(&t->resp_chunks, in->data + in->start, buf_len(in), &used, &data,
-			                           &dlen);
-			if (rc < 0)
-				return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-			if (t->resp_chunks.done) {
-				outq_body(&t->down, in, (uint32_t)used, data, dlen, chunked);
-				if (chunked)
-					outq_add(&t->down, chunk_end, sizeof(chunk_end) - 1);
-				t->resp_done = 1;
-				return 1;
-			}
-			if (dlen) {
-				outq_body(&t->down, in, (uint32_t)used, data, dlen, chunked);
-				return 1;
-			}
-			in->start += (uint32_t)used;
-			if (buf_len(in) == 0)
-				return 0;
-		}
+	case HTTP_BODY_CHUNKED: {
+		uint64_t total = 0;
+		int moved, rc = txn_fill_chunked(&t->down, &t->resp_chunks, in, chunked, &total, 0, &moved);
+
+		t->resp_done = t->resp_chunks.done;
+		return rc < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : rc;
+	}
 	default:
 		return 0;
 	}
@@ -856,6 +912,22 @@ void txn_pump(struct txn *t)
 		rc = conn_read(c);
 		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED))
 			want_client_read = 0;
+	}
+	if (c->in && buf_len(c->in) == 0 && t->head_up && t->req_body_done &&
+	    (c->in->start == t->req_head_start || !t->replayable)) {
+		/* nothing pipelined and nothing a replay would read again: the
+		 * input buffer goes back while the answer is awaited (a request
+		 * waiting on a slow upstream holds none); the head's spans in it
+		 * were all copied into head_up */
+		buf_put(c->in);
+		c->in = NULL;
+		t->req_head_start = 0;
+	}
+	if (u && u->in && buf_len(u->in) == 0 && !t->down.count) {
+		/* the same on the upstream side: a stream that drips (long
+		 * polling, server-sent events) holds no buffer between bytes */
+		buf_put(u->in);
+		u->in = NULL;
 	}
 	conn_io_set(c, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
 	if (u) {

@@ -29,6 +29,7 @@ struct outq {
 	int first, count;       /* iov[first .. first+count) still to write */
 	struct buf *src;        /* buffer the body span points into */
 	uint32_t src_consume;   /* bytes of src to consume once all is written */
+	uint8_t sent;           /* some of it reached the peer (cleared per connection) */
 	char pre[24];           /* chunk size line */
 };
 

@@ -152,6 +152,14 @@ struct upconn *upstream_pool_get(uint32_t server)
 	return u;
 }
 
+int upstream_pool_alive(struct upconn *u)
+{
+	char b;
+	ssize_t n = recv(u->io.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n < 0 && errno == EAGAIN;
+}
+
 struct upconn *upstream_connect(const struct route_table *t, uint32_t server, int *rc)
 {
 	const struct route_server *rs = &t->servers[server];

@@ -53,6 +53,11 @@ int upstream_pick(const struct route_table *t, const struct route_upstream *up, 
 /* A pooled connection to <server>, or NULL. */
 struct upconn *upstream_pool_get(uint32_t server);
 
+/* 0 if pooled connection <u>, just taken, already shows a close or bytes
+ * nobody asked for that its watcher has not reported yet, else 1. One
+ * system call: for requests that must not be sent on a dying connection. */
+int upstream_pool_alive(struct upconn *u);
+
 /* Opens a new non-blocking connection to <server>, with a client SSL
  * attached when its group has TLS (the handshake starts once connected:
  * txn.c). Returns it (connect possibly still in progress) or NULL with *rc

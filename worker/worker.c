@@ -57,17 +57,32 @@ ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags)
 	return sendmsg(fd, &mh, flags);
 }
 
+static struct buf *buf_get_class(int cls)
+{
+	struct buf *b = slab_alloc(&wk.slab, cls);
+	if (b) {
+		b->start = b->end = 0;
+		b->cls = (uint32_t)cls;
+	}
+	return b;
+}
+
 struct buf *buf_get(void)
 {
-	struct buf *b = slab_alloc(&wk.slab, wk.cls_buf);
-	if (b)
-		b->start = b->end = 0;
-	return b;
+	return buf_get_class(wk.cls_buf);
+}
+
+struct buf *buf_get_fit(uint32_t len)
+{
+	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
+		if (len <= (WORKER_SMALL_MIN << i) - sizeof(struct buf))
+			return buf_get_class(wk.cls_small[i]);
+	return len <= wk.buf_size ? buf_get_class(wk.cls_buf) : NULL;
 }
 
 void buf_put(struct buf *b)
 {
-	slab_free(&wk.slab, wk.cls_buf, b);
+	slab_free(&wk.slab, (int)b->cls, b);
 }
 
 static void worker_table_publish_min(void)
@@ -328,6 +343,8 @@ static int worker_setup(const struct worker_start *ws)
 	wk.cls_txn = slab_add_class(&wk.slab, txn_size(cfg->limits.headers));
 	wk.cls_upconn = slab_add_class(&wk.slab, sizeof(struct upconn));
 	wk.cls_buf = slab_add_class(&wk.slab, sizeof(struct buf) + wk.buf_size);
+	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
+		wk.cls_small[i] = slab_add_class(&wk.slab, (size_t)WORKER_SMALL_MIN << i);
 
 	signal(SIGPIPE, SIG_IGN);
 	/* reload and upgrade are the master's business (and without a master,

@@ -31,6 +31,12 @@
 struct conn;
 struct upconn;
 
+/* Buffer size classes below the I/O buffer, for heads weir writes: 512,
+ * 1024, 2048 and 4096 bytes with their struct buf, so a head of a few
+ * hundred bytes holds half a kilobyte, not a 16 KiB buffer. */
+#define WORKER_SMALL_CLASSES 4
+#define WORKER_SMALL_MIN 512
+
 /* Per-worker state of one upstream server (index into route_table.servers). */
 struct up_server {
 	int64_t cw;             /* smooth WRR current weight */
@@ -51,6 +57,7 @@ struct worker {
 
 	struct slab slab;
 	int cls_conn, cls_txn, cls_upconn, cls_buf;
+	int cls_small[WORKER_SMALL_CLASSES]; /* buffers for heads, by size */
 	uint32_t buf_size; /* data bytes of one buffer */
 
 	ev_io accept_io[CONFIG_MAX_LISTENERS];
@@ -94,6 +101,8 @@ void worker_check_drained(void);
 struct buf {
 	uint32_t start;
 	uint32_t end;
+	uint32_t cls; /* slab class it came from, where buf_put gives it back */
+	uint32_t pad; /* data stays 16-byte aligned, as string functions like */
 	char data[];
 };
 
@@ -116,7 +125,14 @@ void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at);
  * re-armed for it, and the callback returns), 0 when the deadline passed. */
 int worker_deadline_early(ev_timer *tm, ev_tstamp dl);
 
+/* An I/O buffer of wk.buf_size data bytes, or NULL when the slab is out. */
 struct buf *buf_get(void);
+
+/* The smallest buffer with room for <len> data bytes (an I/O buffer when
+ * no smaller class fits, NULL above wk.buf_size or when the slab is out). */
+struct buf *buf_get_fit(uint32_t len);
+
+/* Gives back a buffer of either kind. */
 void buf_put(struct buf *b);
 
 static inline uint32_t buf_len(const struct buf *b)

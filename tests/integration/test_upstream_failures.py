@@ -211,6 +211,7 @@ def test_an_upstream_stalling_mid_body_cuts_the_response_after_upstream_read(wei
 
 def test_a_pooled_connection_closed_by_the_origin_is_replaced_transparently(weir_factory, origin):
     w = simple(weir_factory, origin, workers=1)
+    m0 = w.metrics()
     with w.client() as c:
         for _ in range(5):
             assert c.request("GET", "/keepalive-then-close").status == 200
@@ -218,6 +219,9 @@ def test_a_pooled_connection_closed_by_the_origin_is_replaced_transparently(weir
             r = c.request("GET", "/echo")
             assert r.status == 200, r
     assert len(origin.requests("/echo")) == 5
+    # the pool saw each close and dropped the connection: no request went
+    # out on a dead one to be saved by a retry
+    assert w.metrics()("weir_upstream_retries_total") == m0("weir_upstream_retries_total")
 
 
 def test_a_stale_pooled_connection_is_retried_once_on_a_fresh_one(weir_factory, origin):
@@ -235,6 +239,43 @@ def test_a_stale_pooled_connection_is_retried_once_on_a_fresh_one(weir_factory, 
     assert [e.get("dropped", False) for e in tries] == [True, False]
     m1 = w.metrics()
     assert m1("weir_upstream_connects_total") - m0("weir_upstream_connects_total") == 2
+    assert m1("weir_upstream_retries_total") - m0("weir_upstream_retries_total") == 1
+    assert m1("weir_upstream_replays_refused_total") == m0("weir_upstream_replays_refused_total")
+
+
+def sent_on_a_connection_the_origin_drops(weir_factory, origin, method, body):
+    """<method> /echo on a pooled connection the origin reads the request
+    from and then closes without answering; returns the answer, the
+    origin's log entries for that method, and the metrics before and after."""
+    w = simple(weir_factory, origin, workers=1)
+    m0 = w.metrics()
+    with w.client() as c:
+        assert c.request("GET", "/close-on-next").status == 200
+        r = c.request(method, "/echo", body=body)
+    settle()
+    return r, [e for e in origin.requests("/echo") if e["method"] == method], m0, w.metrics()
+
+
+def test_a_post_whose_pooled_connection_closes_unanswered_is_not_sent_twice(weir_factory, origin):
+    """As a backend that crashed running it would: the POST may have run,
+    so weir answers 502 rather than run it again."""
+    r, posts, m0, m1 = sent_on_a_connection_the_origin_drops(weir_factory, origin, "POST",
+                                                             b"charge the card once")
+    assert r.status == 502, r
+    assert len(posts) == 1 and posts[0].get("dropped"), posts
+    assert m1("weir_upstream_replays_refused_total") - m0("weir_upstream_replays_refused_total") == 1
+    assert m1("weir_upstream_retries_total") == m0("weir_upstream_retries_total")
+    assert m1.error("upstream_closed") - m0.error("upstream_closed") == 1
+
+
+def test_a_put_whose_pooled_connection_closes_unanswered_is_sent_again(weir_factory, origin):
+    """PUT is idempotent (RFC 9110 9.2.2): sent again, body and all."""
+    r, puts, m0, m1 = sent_on_a_connection_the_origin_drops(weir_factory, origin, "PUT",
+                                                            b"the same state twice")
+    assert r.status == 200 and r.json()["body_len"] == 20, r
+    assert [e.get("dropped", False) for e in puts] == [True, False]
+    assert m1("weir_upstream_retries_total") - m0("weir_upstream_retries_total") == 1
+    assert m1("weir_upstream_replays_refused_total") == m0("weir_upstream_replays_refused_total")
 
 
 def test_the_bytes_after_a_complete_upstream_response_are_never_delivered_as_a_response(weir_factory, origin):

@@ -390,6 +390,13 @@ class Server:
                 n -= k
             c.send(b"0\r\n\r\n")
             return not close
+        if parts[1:2] == ["tiny-chunks"]:
+            # a body of N one-byte chunks, all sent at once
+            n = num(2)
+            c.send(self.head_bytes(200, [("Transfer-Encoding", "chunked")]))
+            if not head_only:
+                c.send(b"1\r\nx\r\n" * n + b"0\r\n\r\n")
+            return not close
         if parts[1:2] == ["close"]:
             n = num(2)
             c.send(self.head_bytes(200, [("Connection", "close")]))
@@ -407,6 +414,8 @@ class Server:
                     time.sleep(min(ms, 60000) / 1000.0)
                 piece = b"tick %d\n" % i
                 c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+            if parts[4:5] == ["end-late"]:  # the last chunk in a read of its own
+                time.sleep(min(ms, 60000) / 1000.0)
             c.send(b"0\r\n\r\n")
             return not close
         if path == "/stall":

@@ -632,6 +632,21 @@ static void test_a_header_named_in_connection_is_hop_by_hop(void)
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: a;b\r\n\r\n"), BAD);
 }
 
+static void test_connection_tokens_are_bounded(void)
+{
+	/* 16 over two headers, empty elements not counted: fine */
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n"
+	                      "Connection: t1, t2, t3, t4, t5, t6, t7, t8,,,\r\n"
+	                      "Connection: t9, t10, t11, t12, t13, t14, t15, close\r\nT15: x\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(hdr("T15")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(req.keep_alive, 0);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n"
+	                      "Connection: t1, t2, t3, t4, t5, t6, t7, t8\r\n"
+	                      "Connection: t9, t10, t11, t12, t13, t14, t15, t16, t17\r\n\r\n"),
+	                WEIR_ERR(CONNECTION_TOKENS));
+}
+
 static void test_keep_alive_follows_the_version_and_connection(void)
 {
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
@@ -733,6 +748,7 @@ static const struct unit_test tests[] = {
 		 test_headers_get_their_flags},
 		{"a header named in Connection is hop-by-hop",
 		 test_a_header_named_in_connection_is_hop_by_hop},
+		{"more than 16 Connection tokens are refused", test_connection_tokens_are_bounded},
 		{"keep_alive follows the version and Connection",
 		 test_keep_alive_follows_the_version_and_connection},
 		{"expect_continue needs the exact value and HTTP/1.1",
