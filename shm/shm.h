@@ -40,7 +40,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 7u
+#define SHM_LAYOUT_VERSION 8u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -164,8 +164,9 @@ struct shm_segment {
 };
 
 /*
- * Size: 13.2 MiB (each slot's per-key counters are 80 KiB, times 128 slots
- * and the retired block; the four route generations are 3 MiB). The
+ * Size: 31.1 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
+ * routes and 128 KiB for servers, times 128 slots and the retired block;
+ * the eight route generations are 6.5 MiB). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.
@@ -203,6 +204,12 @@ static inline uint32_t shm_admin(const struct shm_segment *seg, uint16_t stat)
 {
 	return atomic_load_explicit((_Atomic uint32_t *)&seg->admin[stat], memory_order_relaxed);
 }
+
+/* Zeroes the counters of route (server) stat index <i> in every slot and
+ * the retired block (and a server's admin word), for a key index handed to
+ * a new key: master only, once no worker can count into it (stat.h). */
+void shm_key_zero_route(struct shm_segment *seg, uint16_t i);
+void shm_key_zero_server(struct shm_segment *seg, uint16_t i);
 
 /* Claims a free worker slot (marks it running); -1 if none. Atomic, as
  * two masters share the segment during a binary upgrade. */
