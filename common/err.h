@@ -36,7 +36,8 @@
 	X(DRAIN_CUT, 0, "drain_cut", "connection cut by the drain timeout")             \
 	X(TLS_HANDSHAKE, 0, "tls_handshake", "TLS handshake failed")                    \
 	X(UPSTREAM_TLS, 502, "upstream_tls", "TLS handshake with the upstream failed")   \
-	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")
+	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")              \
+	X(LOCAL_CONNECT_ERROR, 503, "local_connect_error", "no local resources to connect upstream")
 
 #define WEIR_OK 0
 

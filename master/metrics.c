@@ -243,6 +243,11 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       c.upstream_reuses);
 	metric(o, "weir_upstream_retries_total", "counter", "Requests sent again after an upstream failure.",
 	       c.upstream_retries);
+	metric(o, "weir_upstream_marked_down_total", "counter",
+	       "Times a worker marked an upstream server down after max_fails connect failures in a row.",
+	       c.upstream_marked_down);
+	metric(o, "weir_upstream_panic_total", "counter",
+	       "Servers picked with every server of their group marked down (tried anyway).", c.upstream_panics);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
 	family(o, "weir_errors_total", "counter", "Failures, by kind.");
 	for (int e = 1; e < WEIR_ERR_COUNT; e++) /* entry 0 is AGAIN, not a failure */

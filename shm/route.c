@@ -62,6 +62,8 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		u->first_server = (uint32_t)cu->first_server;
 		u->nservers = (uint32_t)cu->nservers;
 		u->keepalive = (uint32_t)cu->keepalive;
+		u->max_fails = (uint32_t)cu->max_fails;
+		u->fail_timeout = cu->fail_timeout;
 		u->tls = (uint8_t)cu->tls;
 		u->tls_verify = (uint8_t)cu->tls_verify;
 		memcpy(u->tls_sni, cu->tls_sni, sizeof(u->tls_sni));

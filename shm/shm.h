@@ -77,6 +77,8 @@ struct shm_counters {
 	uint64_t tls_failures[TLS_FAIL_COUNT]; /* client handshakes failed, by enum tls_fail */
 	uint64_t upstream_tls_handshakes; /* TLS handshakes with upstreams completed */
 	uint64_t upstream_tls_resumed;    /* of which resumed the session offered */
+	uint64_t upstream_marked_down;    /* servers marked down after max_fails failures */
+	uint64_t upstream_panics;         /* picks made with every server of the group marked down */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */

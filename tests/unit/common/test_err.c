@@ -58,9 +58,11 @@ static void test_last_entry(void)
 	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(TLS_HANDSHAKE)), 0);
 	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(UPSTREAM_TLS)), "upstream_tls");
 	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(UPSTREAM_TLS)), 502);
-	CU_ASSERT_EQUAL(WEIR_ETOO_EARLY_INDEX, WEIR_ERR_COUNT - 1);
 	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(TOO_EARLY)), "too_early");
 	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(TOO_EARLY)), 425);
+	CU_ASSERT_EQUAL(WEIR_ELOCAL_CONNECT_ERROR_INDEX, WEIR_ERR_COUNT - 1);
+	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(LOCAL_CONNECT_ERROR)), "local_connect_error");
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(LOCAL_CONNECT_ERROR)), 503);
 }
 
 static void test_eagain(void)
