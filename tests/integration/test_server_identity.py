@@ -155,6 +155,42 @@ def test_a_pooled_connection_to_a_server_that_stays_is_reused_after_a_reload(wei
     assert_own_groups({"/a/": [a, extra], "/b/": [b]})
 
 
+def test_a_request_in_flight_to_a_server_a_reload_removed_finishes_and_is_not_pooled(weir_factory,
+                                                                                      origin_factory):
+    """T1: a = [a1]; T2: a = [a2]. A slow request on a1 finishes after the
+    worker met T2: it is answered, and its connection is closed (a1 has
+    no pool in T2), while a2's pooled connection is reused."""
+    from harness import established_to
+    a1, a2 = origin_factory("a1"), origin_factory("a2")
+    kw = dict(workers=1, timeouts={"client_header": "20s", "drain": "20s", "upstream_read": "5s"},
+              routes=[{"path": "/", "upstream": "a"}])
+    w = weir_factory(upstreams=[{"name": "a", "servers": [a1.addr]}], **kw)
+    t2 = render_config(w.dir, w.port, w.stats_port, upstreams=[{"name": "a", "servers": [a2.addr]}], **kw)
+    m0 = w.metrics()
+    c2, c3 = partial_head(w, "/two"), partial_head(w, "/three")
+    r = Client(w.port, timeout=15)
+    r.send("GET /slow/1500 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    time.sleep(slack(0.2))
+    write_atomic(w.conf, t2)
+    hup_counted(w, m0("weir_reloads_total", result="ok"))
+    c2.send("\r\n")
+    r2 = c2.read_response()
+    assert (r2.status, r2.get("X-Origin")) == (200, "a2"), r2
+    rr = r.read_response(timeout=10)
+    assert (rr.status, rr.get("X-Origin")) == (200, "a1"), rr
+    # c3 keeps the draining worker alive: a1's connection is gone, a2's pooled
+    wait_until(lambda: established_to(a1.port) == 0, slack(2), what="a1's connection closed")
+    assert established_to(a2.port) == 1
+    m1 = w.metrics()
+    c3.send("\r\n")
+    r3 = c3.read_response()
+    assert (r3.status, r3.get("X-Origin")) == (200, "a2"), r3
+    assert w.metrics()("weir_upstream_reuses_total") - m1("weir_upstream_reuses_total") == 1
+    assert [e["target"] for e in a1.requests()] == ["/slow/1500"]
+    for c in (c2, c3, r):
+        c.close()
+
+
 def churn_config(w, origin, n, per=8):
     """Route "/" to the origin (group "stay"), and a route "/gN/" to group
     "churn" of <per> refusing servers, new addresses at every N."""
