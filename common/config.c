@@ -945,7 +945,7 @@ static int load_upstream_tls(struct loader *ld, const config_setting_t *e, struc
 
 static int load_upstreams(struct loader *ld, const config_setting_t *root)
 {
-	static const char *const keys[] = {"name", "keepalive", "tls", "servers", NULL};
+	static const char *const keys[] = {"name", "keepalive", "max_fails", "fail_timeout", "tls", "servers", NULL};
 	struct config *cfg = ld->cfg;
 	config_setting_t *list = get_list(ld, root, "upstreams", "upstreams", 1, CONFIG_MAX_UPSTREAMS);
 	int n, total;
@@ -976,6 +976,10 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		check_keys(ld, e, keys, "in upstreams entry");
 		u->keepalive = 32;
 		get_int(ld, e, "keepalive", "upstreams.keepalive", 0, 10000, &u->keepalive);
+		u->max_fails = 3;
+		get_int(ld, e, "max_fails", "upstreams.max_fails", 0, 1000, &u->max_fails);
+		u->fail_timeout = 10000;
+		get_duration(ld, e, "fail_timeout", "upstreams.fail_timeout", &u->fail_timeout);
 		g = get_string(ld, e, "name", "upstreams.name", &name, 255);
 		if (g == GOT_NONE)
 			fail(ld, line_of(e), "upstreams.name is required");

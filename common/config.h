@@ -93,6 +93,11 @@ struct config_upstream {
 	int first_server; /* index into config.servers */
 	int nservers;     /* at least 1 */
 	int keepalive;    /* idle connections kept per server per worker, default 32, 0 = none */
+	/* passive health, per worker: max_fails connect failures in a row
+	 * (default 3, 0 = never), each within fail_timeout (ms, default 10 s)
+	 * of the one before, skip a server for fail_timeout */
+	int max_fails;
+	uint32_t fail_timeout;
 	/* tls = { ca = ...; verify = ...; sni = ...; }: TLS to every server of
 	 * the group. verify (default true) checks the chain against <tls_ca>
 	 * and the name against <tls_sni>, both then required; the CA file is

@@ -40,6 +40,7 @@
 	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")         \
 	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set")   \
 	X(BAD_PATH, 400, "bad_path", "request path above the root or badly encoded") \
+	X(LOCAL_CONNECT_ERROR, 503, "local_connect_error", "no local resources to connect upstream") \
 	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory")
 
 #define WEIR_OK 0

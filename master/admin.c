@@ -269,8 +269,9 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 	}
 	if (s->stat == STAT_SERVER_OTHER) {
 		reply(r, 409,
-		      "server %s of upstream \"%s\" has no stat index of its own (more than %d servers were "
-		      "configured since weir started), so it cannot be changed at run time; restart weir to reset\n",
+		      "server %s of upstream \"%s\" has no stat index of its own (the configurations still in use "
+		      "hold more than %d servers between them), so it cannot be changed at run time; reload once "
+		      "the draining workers are gone\n",
 		      addr.text, group, STAT_SERVER_OTHER);
 		return;
 	}

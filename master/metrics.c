@@ -336,6 +336,11 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_upstream_replays_refused_total", "counter",
 	       "Requests not sent again after their pooled connection closed: not idempotent and sent.",
 	       c.upstream_replays_refused);
+	metric(o, "weir_upstream_marked_down_total", "counter",
+	       "Times a worker marked an upstream server down after max_fails connect failures in a row.",
+	       c.upstream_marked_down);
+	metric(o, "weir_upstream_panic_total", "counter",
+	       "Servers picked with every server of their group marked down (tried anyway).", c.upstream_panics);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
 	family(o, "weir_log_dropped_total", "counter",
 	       "Log lines not written: repeats held back per call site (reported as \"N more like this\"), and lines "

@@ -141,6 +141,23 @@ void shm_sum_keys(struct shm_segment *seg, struct shm_route_counters *routes, st
 	}
 }
 
+void shm_key_zero_route(struct shm_segment *seg, uint16_t i)
+{
+	for (int w = 0; w < SHM_SLOTS; w++)
+		if (atomic_load(&seg->slots[w].state) != SHM_SLOT_FREE) /* a free one is zero: keep it unbacked */
+			memset(&seg->slots[w].routes[i], 0, sizeof(seg->slots[w].routes[i]));
+	memset(&seg->retired_routes[i], 0, sizeof(seg->retired_routes[i]));
+}
+
+void shm_key_zero_server(struct shm_segment *seg, uint16_t i)
+{
+	for (int w = 0; w < SHM_SLOTS; w++)
+		if (atomic_load(&seg->slots[w].state) != SHM_SLOT_FREE) /* a free one is zero: keep it unbacked */
+			memset(&seg->slots[w].servers[i], 0, sizeof(seg->slots[w].servers[i]));
+	memset(&seg->retired_servers[i], 0, sizeof(seg->retired_servers[i]));
+	atomic_store_explicit(&seg->admin[i], 0, memory_order_relaxed);
+}
+
 int shm_slot_claim(struct shm_segment *seg)
 {
 	for (int i = 0; i < SHM_SLOTS; i++) {

@@ -79,6 +79,8 @@ struct shm_counters {
 	uint64_t upstream_tls_handshakes; /* TLS handshakes with upstreams completed */
 	uint64_t upstream_tls_resumed;    /* of which resumed the session offered */
 	uint64_t log_dropped[3];          /* log lines not written, by enum log_drop (common/log.h) */
+	uint64_t upstream_marked_down;    /* servers marked down after max_fails failures */
+	uint64_t upstream_panics;         /* picks made with every server of the group marked down */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */
@@ -166,8 +168,9 @@ struct shm_segment {
 };
 
 /*
- * Size: 13.2 MiB (each slot's per-key counters are 80 KiB, times 128 slots
- * and the retired block; the four route generations are 3 MiB). The
+ * Size: 31.1 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
+ * routes and 128 KiB for servers, times 128 slots and the retired block;
+ * the eight route generations are 6.5 MiB). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.
@@ -205,6 +208,12 @@ static inline uint32_t shm_admin(const struct shm_segment *seg, uint16_t stat)
 {
 	return atomic_load_explicit((_Atomic uint32_t *)&seg->admin[stat], memory_order_relaxed);
 }
+
+/* Zeroes the counters of route (server) stat index <i> in every slot and
+ * the retired block (and a server's admin word), for a key index handed to
+ * a new key: master only, once no worker can count into it (stat.h). */
+void shm_key_zero_route(struct shm_segment *seg, uint16_t i);
+void shm_key_zero_server(struct shm_segment *seg, uint16_t i);
 
 /* Claims a free worker slot (marks it running); -1 if none. Atomic, as
  * two masters share the segment during a binary upgrade. */

@@ -284,7 +284,7 @@ static void txn_finish(struct txn *t)
 		 * on framing; never reuse that connection */
 		worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
 		log_warn("upstream %s sent %u bytes after the end of a response; closing it",
-		         t->table->servers[u->server].text, buf_len(u->in));
+		         t->table->servers[t->server].text, buf_len(u->in));
 		up_keep = 0;
 	}
 	txn_detach_upstream(t, up_keep);
@@ -330,7 +330,7 @@ static void txn_attach(struct txn *t, struct upconn *u)
 	t->up.sent = 0;
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
-	SHM_ADD(&wk.scnt[t->table->servers[u->server].stat], requests, 1);
+	SHM_ADD(&wk.scnt[t->table->servers[t->server].stat], requests, 1);
 	upstream_set_deadline(u, worker_after(u->connecting ? wk.cfg->timeouts.upstream_connect
 	                                                    : wk.cfg->timeouts.upstream_send));
 }
@@ -350,12 +350,12 @@ static int txn_connect(struct txn *t, int last_rc)
 			return t->tried ? last_rc : WEIR_ERR(NO_SERVER);
 		t->tried |= 1ull << ((uint32_t)s - up->first_server);
 		t->server = s;
-		u = upstream_pool_get((uint32_t)s);
+		u = upstream_pool_get(t->table, (uint32_t)s);
 		while (u && !txn_idempotent(t) && !upstream_pool_alive(u)) {
 			/* closed as it idled, its event not seen yet: such a request
 			 * is not sent again if the connection dies under it */
 			upstream_close(u);
-			u = upstream_pool_get((uint32_t)s);
+			u = upstream_pool_get(t->table, (uint32_t)s);
 		}
 		if (u) {
 			SHM_ADD(wk.cnt, upstream_reuses, 1);
@@ -368,8 +368,8 @@ static int txn_connect(struct txn *t, int last_rc)
 			txn_attach(t, u);
 			return 0;
 		}
-		if (rc == WEIR_ERR(NOMEM))
-			return rc;
+		if (rc == WEIR_ERR(NOMEM) || rc == WEIR_ERR(LOCAL_CONNECT_ERROR))
+			return rc; /* ours: another server would fare no better */
 		last_rc = rc;
 		log_warn("upstream %s refused the connection; trying another server", t->table->servers[s].text);
 	}
@@ -868,7 +868,7 @@ void txn_pump(struct txn *t)
 			rc = t->resp_started ? txn_fill_down(t) : txn_response_head(t);
 			if (rc < 0) {
 				if (!t->resp_started && rc == WEIR_ERR(UPSTREAM_BAD_RESPONSE))
-					log_warn("upstream %s sent an invalid response", t->table->servers[u->server].text);
+					log_warn("upstream %s sent an invalid response", t->table->servers[t->server].text);
 				txn_fail(t, rc);
 				return;
 			}
@@ -973,9 +973,9 @@ void txn_on_upstream_event(struct txn *t, int revents)
 
 			getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &err, &len);
 			if (err) {
-				log_warn("upstream %s: connect failed: %s", t->table->servers[u->server].text,
+				log_warn("upstream %s: connect failed: %s", t->table->servers[t->server].text,
 				         strerror(err));
-				rc = WEIR_ERR(UPSTREAM_REFUSED);
+				rc = upstream_errno_local(err) ? WEIR_ERR(LOCAL_CONNECT_ERROR) : WEIR_ERR(UPSTREAM_REFUSED);
 			} else if (u->ssl) {
 				u->handshaking = 1;
 			}
@@ -992,21 +992,24 @@ void txn_on_upstream_event(struct txn *t, int revents)
 				return;
 			}
 			if (rc < 0)
-				log_warn("upstream %s: TLS handshake failed: %s", t->table->servers[u->server].text, why);
+				log_warn("upstream %s: TLS handshake failed: %s", t->table->servers[t->server].text, why);
 			else
 				u->handshaking = 0;
 		}
 		if (rc < 0) {
-			upstream_mark_down(u->server);
+			if (rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
+				upstream_fail(t->table, (uint32_t)t->server);
 			txn_detach_upstream(t, 0);
 			same = 0;
-			rc = txn_connect(t, rc);
+			if (rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
+				rc = txn_connect(t, rc);
 			if (rc < 0) {
 				txn_fail(t, rc);
 				return;
 			}
 		} else {
 			u->connecting = 0;
+			upstream_connected(u);
 			upstream_set_deadline(u, worker_after(wk.cfg->timeouts.upstream_send));
 		}
 	}
@@ -1020,9 +1023,9 @@ void txn_on_upstream_timeout(struct txn *t)
 	struct upconn *u = t->u;
 
 	if (u->connecting) {
-		log_warn("upstream %s: %s timed out", t->table->servers[u->server].text,
+		log_warn("upstream %s: %s timed out", t->table->servers[t->server].text,
 		         u->handshaking ? "TLS handshake" : "connect");
-		upstream_mark_down(u->server);
+		upstream_fail(t->table, (uint32_t)t->server);
 		txn_detach_upstream(t, 0);
 		int rc = txn_connect(t, WEIR_ERR(UPSTREAM_TIMEOUT));
 		if (rc < 0)
@@ -1031,7 +1034,7 @@ void txn_on_upstream_timeout(struct txn *t)
 			txn_pump(t);
 		return;
 	}
-	log_warn("upstream %s did not answer in time", t->table->servers[u->server].text);
+	log_warn("upstream %s did not answer in time", t->table->servers[t->server].text);
 	txn_fail(t, WEIR_ERR(UPSTREAM_TIMEOUT));
 }
 

@@ -37,13 +37,34 @@ struct upconn;
 #define WORKER_SMALL_CLASSES 4
 #define WORKER_SMALL_MIN 512
 
-/* Per-worker state of one upstream server (index into route_table.servers). */
+/*
+ * Per-worker state of one upstream server, keyed by its identity (group
+ * name and address), never by its place in a table: a reload may reorder,
+ * add or remove servers while requests on the older table are in flight,
+ * and those must keep reaching the server they picked (upstream_state.c).
+ */
 struct up_server {
+	char group[CONFIG_NAME_MAX];    /* identity: the upstream group's name */
+	char addr[CONFIG_ADDR_STR_MAX]; /* and the address, as route_server.text */
+	uint64_t gen;           /* newest table id that maps it; 0: free slot */
+	uint8_t tomb;           /* freed slot a probe must walk past */
+	uint32_t keepalive;     /* pool size, from the newest table */
 	int64_t cw;             /* smooth WRR current weight */
-	ev_tstamp down_until;   /* skipped until then after a failure */
+	ev_tstamp down_until;   /* skipped until then after max_fails failures */
+	ev_tstamp last_fail;    /* time of the latest counted failure */
+	uint32_t fails;         /* consecutive failures counted */
 	struct upconn *idle;    /* pooled idle connections (LIFO) */
 	uint32_t nidle;
+	void *session;          /* SSL_SESSION offered on the next TLS connect */
+	void *session_ctx;      /* the SSL_CTX it came from */
 };
+
+/* Slots of the identity hash: the servers of the newest table (at most
+ * CONFIG_MAX_SERVERS) and those of older tables still held by requests in
+ * flight, at a load that keeps probes short. One more slot at the end is
+ * the shared overflow state (never pools, never marked down). */
+#define UPSTREAM_STATES 4096
+#define UPSTREAM_STATE_OVERFLOW UPSTREAM_STATES
 
 struct worker {
 	struct ev_loop *loop;
@@ -70,12 +91,17 @@ struct worker {
 	int draining;
 	ev_tstamp drain_deadline;
 
-	uint64_t table_id; /* generation the servers[] state belongs to */
+	uint64_t table_id; /* newest generation synced (upstream_sync_table) */
 	struct {
 		uint64_t id;
 		uint32_t refs;
 	} held[SHM_GENS]; /* tables held by requests in flight */
-	struct up_server servers[CONFIG_MAX_SERVERS];
+	/* server states by identity, and per route generation slot (index
+	 * into seg->gens) the state of each of its servers, resolved once when
+	 * the worker first meets the generation: the request path does one
+	 * array load, never a hash lookup */
+	struct up_server servers[UPSTREAM_STATES + 1];
+	uint16_t server_map[SHM_GENS][CONFIG_MAX_SERVERS];
 };
 
 extern struct worker wk;

@@ -594,7 +594,8 @@ DEFAULT_TIMEOUTS = {
 def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=None,
                   limits=None, level="info", extra=""):
     """A libconfig text for weir. <upstreams> is a list of dicts
-    {name, servers: [(addr, weight or None)], keepalive (optional)};
+    {name, servers: [(addr, weight or None)], keepalive, max_fails, fail_timeout
+    (optional)};
     <routes> a list of dicts {host (optional), path, upstream}."""
     t = dict(DEFAULT_TIMEOUTS)
     t.update(timeouts or {})
@@ -614,6 +615,10 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
             else:
                 servers.append('{ address = "%s"; weight = %d; }' % (addr, weight))
         ka = "keepalive = %d; " % u["keepalive"] if "keepalive" in u else ""
+        if "max_fails" in u:
+            ka += "max_fails = %d; " % u["max_fails"]
+        if "fail_timeout" in u:
+            ka += 'fail_timeout = "%s"; ' % u["fail_timeout"]
         ups.append('  { name = "%s"; %sservers = ( %s ); }' % (u["name"], ka, ", ".join(servers)))
     out.append("upstreams = (\n%s\n);" % ",\n".join(ups))
     rs = []

@@ -111,6 +111,25 @@ def test_a_server_weight_out_of_range_is_reported(tmp_path, weight):
     assert_error_at(err, p, line_of(text, "weight = %d" % weight))
 
 
+@pytest.mark.parametrize("key,value,needle", [("max_fails", -1, "max_fails = -1"),
+                                               ("max_fails", 1001, "max_fails = 1001"),
+                                               ("fail_timeout", "ten", 'fail_timeout = "ten"'),
+                                               ("fail_timeout", "0s", 'fail_timeout = "0s"')])
+def test_a_bad_max_fails_or_fail_timeout_is_reported(tmp_path, key, value, needle):
+    text = good_text(tmp_path, upstreams=[{"name": "a", "servers": ["127.0.0.1:9"], key: value}])
+    rc, out, err, p = check(tmp_path, text)
+    assert rc == 1, (out, err)
+    assert_error_at(err, p, line_of(text, needle))
+    assert "upstreams." + key in err
+
+
+def test_max_fails_0_and_a_fail_timeout_check(tmp_path):
+    text = good_text(tmp_path, upstreams=[{"name": "a", "servers": ["127.0.0.1:9"], "max_fails": 0,
+                                           "fail_timeout": "30s"}])
+    rc, out, err, _ = check(tmp_path, text)
+    assert rc == 0, (out, err)
+
+
 def test_an_upstream_without_servers_is_reported(tmp_path):
     text = good_text(tmp_path).replace('servers = ( { address = "127.0.0.1:9"; } )', "servers = ( )")
     assert "servers = ( )" in text

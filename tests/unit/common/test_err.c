@@ -65,6 +65,8 @@ static void test_last_entry(void)
 	CU_ASSERT_PTR_NOT_NULL(weir_err_counter(codes[NCODES - 1]));
 	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(ACCEPT_FAILED)), "accept_failed");
 	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(ACCEPT_FAILED)), 0);
+	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(LOCAL_CONNECT_ERROR)), "local_connect_error");
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(LOCAL_CONNECT_ERROR)), 503);
 }
 
 static void test_eagain(void)
