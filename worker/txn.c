@@ -46,6 +46,9 @@ struct txn *txn_new(struct conn *c)
 	t->c = c;
 	t->server = -1;
 	t->start = ev_now(wk.loop);
+	/* no client deadline of the transaction's own yet: the first pump sets
+	 * one whatever it waits for (the head's would otherwise stay) */
+	t->cl_wait = 0xff;
 	http_request_init(&t->req, t->headers, &wk.cfg->limits);
 	c->txn = t;
 	return t;

@@ -1,0 +1,139 @@
+"""Clients and upstreams that take their time or stop halfway: request body
+buffering, minimum data rates, the total request cap, an upstream that
+answers before it read the body, and which timer answers when."""
+
+import os
+import socket
+import threading
+import time
+
+from harness import (Client, build_request, chunked, error_response_ok, established_to, proc_stat,
+                     simple, slack, wait_until)
+
+
+def counted(w, kind, before, n=1):
+    def grown():
+        return w.metrics().error(kind) - before.error(kind) >= n
+    wait_until(grown, slack(3), what="weir_errors_total{kind=%r} to grow by %d" % (kind, n))
+
+
+def cpu_seconds(pid):
+    f = proc_stat(pid)
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def early_body(n):
+    pat = bytes(range(251))
+    return (pat * (n // 251 + 1))[:n]
+
+
+class Uploader(threading.Thread):
+    """Sends body bytes on <sock> as fast as it takes them until stopped or
+    the connection fails."""
+
+    def __init__(self, sock):
+        super().__init__(daemon=True)
+        self.sock = sock
+        self.stop = threading.Event()
+        self.sent = 0
+
+    def run(self):
+        chunk = b"u" * 65536
+        self.sock.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                self.sent += self.sock.send(chunk)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+
+def read_paced(c, n_expected, pace, limit):
+    """Reads the whole response from <c>, sleeping pace() seconds after
+    every 4 KiB. Returns the raw bytes and whether the connection was reset."""
+    data = bytearray()
+    end = time.monotonic() + limit
+    reset = False
+    c.sock.settimeout(1.0)
+    while time.monotonic() < end and len(data) < n_expected:
+        try:
+            d = c.sock.recv(4096)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            reset = True
+            break
+        if not d:
+            break
+        data += d
+        time.sleep(pace())
+    return bytes(data), reset
+
+
+# ---- which timer answers (item 10) ------------------------------------
+
+def test_an_upstream_not_reading_the_body_gets_504_not_408(weir_factory, origin):
+    # client_header has passed long before upstream_send does: the request
+    # waits on the upstream, so the upstream's timer and its answer rule
+    w = simple(weir_factory, origin, timeouts={"client_header": "1s", "client_body": "10s",
+                                               "upstream_send": "3s", "upstream_read": "10s"})
+    # (the body is larger than limits.body_buffer: it streams)
+    m0 = w.metrics()
+    c = Client(w.port, timeout=10)
+    try:
+        c.send(build_request("POST", "/hold-body/15000", headers=[("Content-Length", str(90 << 20))]))
+        up = Uploader(c.sock)
+        up.start()
+        r = c.read_response(timeout=10)
+        up.stop.set()
+        up.join(5)
+    finally:
+        c.close()
+    assert r.status == 504, r
+    counted(w, "upstream_timeout", m0)
+    assert w.metrics().error("body_timeout") == m0.error("body_timeout")
+
+
+class Blackhole:
+    """A listener whose accept queue is full: a connect to it hangs (the
+    kernel drops the SYN), as to a server that is down behind a firewall."""
+
+    def __init__(self):
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(0)
+        self.addr = "127.0.0.1:%d" % self.ls.getsockname()[1]
+        self.fill = []
+        for _ in range(2):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(self.ls.getsockname())
+            self.fill.append(s)
+        time.sleep(0.1)
+
+    def close(self):
+        for s in self.fill:
+            s.close()
+        self.ls.close()
+
+
+def test_a_request_waiting_on_an_upstream_connect_gets_504_not_408(weir_factory, origin):
+    hole = Blackhole()
+    try:
+        w = simple(weir_factory, origin, upstreams=[{"name": "a", "servers": [hole.addr]}],
+                   timeouts={"client_header": "1s", "client_body": "10s", "upstream_connect": "3s"})
+        m0 = w.metrics()
+        with w.client(timeout=10) as c:
+            # more body than limits.body_buffer, so it streams: the connect
+            # starts at once, and the client waits for it to send the rest
+            c.send(build_request("POST", "/upload", headers=[("Content-Length", str(1 << 20))]) + b"x" * 100)
+            t = time.monotonic()
+            r = c.read_response(timeout=10)
+            took = time.monotonic() - t
+        assert r.status == 504, r
+        assert took >= 2.5, took
+        counted(w, "upstream_timeout", m0)
+        assert w.metrics().error("body_timeout") == m0.error("body_timeout")
+    finally:
+        hole.close()
