@@ -292,6 +292,13 @@ static void txn_finish(struct txn *t)
 	SHM_ADD(wk.cnt, responses[t->status / 100], 1);
 	txn_count_end(t, t->status);
 	txn_log_access(t, t->status);
+	if (!t->req_body_done && !c->eof) {
+		/* answered before the body was read to its end: the client may
+		 * still be sending it, and a close now would reset the answer */
+		txn_free(t);
+		conn_linger(c);
+		return;
+	}
 	txn_free(t);
 	conn_txn_done(c, keep);
 }
@@ -706,6 +713,32 @@ static int txn_upstream_eof(struct txn *t)
 	return WEIR_ERR(UPSTREAM_CLOSED);
 }
 
+/* Drops what the client still sends of a body the upstream no longer
+ * takes, up to CONN_LINGER_BYTES (then the client is left to the flow
+ * control), so its input never stays readable unread. Returns whether to
+ * keep reading. */
+static int txn_discard_client(struct txn *t)
+{
+	struct conn *c = t->c;
+	char sink[4096];
+
+	while (c->readable && t->discarded <= CONN_LINGER_BYTES) {
+		ssize_t n = conn_recv(c, sink, sizeof(sink));
+
+		if (n > 0) {
+			t->discarded += (uint64_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		c->readable = 0;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		c->eof = 1;
+	}
+	return !c->eof && t->discarded <= CONN_LINGER_BYTES;
+}
+
 void txn_pump(struct txn *t)
 {
 	struct conn *c = t->c;
@@ -724,11 +757,17 @@ void txn_pump(struct txn *t)
 				n = outq_write(u, NULL, &t->up, 0);
 				if (n < 0) {
 					if (t->resp_started) {
-						/* it answered and stopped listening: keep the answer */
+						/* it answered and stopped listening: keep the
+						 * answer, drop the rest of the body */
 						outq_reset(&t->up);
 						t->req_done = 1;
 						t->client_close = 1;
 						t->up_reusable = 0;
+						if (!t->req_body_done) {
+							t->body_discard = 1;
+							if (c->in)
+								c->in->start = c->in->end;
+						}
 					} else {
 						txn_upstream_lost(t, WEIR_ERR(UPSTREAM_CLOSED));
 						return;
@@ -816,7 +855,9 @@ void txn_pump(struct txn *t)
 
 	/* arm exactly what we wait for */
 	struct upconn *u = t->u;
-	if (!t->req_body_done && !t->up.count)
+	if (t->body_discard)
+		want_client_read = txn_discard_client(t);
+	else if (!t->req_body_done && !t->up.count)
 		want_client_read = 1; /* more request body */
 	else if (t->req_body_done && !c->eof && (!c->in || c->in->end < wk.buf_size))
 		want_client_read = 1; /* pipelined requests or the client's close */
@@ -847,7 +888,9 @@ void txn_pump(struct txn *t)
 		}
 	}
 	{
-		uint8_t wait = t->down.count ? WAIT_SEND : (!t->req_body_done && !t->up.count) ? WAIT_READ : WAIT_NONE;
+		uint8_t wait = t->down.count                                          ? WAIT_SEND
+		               : (!t->req_body_done && !t->body_discard && !t->up.count) ? WAIT_READ
+		                                                                       : WAIT_NONE;
 		if (wait != t->cl_wait || cl_io) {
 			t->cl_wait = wait;
 			conn_set_deadline(c, txn_wait_until(wait, wk.cfg->timeouts.client_send, wk.cfg->timeouts.client_body));

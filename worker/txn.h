@@ -50,6 +50,8 @@ struct txn {
 	uint8_t resp_chunked_out;/* response re-encoded as chunked to the client */
 	uint8_t up_wait, cl_wait; /* what each side's timer now measures */
 	uint8_t early;           /* the request came in TLS early data (0-RTT) */
+	uint8_t body_discard;    /* the upstream stopped taking the body: what the
+	                          * client still sends of it is read and dropped */
 
 	struct http_request req;
 	struct http_response resp;
@@ -59,6 +61,7 @@ struct txn {
 	uint64_t req_body_total; /* decoded body bytes read so far */
 	uint64_t resp_body_left;
 	uint32_t req_head_start; /* offset of the request head in c->in */
+	uint64_t discarded;      /* body bytes dropped after body_discard */
 
 	struct buf *head_up;     /* request head written for the upstream */
 	struct buf *head_down;   /* response head written for the client */

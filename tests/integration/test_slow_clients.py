@@ -71,6 +71,69 @@ def read_paced(c, n_expected, pace, limit):
     return bytes(data), reset
 
 
+# ---- an upstream that answers early (item 3) ---------------------------
+
+def test_an_upstream_answering_before_the_body_is_read_costs_no_cpu_and_the_answer_arrives_whole(
+        weir_factory, origin):
+    # the origin answers 12 MiB at once without reading the upload, then
+    # closes (which resets weir's side: the body is unread); the client goes
+    # on uploading while it reads the answer, slowly once the origin is gone.
+    # weir must neither spin on the client's input meanwhile nor reset the
+    # client before it has read the answer.
+    w = simple(weir_factory, origin, workers=1,
+               timeouts={"client_send": "10s", "upstream_read": "10s", "client_body": "10s"})
+    pid = w.worker_pids()[0]
+    n = 8 << 20
+    samples = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            samples.append((time.monotonic(), cpu_seconds(pid)))
+            time.sleep(0.05)
+
+    # 2 MiB/s until the origin has closed (what weir holds of the answer
+    # then is in its socket buffers), 40 KiB/s for 3 s, then at full speed
+    phase = {"closed_at": None, "checked": 0.0}
+
+    def pace():
+        now = time.monotonic()
+        if phase["closed_at"] is None:
+            if now - phase["checked"] > 0.05:
+                phase["checked"] = now
+                if any(e.get("closed") for e in origin.entries()):
+                    phase["closed_at"] = now
+            return 4096 / (2 << 20)
+        return 0.1 if now - phase["closed_at"] < 3.0 else 0.0
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    c = Client(w.port, timeout=10, rcvbuf=65536)
+    try:
+        c.send(build_request("POST", "/answer-early/%d" % n, headers=[("Content-Length", str(90 << 20))]))
+        up = Uploader(c.sock)
+        up.start()
+        data, reset = read_paced(c, n + 1000, pace, slack(15))
+        up.stop.set()
+        up.join(5)
+    finally:
+        c.close()
+        stop.set()
+        sampler.join(5)
+    t0 = phase["closed_at"]
+    assert t0 is not None
+    # reading 40 KiB/s costs next to nothing; a spin takes a whole core for
+    # as long as weir still has response bytes from the origin to pass on
+    slow = [(t, cpu) for t, cpu in samples if t0 <= t <= t0 + 3.0]
+    worst = max(b[1] - a[1] for a, b in zip(slow, slow[10:]))
+    assert worst < 0.3, (worst, slow)
+    head_end = data.find(b"\r\n\r\n") + 4
+    assert data.startswith(b"HTTP/1.1 200 "), data[:200]
+    body = data[head_end:]
+    assert not reset and len(body) == n, (reset, len(body))
+    assert body == early_body(n)
+
+
 # ---- which timer answers (item 10) ------------------------------------
 
 def test_an_upstream_not_reading_the_body_gets_504_not_408(weir_factory, origin):
