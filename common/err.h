@@ -36,7 +36,11 @@
 	X(DRAIN_CUT, 0, "drain_cut", "connection cut by the drain timeout")             \
 	X(TLS_HANDSHAKE, 0, "tls_handshake", "TLS handshake failed")                    \
 	X(UPSTREAM_TLS, 502, "upstream_tls", "TLS handshake with the upstream failed")   \
-	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")
+	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")                \
+	X(BODY_TOO_SLOW, 408, "body_too_slow", "request body arrived below limits.client_body_rate") \
+	X(SEND_TOO_SLOW, 0, "send_too_slow", "client read the response below limits.client_send_rate") \
+	X(REQUEST_TIMEOUT, 408, "request_timeout", "request not received within timeouts.request") \
+	X(REQUEST_TIMEOUT_UPSTREAM, 504, "request_timeout_upstream", "no answer within timeouts.request")
 
 #define WEIR_OK 0
 

@@ -257,6 +257,12 @@ static int worker_setup(const struct worker_start *ws)
 	wk.cls_txn = slab_add_class(&wk.slab, txn_size(cfg->limits.headers));
 	wk.cls_upconn = slab_add_class(&wk.slab, sizeof(struct upconn));
 	wk.cls_buf = slab_add_class(&wk.slab, sizeof(struct buf) + wk.buf_size);
+	/* a request body buffered before connecting fits in one object: a
+	 * plain buffer when it is small, this class (taken only while such a
+	 * body is held) when limits.body_buffer is larger */
+	wk.cls_body = cfg->limits.body_buffer > wk.buf_size
+	                      ? slab_add_class(&wk.slab, sizeof(struct buf) + cfg->limits.body_buffer)
+	                      : -1;
 
 	signal(SIGPIPE, SIG_IGN);
 	/* reload and upgrade are the master's business (and without a master,

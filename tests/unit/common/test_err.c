@@ -58,9 +58,14 @@ static void test_last_entry(void)
 	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(TLS_HANDSHAKE)), 0);
 	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(UPSTREAM_TLS)), "upstream_tls");
 	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(UPSTREAM_TLS)), 502);
-	CU_ASSERT_EQUAL(WEIR_ETOO_EARLY_INDEX, WEIR_ERR_COUNT - 1);
 	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(TOO_EARLY)), "too_early");
 	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(TOO_EARLY)), 425);
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(BODY_TOO_SLOW)), 408);
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(SEND_TOO_SLOW)), 0);
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(REQUEST_TIMEOUT)), 408);
+	CU_ASSERT_EQUAL(WEIR_EREQUEST_TIMEOUT_UPSTREAM_INDEX, WEIR_ERR_COUNT - 1);
+	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(REQUEST_TIMEOUT_UPSTREAM)), "request_timeout_upstream");
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(REQUEST_TIMEOUT_UPSTREAM)), 504);
 }
 
 static void test_eagain(void)
