@@ -163,6 +163,11 @@ static int txn_rate_update(struct txn_rate *r, int waiting, uint64_t bytes, uint
 {
 	ev_tstamp window = wk.cfg->timeouts.rate_window / 1000.0;
 
+	/* a window starts with a wait: what moved before it (a response's
+	 * first burst into the socket buffers, a body's first packet) says
+	 * nothing of the client's pace */
+	if (waiting && r->since == 0 && r->waited == 0)
+		r->mark = bytes;
 	if (r->since > 0)
 		r->waited += now - r->since;
 	r->since = waiting ? now : 0;
