@@ -440,6 +440,21 @@ static enum got get_duration(struct loader *ld, const config_setting_t *group, c
 	return GOT_BAD;
 }
 
+/* A duration where 0 (or "off") turns the feature off. */
+static enum got get_duration_or_off(struct loader *ld, const config_setting_t *group, const char *key,
+                                    const char *what, uint32_t *out)
+{
+	config_setting_t *s = config_setting_get_member(group, key);
+
+	if (s && ((is_int(s) && config_setting_get_int64(s) == 0) ||
+	          (config_setting_type(s) == CONFIG_TYPE_STRING &&
+	           (!strcmp(config_setting_get_string(s), "0") || !strcmp(config_setting_get_string(s), "off"))))) {
+		*out = 0;
+		return GOT_OK;
+	}
+	return get_duration(ld, group, key, what, out);
+}
+
 static enum got get_size(struct loader *ld, const config_setting_t *group, const char *key, const char *what,
                          uint64_t min, uint64_t max, uint64_t *out)
 {
@@ -1203,7 +1218,8 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 {
 	static const char *const keys[] = {"client_header", "client_body", "client_keepalive",
 	                                   "client_send", "upstream_connect", "upstream_send",
-	                                   "upstream_read", "upstream_keepalive", "drain", NULL};
+	                                   "upstream_read", "upstream_keepalive", "drain", "rate_window",
+	                                   "request", NULL};
 	struct config_timeouts *t = &ld->cfg->timeouts;
 	config_setting_t *g = get_group(ld, root, "timeouts", "timeouts");
 
@@ -1217,6 +1233,8 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 		.upstream_read = 60000,
 		.upstream_keepalive = 60000,
 		.drain = 30000,
+		.rate_window = 20000,
+		.request = 0,
 	};
 	if (!g)
 		return;
@@ -1230,12 +1248,15 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 	get_duration(ld, g, "upstream_read", "timeouts.upstream_read", &t->upstream_read);
 	get_duration(ld, g, "upstream_keepalive", "timeouts.upstream_keepalive", &t->upstream_keepalive);
 	get_duration(ld, g, "drain", "timeouts.drain", &t->drain);
+	get_duration_or_off(ld, g, "rate_window", "timeouts.rate_window", &t->rate_window);
+	get_duration_or_off(ld, g, "request", "timeouts.request", &t->request);
 }
 
 static void load_limits(struct loader *ld, const config_setting_t *root)
 {
 	static const char *const keys[] = {"header_size", "headers",     "uri_size", "body_size",
-	                                   "connections", "response_header_size", NULL};
+	                                   "connections", "response_header_size", "body_buffer",
+	                                   "client_body_rate", "client_send_rate", NULL};
 	struct config_limits *l = &ld->cfg->limits;
 	config_setting_t *g = get_group(ld, root, "limits", "limits");
 	uint64_t v;
@@ -1248,6 +1269,9 @@ static void load_limits(struct loader *ld, const config_setting_t *root)
 		.body_size = 104857600,
 		.connections = 16384,
 		.response_header_size = 16384,
+		.body_buffer = 65536,
+		.client_body_rate = 512,
+		.client_send_rate = 512,
 	};
 	if (!g)
 		return;
@@ -1269,6 +1293,13 @@ static void load_limits(struct loader *ld, const config_setting_t *root)
 		l->connections = (uint32_t)i;
 	if (get_size(ld, g, "response_header_size", "limits.response_header_size", 1024, 65536, &v) == GOT_OK)
 		l->response_header_size = (uint32_t)v;
+	/* a buffered body is held in one slab object: 1 MiB keeps that sane */
+	if (get_size(ld, g, "body_buffer", "limits.body_buffer", 0, 1048576, &v) == GOT_OK)
+		l->body_buffer = (uint32_t)v;
+	if (get_size(ld, g, "client_body_rate", "limits.client_body_rate", 0, UINT32_MAX, &v) == GOT_OK)
+		l->client_body_rate = (uint32_t)v;
+	if (get_size(ld, g, "client_send_rate", "limits.client_send_rate", 0, UINT32_MAX, &v) == GOT_OK)
+		l->client_send_rate = (uint32_t)v;
 }
 
 /* ---- entry points ------------------------------------------------------ */

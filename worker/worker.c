@@ -345,6 +345,12 @@ static int worker_setup(const struct worker_start *ws)
 	wk.cls_buf = slab_add_class(&wk.slab, sizeof(struct buf) + wk.buf_size);
 	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
 		wk.cls_small[i] = slab_add_class(&wk.slab, (size_t)WORKER_SMALL_MIN << i);
+	/* a request body buffered before connecting fits in one object: a
+	 * plain buffer when it is small, this class (taken only while such a
+	 * body is held) when limits.body_buffer is larger */
+	wk.cls_body = cfg->limits.body_buffer > wk.buf_size
+	                      ? slab_add_class(&wk.slab, sizeof(struct buf) + cfg->limits.body_buffer)
+	                      : -1;
 
 	signal(SIGPIPE, SIG_IGN);
 	/* reload and upgrade are the master's business (and without a master,
