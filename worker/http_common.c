@@ -9,6 +9,7 @@
  * on_headers_complete as a second guard. Both must agree on where the head
  * ends, or the head is refused.
  */
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -512,15 +513,19 @@ int http_host_valid(const char *p, size_t len)
 	if (len == 0)
 		return 0;
 	if (p[0] == '[') {
-		int colon = 0;
+		/* IP-literal: an IPv6address (IPvFuture is refused), checked by
+		 * inet_pton, so that "[1:2]" or "[20021::1]" is not routed on */
+		char addr[INET6_ADDRSTRLEN];
+		unsigned char bin[16];
 
-		for (i = 1; i < len && p[i] != ']'; i++) {
-			if (p[i] == ':')
-				colon = 1;
-			else if (p[i] != '.' && !http_is((unsigned char)p[i], HTTP_C_HEX))
+		for (i = 1; i < len && p[i] != ']'; i++)
+			if (p[i] != ':' && p[i] != '.' && !http_is((unsigned char)p[i], HTTP_C_HEX))
 				return 0;
-		}
-		if (i == len || i < 3 || !colon)
+		if (i == len || i - 1 >= sizeof(addr))
+			return 0;
+		memcpy(addr, p + 1, i - 1);
+		addr[i - 1] = '\0';
+		if (inet_pton(AF_INET6, addr, bin) != 1)
 			return 0;
 		i++;
 	} else {

@@ -310,6 +310,7 @@ static void test_absolute_form_takes_the_host_from_the_authority(void)
 	CU_ASSERT_EQUAL(parse("GET http://h?q HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
 	CU_ASSERT_EQUAL(parse("GET ftp://h/ HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
 	CU_ASSERT_EQUAL(parse("GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET http://[1::2::3]/ HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
 	CU_ASSERT_EQUAL(parse("GET http://h:99999/ HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
 	/* the Host header is still required and still checked */
 	CU_ASSERT_EQUAL(parse("GET http://h/ HTTP/1.1\r\n\r\n"), BAD);
@@ -499,6 +500,9 @@ static void test_a_host_must_be_a_valid_host_and_port(void)
 	static const char *const bad[] = {
 		"", "a b", "a:", "a:b", "a:123456", "a:65536", ":80", "[::1", "[]", "[::1]x",
 		"[g::1]", "a/b", "a@b", "a?b", "a#b", "%4", "%zz", "a:80:80", "[::1]:", "a\"b",
+		/* brackets around what is not an IPv6 address (found by fuzzing) */
+		"[20021:db8::1]:8080", "[1:2]", "[:::]", "[1::2::3]", "[::1.2]", "[::ffff:1.2.3.4.5]",
+		"[.:]", "[0000000000000000000000000000000000000000000000::1]",
 	};
 	size_t i;
 	char s[256];
