@@ -197,6 +197,14 @@ void http_head_init(struct http_head_state *st, enum http_parser_type type,
 	memset(st, 0, sizeof(*st));
 	http_parser_init(&st->parser, type);
 	st->parser.data = st;
+	/* Framing is weir's (http_head_finish and the request and response
+	 * rules), from its own header list. http-parser 2.9.4 takes every name
+	 * that starts with "Transfer-Encoding" ("Transfer-Encoding-Hint") for
+	 * the real one and refuses it beside a Content-Length: with these two
+	 * flags it never judges TE with CL. Lenient only lets controls through
+	 * to the value callback, which refuses them itself. */
+	st->parser.allow_chunked_length = 1;
+	st->parser.lenient_http_headers = 1;
 	st->hdrs = hdrs;
 	st->max_headers = max_headers > HTTP_MAX_HEADERS ? HTTP_MAX_HEADERS : max_headers;
 	st->max_head = max_head;
