@@ -1147,7 +1147,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 {
 	static const char *const keys[] = {"client_header", "client_body", "client_keepalive",
 	                                   "client_send", "upstream_connect", "upstream_send",
-	                                   "upstream_read", "upstream_keepalive", "drain", NULL};
+	                                   "upstream_read", "upstream_keepalive", "drain", "slab_idle", NULL};
 	struct config_timeouts *t = &ld->cfg->timeouts;
 	config_setting_t *g = get_group(ld, root, "timeouts", "timeouts");
 
@@ -1161,6 +1161,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 		.upstream_read = 60000,
 		.upstream_keepalive = 60000,
 		.drain = 30000,
+		.slab_idle = 30000,
 	};
 	if (!g)
 		return;
@@ -1174,6 +1175,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 	get_duration(ld, g, "upstream_read", "timeouts.upstream_read", &t->upstream_read);
 	get_duration(ld, g, "upstream_keepalive", "timeouts.upstream_keepalive", &t->upstream_keepalive);
 	get_duration(ld, g, "drain", "timeouts.drain", &t->drain);
+	get_duration(ld, g, "slab_idle", "timeouts.slab_idle", &t->slab_idle);
 }
 
 static void load_limits(struct loader *ld, const config_setting_t *root)

@@ -136,6 +136,7 @@ struct config_timeouts {
 	uint32_t upstream_read;    /* idle gap while waiting for response bytes: 60 s, 504 */
 	uint32_t upstream_keepalive; /* pooled idle upstream connection: 60 s */
 	uint32_t drain;            /* graceful stop bound: 30 s */
+	uint32_t slab_idle;        /* a wholly free slab chunk is unmapped after: 30 s */
 };
 
 struct config_limits {
