@@ -1219,7 +1219,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 	static const char *const keys[] = {"client_header", "client_body", "client_keepalive",
 	                                   "client_send", "upstream_connect", "upstream_send",
 	                                   "upstream_read", "upstream_keepalive", "drain", "rate_window",
-	                                   "request", NULL};
+	                                   "request", "slab_idle", NULL};
 	struct config_timeouts *t = &ld->cfg->timeouts;
 	config_setting_t *g = get_group(ld, root, "timeouts", "timeouts");
 
@@ -1235,6 +1235,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 		.drain = 30000,
 		.rate_window = 20000,
 		.request = 0,
+		.slab_idle = 30000,
 	};
 	if (!g)
 		return;
@@ -1250,6 +1251,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 	get_duration(ld, g, "drain", "timeouts.drain", &t->drain);
 	get_duration_or_off(ld, g, "rate_window", "timeouts.rate_window", &t->rate_window);
 	get_duration_or_off(ld, g, "request", "timeouts.request", &t->request);
+	get_duration(ld, g, "slab_idle", "timeouts.slab_idle", &t->slab_idle);
 }
 
 static void load_limits(struct loader *ld, const config_setting_t *root)

@@ -143,6 +143,7 @@ struct config_timeouts {
 	uint32_t drain;            /* graceful stop bound: 30 s */
 	uint32_t rate_window;      /* minimum rates are averaged over this: 20 s (0 = no rate checks) */
 	uint32_t request;          /* first request byte to last response byte: 0 = no cap */
+	uint32_t slab_idle;        /* a wholly free slab chunk is unmapped after: 30 s */
 };
 
 struct config_limits {
