@@ -134,10 +134,13 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 	fputs("upstreams = (\n", out);
 	for (int i = 0; i < cfg->nupstreams; i++) {
 		const struct config_upstream *u = &cfg->upstreams[i];
+		char buf[32];
 
 		fputs("\t{\n", out);
 		dump_kv_str(out, "\t\t", "name", u->name);
 		fprintf(out, "\t\tkeepalive = %d;\n", u->keepalive);
+		fprintf(out, "\t\tmax_fails = %d;\n", u->max_fails);
+		fprintf(out, "\t\tfail_timeout = \"%s\";\n", config_dump_duration(u->fail_timeout, buf, sizeof buf));
 		if (u->tls) {
 			fprintf(out, "\t\ttls = {\n\t\t\tverify = %s;\n", dump_bool(u->tls_verify));
 			if (u->tls_ca[0])
@@ -182,18 +185,21 @@ static void dump_timeouts(FILE *out, const struct config_timeouts *t)
 	const struct {
 		const char *key;
 		uint32_t ms;
+		int off; /* 0 is written "off" (a key that takes it) */
 	} keys[] = {
-	    {"client_header", t->client_header},       {"client_body", t->client_body},
-	    {"client_keepalive", t->client_keepalive}, {"client_send", t->client_send},
-	    {"upstream_connect", t->upstream_connect}, {"upstream_send", t->upstream_send},
-	    {"upstream_read", t->upstream_read},       {"upstream_keepalive", t->upstream_keepalive},
-	    {"drain", t->drain},
+	    {"client_header", t->client_header, 0},       {"client_body", t->client_body, 0},
+	    {"client_keepalive", t->client_keepalive, 0}, {"client_send", t->client_send, 0},
+	    {"upstream_connect", t->upstream_connect, 0}, {"upstream_send", t->upstream_send, 0},
+	    {"upstream_read", t->upstream_read, 0},       {"upstream_keepalive", t->upstream_keepalive, 0},
+	    {"drain", t->drain, 0},                    {"rate_window", t->rate_window, 1},
+	    {"request", t->request, 1},                {"slab_idle", t->slab_idle, 0},
 	};
 	char buf[32];
 
 	fputs("timeouts = {\n", out);
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-		fprintf(out, "\t%s = \"%s\";\n", keys[i].key, config_dump_duration(keys[i].ms, buf, sizeof buf));
+		fprintf(out, "\t%s = \"%s\";\n", keys[i].key,
+		        keys[i].off && !keys[i].ms ? "off" : config_dump_duration(keys[i].ms, buf, sizeof buf));
 	fputs("};\n", out);
 }
 
@@ -208,6 +214,9 @@ static void dump_limits(FILE *out, const struct config_limits *l)
 	fprintf(out, "\tbody_size = \"%s\";\n", config_dump_size(l->body_size, buf, sizeof buf));
 	fprintf(out, "\tconnections = %" PRIu32 ";\n", l->connections);
 	fprintf(out, "\tresponse_header_size = \"%s\";\n", config_dump_size(l->response_header_size, buf, sizeof buf));
+	fprintf(out, "\tbody_buffer = \"%s\";\n", config_dump_size(l->body_buffer, buf, sizeof buf));
+	fprintf(out, "\tclient_body_rate = \"%s\";\n", config_dump_size(l->client_body_rate, buf, sizeof buf));
+	fprintf(out, "\tclient_send_rate = \"%s\";\n", config_dump_size(l->client_send_rate, buf, sizeof buf));
 	fputs("};\n", out);
 }
 
