@@ -17,6 +17,7 @@
 #include "common/config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
 #include <libconfig.h>
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1146,9 +1148,72 @@ const char *config_host_text(int host_kind, const char *host, char *buf, size_t 
 	return host;
 }
 
+/* An Upgrade protocol as a route lists it: a token, or token/token. */
+static int upgrade_token_valid(const char *v)
+{
+	int slash = 0;
+	size_t n = strlen(v);
+
+	if (n == 0 || v[0] == '/' || v[n - 1] == '/')
+		return 0;
+	for (; *v; v++) {
+		if (*v == '/' && !slash++)
+			continue;
+		if (!isalnum((unsigned char)*v) && !strchr("!#$%&'*+-.^_`|~", *v))
+			return 0;
+	}
+	return 1;
+}
+
+/* routes.upgrade = [ "websocket", ... ] into r->upgrade, lower case and
+ * space-separated; absent: "websocket"; empty: upgrades off. Returns 1 if
+ * good. */
+static int route_upgrade(struct loader *ld, const config_setting_t *e, struct config_route *r)
+{
+	config_setting_t *s = config_setting_get_member(e, "upgrade");
+	size_t len = 0;
+	int n;
+
+	if (!s) {
+		strcpy(r->upgrade, "websocket");
+		return 1;
+	}
+	if (!config_setting_is_aggregate(s)) {
+		fail(ld, line_of(s), "routes.upgrade must be a list of strings: upgrade = [ \"websocket\" ];");
+		return 0;
+	}
+	n = config_setting_length(s);
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *t = config_setting_get_elem(s, (unsigned)i);
+		const char *v = config_setting_get_string(t);
+		size_t vl;
+
+		if (!v || !upgrade_token_valid(v)) {
+			fail(ld, line_of(s), "routes.upgrade entries must be protocol tokens such as \"websocket\"");
+			return 0;
+		}
+		if (!strcasecmp(v, "h2c")) {
+			fail(ld, line_of(s), "routes.upgrade \"h2c\" is not allowed: weir never forwards an h2c upgrade");
+			return 0;
+		}
+		vl = strlen(v);
+		if (len + vl + (len > 0) >= sizeof(r->upgrade)) {
+			fail(ld, line_of(s), "routes.upgrade is too long (at most %zu bytes together)",
+			     sizeof(r->upgrade) - 1);
+			return 0;
+		}
+		if (len)
+			r->upgrade[len++] = ' ';
+		for (size_t k = 0; k < vl; k++)
+			r->upgrade[len++] = (char)tolower((unsigned char)v[k]);
+	}
+	r->upgrade[len] = '\0';
+	return 1;
+}
+
 static int load_routes(struct loader *ld, const config_setting_t *root)
 {
-	static const char *const keys[] = {"host", "path", "upstream", NULL};
+	static const char *const keys[] = {"host", "path", "upstream", "upgrade", NULL};
 	struct config *cfg = ld->cfg;
 	config_setting_t *list = get_list(ld, root, "routes", "routes", 1, CONFIG_MAX_ROUTES);
 	char ok[CONFIG_MAX_ROUTES] = {0};
@@ -1196,6 +1261,7 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 			fail(ld, line_of(config_setting_get_member(e, "upstream")), "route upstream \"%s\" is not defined",
 			     v);
 
+		good &= route_upgrade(ld, e, r);
 		if (!good)
 			continue;
 		for (int j = 0; j < i; j++) {
@@ -1219,7 +1285,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 	static const char *const keys[] = {"client_header", "client_body", "client_keepalive",
 	                                   "client_send", "upstream_connect", "upstream_send",
 	                                   "upstream_read", "upstream_keepalive", "drain", "rate_window",
-	                                   "request", "slab_idle", NULL};
+	                                   "request", "slab_idle", "tunnel", "tunnel_drain", NULL};
 	struct config_timeouts *t = &ld->cfg->timeouts;
 	config_setting_t *g = get_group(ld, root, "timeouts", "timeouts");
 
@@ -1236,6 +1302,8 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 		.rate_window = 20000,
 		.request = 0,
 		.slab_idle = 30000,
+		.tunnel = 3600000,
+		.tunnel_drain = 300000,
 	};
 	if (!g)
 		return;
@@ -1252,6 +1320,8 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 	get_duration_or_off(ld, g, "rate_window", "timeouts.rate_window", &t->rate_window);
 	get_duration_or_off(ld, g, "request", "timeouts.request", &t->request);
 	get_duration(ld, g, "slab_idle", "timeouts.slab_idle", &t->slab_idle);
+	get_duration(ld, g, "tunnel", "timeouts.tunnel", &t->tunnel);
+	get_duration(ld, g, "tunnel_drain", "timeouts.tunnel_drain", &t->tunnel_drain);
 }
 
 static void load_limits(struct loader *ld, const config_setting_t *root)

@@ -175,7 +175,14 @@ static void dump_routes(FILE *out, const struct config *cfg)
 		dump_str(out, r->path);
 		fputs("; upstream = ", out);
 		dump_str(out, cfg->upstreams[r->upstream].name);
-		fprintf(out, "; }%s\n", i + 1 < cfg->nroutes ? "," : "");
+		fputs("; upgrade = [", out);
+		for (const char *p = r->upgrade; *p;) {
+			size_t n = strcspn(p, " ");
+			/* tokens: nothing in them needs escaping */
+			fprintf(out, "%s\"%.*s\"", p == r->upgrade ? " " : ", ", (int)n, p);
+			p += n + (p[n] == ' ');
+		}
+		fprintf(out, "%s]; }%s\n", r->upgrade[0] ? " " : "", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);
 }
@@ -193,6 +200,7 @@ static void dump_timeouts(FILE *out, const struct config_timeouts *t)
 	    {"upstream_read", t->upstream_read, 0},       {"upstream_keepalive", t->upstream_keepalive, 0},
 	    {"drain", t->drain, 0},                    {"rate_window", t->rate_window, 1},
 	    {"request", t->request, 1},                {"slab_idle", t->slab_idle, 0},
+	    {"tunnel", t->tunnel, 0},                  {"tunnel_drain", t->tunnel_drain, 0},
 	};
 	char buf[32];
 

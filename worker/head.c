@@ -270,6 +270,13 @@ again:
 		OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
 	if (t->early)
 		OUT_LIT(&o, "Early-Data: 1\r\n");
+	if (t->tun.proto_len) {
+		/* an upgrade the route allows (tunnel.h): the one hop-by-hop
+		 * pair weir passes on, as the client sent its token */
+		OUT_LIT(&o, "Connection: upgrade\r\nUpgrade: ");
+		out_put(&o, t->tun.proto, t->tun.proto_len);
+		OUT_LIT(&o, "\r\n");
+	}
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
 	if (r->body == HTTP_BODY_LENGTH) {
 		OUT_LIT(&o, "Content-Length: ");
@@ -338,7 +345,9 @@ again:
 			out_header(&o, &r->headers[i]);
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
 
-	t->client_close = !q->keep_alive || wk.draining;
+	/* an upgrade declined: what the client sent after its head may be
+	 * the new protocol, never to be read as the next request */
+	t->client_close = !q->keep_alive || wk.draining || (t->tun.proto_len && r->status != 101);
 	switch (r->body) {
 	case HTTP_BODY_LENGTH:
 		OUT_LIT(&o, "Content-Length: ");
@@ -358,7 +367,11 @@ again:
 	default:
 		break;
 	}
-	if (t->client_close)
+	if (r->status == 101) {
+		OUT_LIT(&o, "Connection: upgrade\r\nUpgrade: ");
+		out_put(&o, t->tun.proto, t->tun.proto_len);
+		OUT_LIT(&o, "\r\n");
+	} else if (t->client_close)
 		OUT_LIT(&o, "Connection: close\r\n");
 	else if (q->version_minor == 0)
 		OUT_LIT(&o, "Connection: keep-alive\r\n");

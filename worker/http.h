@@ -33,6 +33,7 @@
 #define HTTP_HDR_XFP 0x10     /* X-Forwarded-Proto: weir writes its own */
 #define HTTP_HDR_EXPECT 0x20  /* Expect: weir answers 100-continue itself */
 #define HTTP_HDR_VIA 0x40     /* Via: weir appends itself */
+#define HTTP_HDR_UPGRADE 0x80 /* Upgrade (also HOP): forwarded only by a tunnel */
 
 struct http_header {
 	const char *name;
@@ -100,6 +101,8 @@ struct http_request {
 	uint64_t content_length;  /* with HTTP_BODY_LENGTH */
 	unsigned keep_alive : 1;  /* the client allows another request after this */
 	unsigned expect_continue : 1;
+	unsigned conn_upgrade : 1; /* Connection lists "upgrade" */
+	const struct http_header *upgrade; /* the one Upgrade header, NULL if none or several */
 	size_t head_len;          /* bytes of the head, request line to final CRLF */
 
 	struct http_header *headers; /* caller-provided array of max_headers */
@@ -116,6 +119,8 @@ struct http_response {
 	enum http_body_kind body; /* NONE, LENGTH, CHUNKED or CLOSE */
 	uint64_t content_length;
 	unsigned keep_alive : 1;  /* the upstream allows reusing the connection */
+	unsigned conn_upgrade : 1; /* Connection lists "upgrade" */
+	const struct http_header *upgrade; /* the one Upgrade header, NULL if none or several */
 	size_t head_len;
 
 	struct http_header *headers;
@@ -153,8 +158,8 @@ void http_response_init(struct http_response *r, struct http_header *headers,
 /*
  * As http_request_parse(), for a response. Errors are all
  * WEIR_EUPSTREAM_BAD_RESPONSE (also for a head past max_head).
- * 1xx interim responses are returned like any other; the caller skips them
- * (status 101 is an error: weir does not forward Upgrade).
+ * 1xx interim responses are returned like any other; the caller skips them,
+ * except 101, which it turns into a tunnel or refuses (worker/tunnel.h).
  */
 int http_response_parse(struct http_response *r, const char *buf, size_t len);
 

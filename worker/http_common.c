@@ -385,10 +385,16 @@ static uint32_t name_flags(const struct http_header *h)
 	case 6:
 		return http_span_ieq(n, l, "expect") ? HTTP_HDR_EXPECT : 0;
 	case 7:
-		return http_span_ieq(n, l, "trailer") || http_span_ieq(n, l, "upgrade") ? HTTP_HDR_HOP : 0;
+		if (http_span_ieq(n, l, "upgrade"))
+			return HTTP_HDR_HOP | HTTP_HDR_UPGRADE;
+		return http_span_ieq(n, l, "trailer") ? HTTP_HDR_HOP : 0;
 	case 10:
 		return http_span_ieq(n, l, "connection") || http_span_ieq(n, l, "keep-alive") ? HTTP_HDR_HOP : 0;
 	case 14:
+		/* HTTP2-Settings belongs to an h2c upgrade, which weir never
+		 * forwards: hop-by-hop whether Connection names it or not */
+		if (http_span_ieq(n, l, "http2-settings"))
+			return HTTP_HDR_HOP;
 		return http_span_ieq(n, l, "content-length") ? HTTP_HDR_LENGTH : 0;
 	case 15:
 		return http_span_ieq(n, l, "x-forwarded-for") ? HTTP_HDR_XFF : 0;
@@ -455,6 +461,8 @@ static int connection_tokens(struct http_head_state *st, const struct http_heade
 			info->conn_close = 1;
 		else if (http_span_ieq(tok, (size_t)(tend - tok), "keep-alive"))
 			info->conn_keep_alive = 1;
+		else if (http_span_ieq(tok, (size_t)(tend - tok), "upgrade"))
+			info->conn_upgrade = 1;
 		for (i = 0; i < st->nhdrs; i++) {
 			struct http_header *h = &st->hdrs[i];
 
@@ -515,6 +523,9 @@ int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 		} else if (h->flags & HTTP_HDR_HOST) {
 			info->nhost++;
 			info->host = h;
+		} else if (h->flags & HTTP_HDR_UPGRADE) {
+			info->nupgrade++;
+			info->upgrade = h;
 		} else if (h->flags & HTTP_HDR_EXPECT) {
 			if (http_span_ieq(h->value, h->value_len, "100-continue"))
 				info->expect_continue = 1;
