@@ -57,13 +57,18 @@ void tunnel_start(struct txn *t)
 	t->server = -1;
 	worker_table_release(t->table);
 	t->table = NULL;
+	/* nor the state of its server, which a reload may now free: the
+	 * connection is never pooled again, and a TLS session ticket that
+	 * arrives in the tunnel is not kept (the overflow state keeps none) */
+	t->u->srv = &wk.servers[UPSTREAM_STATE_OVERFLOW];
 	tn->on = 1;
 	tn->cl_eof = t->c->eof;
 	wk.ntunnels++;
 	SHM_ADD(wk.cnt, tunnels_opened, 1);
 	SHM_ADD(wk.cnt, tunnels_active, 1);
-	/* one idle clock for both sides, kept on the client's timer */
-	upstream_set_deadline(t->u, worker_after(TXN_NO_DEADLINE));
+	/* one idle clock, on both sides' timers (moving a deadline later is
+	 * a store) */
+	upstream_set_deadline(t->u, worker_after(wk.cfg->timeouts.tunnel));
 	conn_set_deadline(t->c, worker_after(wk.cfg->timeouts.tunnel));
 }
 
@@ -226,6 +231,8 @@ void tunnel_pump(struct txn *t)
 	conn_io_set(c, (!tn->cl_eof && !t->up.count ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
 	worker_io_set(&u->io, u->tls_wants | (t->up.count ? EV_WRITE : 0) |
 	                          (!tn->up_eof && !t->down.count ? EV_READ : 0));
-	if (io)
+	if (io) {
 		conn_set_deadline(c, worker_after(wk.cfg->timeouts.tunnel));
+		upstream_set_deadline(u, worker_after(wk.cfg->timeouts.tunnel));
+	}
 }

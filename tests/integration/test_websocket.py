@@ -480,3 +480,27 @@ def test_weir_t_refuses_h2c_and_bad_upgrade_tokens(tmp_path):
         p = subprocess.run([WEIR_BIN, "-t", "-c", str(conf)], capture_output=True, text=True)
         assert p.returncode != 0
         assert "w.conf:4:" in p.stderr and why in p.stderr, p.stderr
+
+
+def test_wss_on_a_tls_listener(weir_factory, ws_origin, tmp_path):
+    from test_tls import client_ctx, start_tls_weir
+    from pki import make_ca, make_leaf, san
+    d = str(tmp_path / "pki")
+    os.mkdir(d)
+    ca = make_ca(d)
+    w = start_tls_weir(weir_factory, ws_origin, [make_leaf(d, "app.test", "/CN=app.test", [san("app.test")])])
+    ctx = client_ctx({"ca": ca})
+
+    async def go():
+        async with websockets.connect("wss://127.0.0.1:%d/echo" % w.port, ssl=ctx, server_hostname="app.test",
+                                      max_size=None, compression=None, ping_interval=None,
+                                      open_timeout=slack(5)) as ws:
+            for n in (1, 70000, 1 << 20):
+                blob = os.urandom(n)
+                await echo(ws, blob)
+            await ws.close(4003, "tls bye")
+            assert ws.close_code == 4003
+
+    run(go())
+    wait_until(lambda: w.metrics()("weir_tunnels_closed_total", by="upstream") == 1, slack(5),
+               what="tunnel closed")
