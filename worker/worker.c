@@ -321,6 +321,12 @@ static void worker_drain_tick(ev_tstamp now)
 			worker_count_error(WEIR_ERR(DRAIN_CUT));
 			conn_close(c);
 		}
+		/* only tunnels are left, and they hold no generation: nothing
+		 * here reads a route table again, so the one last seen is given
+		 * back, or draining workers kept for their tunnels would use up
+		 * the generations and stop reloads (the sweep then skips too) */
+		wk.table_id = 0;
+		atomic_store_explicit(&wk.seg->slots[wk.slot].gen_seen, 0, memory_order_seq_cst);
 	}
 	if (tunnels && wk.ntunnels) {
 		log_warn("tunnel drain timeout: cutting %u tunnel(s)", wk.ntunnels);

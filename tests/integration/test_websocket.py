@@ -199,7 +199,6 @@ def test_messages_of_every_size_go_through_byte_for_byte(wsweir):
                what="the tunnel's access log line")
 
 
-@pytest.mark.large
 def test_a_16_mib_message_each_way(wsweir):
     async def go():
         async with connect(wsweir) as ws:
@@ -229,7 +228,6 @@ def test_close_codes_go_through_both_ways(wsweir):
     run(go())
 
 
-@pytest.mark.large
 def test_a_thousand_sockets_at_once(weir_factory, ws_origin):
     # one Python origin answers a thousand handshakes: slow on a loaded machine
     w = start_weir(weir_factory, ws_origin.addr, workers=2,
@@ -312,6 +310,33 @@ def test_a_draining_worker_cuts_its_tunnels_at_tunnel_drain(weir_factory, ws_ori
     assert m("weir_tunnels_closed_total", by="drain") == 1
     assert m.error("drain_cut") >= 1
     assert m("weir_tunnels_active") == 0
+
+
+def test_tunnels_on_draining_workers_do_not_use_up_the_route_generations(weir_factory, ws_origin):
+    """Nine reloads in a row, each leaving a draining worker that keeps a
+    tunnel: a tunnel holds no generation, and once only tunnels are left
+    the worker no longer holds its last one either, so the eight route
+    generations never run out."""
+    import signal
+    w = start_weir(weir_factory, ws_origin.addr, timeouts={"drain": "200ms", "tunnel_drain": "60s"})
+
+    async def go():
+        socks = []
+        for i in range(9):
+            ok = w.metrics()("weir_reloads_total", result="ok")
+            ws = await connect(w)
+            await echo(ws, "gen %d" % i)
+            socks.append(ws)
+            w.signal(signal.SIGHUP)
+            wait_until(lambda: w.metrics()("weir_reloads_total", result="ok") > ok
+                       or w.metrics()("weir_reloads_total", result="failed") > 0, slack(10), what="reload")
+            assert w.metrics()("weir_reloads_total", result="failed") == 0, "reload %d failed" % i
+            await asyncio.sleep(0.4)  # past timeouts.drain: only the tunnel is left
+        for i, ws in enumerate(socks):
+            await echo(ws, "still %d" % i)
+            await ws.close()
+
+    run(go(), timeout=50)
 
 
 def test_the_idle_timeout_closes_a_tunnel_and_counts(weir_factory, ws_origin):
