@@ -254,7 +254,9 @@ void txn_fail(struct txn *t, int rc)
 
 	txn_detach_upstream(t, 0);
 	if (!t->resp_started) {
-		conn_answer_error(c, rc, !t->req_body_done);
+		/* after an upgrade request the client may already be sending
+		 * the new protocol: never read on as the next request */
+		conn_answer_error(c, rc, !t->req_body_done || t->tun.proto_len);
 		return;
 	}
 	/* part of the answer is already out: the only honest signal left is

@@ -465,14 +465,19 @@ def test_a_101_not_matching_the_request_is_a_502(weir_factory, asked):
     o = RawOrigin(answer)
     try:
         w = start_weir(weir_factory, o.addr)
-        with Client(w.port) as c:
-            if asked:
-                c.send(upgrade_request())
-            else:
-                c.send(b"GET /plain HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            r = c.read_response()
-            assert r.status == 502
-            assert b"TUNNEL-BYTES" not in r.body
+        s = socket.create_connection(("127.0.0.1", w.port))
+        # what follows an upgrade request is never read as a request, even
+        # when the answer is weir's own 502
+        smuggled = b"GET /smuggled HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        s.sendall((upgrade_request() + smuggled) if asked else b"GET /plain HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        out, closed = read_until_close(s, timeout=2.0 if asked else 0.5)
+        s.close()
+        assert out.startswith(b"HTTP/1.1 502"), out
+        assert out.count(b"HTTP/1.1") == 1 and b"TUNNEL-BYTES" not in out, out
+        if asked:
+            assert closed, out
+            assert b"connection: close" in out.lower()
+        assert len(o.heads) == 1 and "/smuggled" not in o.heads[0]
         m = w.metrics()
         assert m.error("upstream_bad_upgrade") == 1
         assert m("weir_tunnels_opened_total") == 0
@@ -488,12 +493,19 @@ def test_h2c_never_reaches_the_origin(weir_factory, origin):
                b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
         r = c.read_response()
         assert r.status == 200
-    j = origin.requests("/echo")[-1]
-    names = [n.lower() for n, _ in j["headers"]]
-    assert "upgrade" not in names and "http2-settings" not in names, j["headers"]
-    for n, v in j["headers"]:
-        if n.lower() == "connection":
-            assert "upgrade" not in v.lower()
+        # a protocol the route does not list is dropped as before, and the
+        # connection goes on as an ordinary one
+        c.send(b"GET /echo/other HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\n"
+               b"Upgrade: foo/1\r\n\r\n")
+        assert c.read_response().status == 200
+        assert c.is_open()
+    for j in origin.requests("/echo"):
+        names = [n.lower() for n, _ in j["headers"]]
+        assert "upgrade" not in names and "http2-settings" not in names, j["headers"]
+        for n, v in j["headers"]:
+            if n.lower() == "connection":
+                assert "upgrade" not in v.lower()
+    assert len(origin.requests("/echo")) == 2
 
 
 def test_weir_t_refuses_h2c_and_bad_upgrade_tokens(tmp_path):
