@@ -6,7 +6,7 @@
 # One worker (thread) each, one C origin (tests/bench/wsbench.c: 101, then
 # unmask and echo each frame) and one C client (one 64-byte binary message
 # in flight per socket, pre-framed and masked, epoll). Prints messages per
-# second and latency percentiles per proxy. Every run is bounded by
+# second, latency percentiles and the proxy's CPU time per message. Every run is bounded by
 # SECONDS; all traffic stays on 127.0.0.1.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -64,9 +64,18 @@ start build/weir -c "$W/weir.conf"
 start nginx -c "$W/nginx.conf"
 start haproxy -db -f "$W/haproxy.cfg"
 sleep 1
+declare -A PID=([weir]=${PIDS[1]} [nginx]=${PIDS[2]} [haproxy]=${PIDS[3]})
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, in ticks
+HZ=$(getconf CLK_TCK)
 for c in "${CONNS[@]}"; do
   for p in weir:$WEIR nginx:$NGX haproxy:$HAP; do
-    printf '%-8s ' "${p%%:*}"
-    timeout $((SECS + 20)) "$W/wsbench" client "127.0.0.1:${p#*:}" "$c" "$SECS"
+    name=${p%%:*}
+    before=$(cpu "${PID[$name]}")
+    out=$(timeout $((SECS + 20)) "$W/wsbench" client "127.0.0.1:${p#*:}" "$c" "$SECS")
+    after=$(cpu "${PID[$name]}")
+    msgs=$(echo "$out" | awk '{print $5}')
+    # the proxy's CPU per message (both directions), connection set-up included
+    printf '%-8s %s, proxy CPU %.1f us/msg\n' "$name" "$out" \
+      "$(echo "($after - $before) / $HZ * 1000000 / $msgs" | bc -l)"
   done
 done
