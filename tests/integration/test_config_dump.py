@@ -100,7 +100,7 @@ def test_dump_is_accepted_by_t_and_is_a_fixed_point(tmp_path):
                  '{ host = "*"; path = "/"; upstream = "a"; }', 'mode = "0600";', "keepalive = 0;",
                  '{ address = "127.0.0.1:9002"; weight = 1; }', 'address = "[::1]:18443";', "verify = true;",
                  'sni = "app.test";', 'access = "off";', 'level = "warn";', 'err\\"or.log"', "workers = 3;",
-                 'tls_ticket_rotate = "1h";'):
+                 'tls_ticket_rotate = "1h";', "max_fails = 3;", 'fail_timeout = "10s";'):
         assert want in out, (want, out)
 
 
