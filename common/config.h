@@ -141,6 +141,9 @@ struct config_timeouts {
 	uint32_t upstream_read;    /* idle gap while waiting for response bytes: 60 s, 504 */
 	uint32_t upstream_keepalive; /* pooled idle upstream connection: 60 s */
 	uint32_t drain;            /* graceful stop bound: 30 s */
+	uint32_t rate_window;      /* minimum rates are averaged over this: 20 s (0 = no rate checks) */
+	uint32_t request;          /* first request byte to last response byte: 0 = no cap */
+	uint32_t slab_idle;        /* a wholly free slab chunk is unmapped after: 30 s */
 };
 
 struct config_limits {
@@ -150,6 +153,9 @@ struct config_limits {
 	uint64_t body_size;    /* request body: 104857600 (0 = unlimited), 413 past it */
 	uint32_t connections;  /* client connections per worker: 16384 */
 	uint32_t response_header_size; /* upstream status line + headers: 16384, 502 past it */
+	uint32_t body_buffer;  /* request bodies up to this are read whole before connecting: 65536 (0 = off) */
+	uint32_t client_body_rate; /* request body bytes/s at least, over rate_window: 512 (0 = off), 408 */
+	uint32_t client_send_rate; /* response bytes/s the client takes at least: 512 (0 = off), cut */
 };
 
 enum log_level {

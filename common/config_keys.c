@@ -288,6 +288,11 @@ static const struct config_key timeout_keys[] = {
     TIMEOUT(upstream_read, "60s", "longest silence while waiting for response bytes, else 504"),
     TIMEOUT(upstream_keepalive, "60s", "how long an idle pooled upstream connection is kept"),
     TIMEOUT(drain, "30s", "on a graceful stop, how long in-flight requests get to finish"),
+    {.name = "rate_window", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_timeouts, rate_window), DAYS49,
+     .def = "20s", .doc = "the minimum client rates are averaged over it; 0 turns both checks off"},
+    {.name = "request", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_timeouts, request), DAYS49,
+     .def = "off", .doc = "a cap on the whole request, first byte to the answer's last; 0: none"},
+    TIMEOUT(slab_idle, "30s", "slab memory wholly unused this long goes back to the kernel"),
 };
 KEYSET(config_keys_timeouts, "timeouts", "in timeouts", timeout_keys);
 
@@ -304,6 +309,13 @@ static const struct config_key limit_keys[] = {
      .max = 1000000, .def = "16384", .doc = "open client connections per worker"},
     {.name = "response_header_size", .type = CONFIG_KEY_SIZE, AT(struct config_limits, response_header_size),
      .min = 1024, .max = 65536, .def = "16k", .doc = "upstream status line plus headers, bytes; 502 past it"},
+    /* a buffered body is held in one slab object: 1 MiB keeps that sane */
+    {.name = "body_buffer", .type = CONFIG_KEY_SIZE, AT(struct config_limits, body_buffer), .min = 0,
+     .max = 1048576, .def = "64k", .doc = "bodies up to it are read whole before a server is picked; 0: stream all"},
+    {.name = "client_body_rate", .type = CONFIG_KEY_SIZE, AT(struct config_limits, client_body_rate), .min = 0,
+     .max = UINT32_MAX, .def = "512", .doc = "bytes per second a request body must arrive at; 0: no minimum; 408"},
+    {.name = "client_send_rate", .type = CONFIG_KEY_SIZE, AT(struct config_limits, client_send_rate), .min = 0,
+     .max = UINT32_MAX, .def = "512", .doc = "bytes per second a client must take the response at; 0: no minimum"},
 };
 KEYSET(config_keys_limits, "limits", "in limits", limit_keys);
 

@@ -41,6 +41,10 @@
 	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set")   \
 	X(BAD_PATH, 400, "bad_path", "request path above the root or badly encoded") \
 	X(LOCAL_CONNECT_ERROR, 503, "local_connect_error", "no local resources to connect upstream") \
+	X(BODY_TOO_SLOW, 408, "body_too_slow", "request body arrived below limits.client_body_rate") \
+	X(SEND_TOO_SLOW, 0, "send_too_slow", "client read the response below limits.client_send_rate") \
+	X(REQUEST_TIMEOUT, 408, "request_timeout", "request not received within timeouts.request") \
+	X(REQUEST_TIMEOUT_UPSTREAM, 504, "request_timeout_upstream", "no answer within timeouts.request") \
 	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory")
 
 #define WEIR_OK 0

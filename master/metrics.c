@@ -114,6 +114,38 @@ static void metric(struct textbuf *o, const char *name, const char *type, const 
 	textbuf_printf(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
+/*
+ * Per slab size class, summed over the workers: weir_slab_class_bytes with
+ * kind in_use, held, high_water (the sum of each worker's peak) and
+ * unusable (held but of no use to any object: chunk headers and tails),
+ * and fragmentation, unusable over held. Labels: the class index and its
+ * object size; classes no worker has are left out.
+ */
+static void render_slab_classes(struct textbuf *o, struct shm_segment *seg, const struct shm_counters *c)
+{
+	static const char *const kinds[] = {"in_use", "held", "high_water", "unusable"};
+	const uint64_t *v[] = {c->slab_class_in_use, c->slab_class_held, c->slab_class_high_water,
+	                       c->slab_class_unusable};
+	uint32_t sizes[SLAB_MAX_CLASSES];
+
+	shm_slab_sizes(seg, sizes);
+	family(o, "weir_slab_class_bytes", "gauge",
+	       "Worker slab bytes per size class: in_use by objects, held (mapped), high_water (the most held, "
+	       "summed over workers' peaks), unusable (held, of no use to any object).");
+	for (int k = 0; k < SLAB_MAX_CLASSES; k++)
+		for (int i = 0; sizes[k] && i < 4; i++)
+			textbuf_printf(o, "weir_slab_class_bytes{class=\"%d\",size=\"%u\",kind=\"%s\"} %llu\n", k,
+			               sizes[k], kinds[i], (unsigned long long)v[i][k]);
+	family(o, "weir_slab_class_fragmentation_ratio", "gauge",
+	       "Worker slab bytes held but unusable over bytes held, per size class.");
+	for (int k = 0; k < SLAB_MAX_CLASSES; k++)
+		if (sizes[k])
+			textbuf_printf(o, "weir_slab_class_fragmentation_ratio{class=\"%d\",size=\"%u\"} %.6f\n", k,
+			               sizes[k],
+			               c->slab_class_held[k] ? (double)c->slab_class_unusable[k] / (double)c->slab_class_held[k]
+			                                     : 0.0);
+}
+
 /* The labels of a route series, without braces: host="...",path="...". */
 static void route_labels(struct textbuf *o, const struct route_entry *e)
 {
@@ -384,6 +416,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               (unsigned long long)c.upstream_tls_resumed);
 	metric(o, "weir_slab_bytes_in_use", "gauge", "Worker slab bytes handed out.", c.slab_in_use);
 	metric(o, "weir_slab_bytes_free", "gauge", "Worker slab bytes mapped and free.", c.slab_free);
+	render_slab_classes(o, seg, &c);
 	metric(o, "weir_tls_memory_bytes_in_use", "gauge",
 	       "Workers' BoringSSL memory handed out (TLS state, kept out of core dumps).", c.tls_mem_in_use);
 	metric(o, "weir_tls_memory_bytes_held", "gauge",

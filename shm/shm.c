@@ -112,6 +112,22 @@ void shm_sum(struct shm_segment *seg, struct shm_counters *out)
 
 const char *const shm_admin_state_names[3] = {"up", "drain", "down"};
 
+void shm_slab_sizes(struct shm_segment *seg, uint32_t sizes[SLAB_MAX_CLASSES])
+{
+	for (int k = 0; k < SLAB_MAX_CLASSES; k++)
+		sizes[k] = 0;
+	for (int i = 0; i < SHM_SLOTS; i++) {
+		if (atomic_load(&seg->slots[i].state) == SHM_SLOT_FREE)
+			continue;
+		for (int k = 0; k < SLAB_MAX_CLASSES; k++) {
+			uint32_t v = atomic_load_explicit(&seg->slots[i].slab_size[k], memory_order_relaxed);
+
+			if (v > sizes[k])
+				sizes[k] = v;
+		}
+	}
+}
+
 int shm_workers_alive(struct shm_segment *seg)
 {
 	int alive = 0;

@@ -35,6 +35,7 @@
 #include <sys/types.h>
 
 #include "common/err.h"
+#include "common/slab.h"
 #include "shm/route.h"
 #include "shm/stat.h"
 #include "shm/ticket.h"
@@ -88,6 +89,14 @@ struct shm_counters {
 	uint64_t slab_free;         /* slab bytes mapped, not handed out */
 	uint64_t tls_mem_in_use;    /* BoringSSL heap (common/secmem.h): bytes handed out */
 	uint64_t tls_mem_held;      /* and bytes made into blocks, free ones included */
+	/* per slab size class (common/slab.h), by class index: bytes of
+	 * objects handed out, bytes mapped, the most ever mapped (each
+	 * worker's own peak: their sum bounds the total's), and bytes mapped
+	 * that no object can use */
+	uint64_t slab_class_in_use[SLAB_MAX_CLASSES];
+	uint64_t slab_class_held[SLAB_MAX_CLASSES];
+	uint64_t slab_class_high_water[SLAB_MAX_CLASSES];
+	uint64_t slab_class_unusable[SLAB_MAX_CLASSES];
 };
 
 /* Fields from <requests> to <errors> are counters; the rest are gauges. */
@@ -140,6 +149,8 @@ struct shm_slot {
 	_Atomic uint64_t gen_min;
 	_Atomic int32_t pid;
 	_Atomic int32_t state;
+	/* object size of each slab class, 0 past the last: labels, not summed */
+	_Atomic uint32_t slab_size[SLAB_MAX_CLASSES];
 	_Alignas(64) struct shm_route_counters routes[STAT_ROUTES];
 	struct shm_server_counters servers[STAT_SERVERS];
 };
@@ -192,6 +203,10 @@ struct shm_segment *shm_attach(int fd, const char **why);
 
 /* Sums every slot and the retired block into <out>. */
 void shm_sum(struct shm_segment *seg, struct shm_counters *out);
+
+/* The object size of each slab class over the slots in use (the largest,
+ * when workers of two configs differ), 0 for a class no worker has. */
+void shm_slab_sizes(struct shm_segment *seg, uint32_t sizes[SLAB_MAX_CLASSES]);
 
 /* Worker slots with a live process. */
 int shm_workers_alive(struct shm_segment *seg);

@@ -15,21 +15,10 @@
 
 static const char chunk_end[] = "0\r\n\r\n";
 
-/* What a side's timer is waiting for; TXN_NO_DEADLINE (a day) while the
- * other side's timer rules. */
-enum { WAIT_NONE, WAIT_SEND, WAIT_READ };
-#define TXN_NO_DEADLINE 86400000u
-
-/* The deadline of a side waiting for <wait>: <send_ms> or <read_ms> from
- * now, or TXN_NO_DEADLINE while it waits on nothing. */
-static ev_tstamp txn_wait_until(uint8_t wait, uint32_t send_ms, uint32_t read_ms)
-{
-	return worker_after(wait == WAIT_SEND ? send_ms : wait == WAIT_READ ? read_ms : TXN_NO_DEADLINE);
-}
-
 static int txn_fill_up(struct txn *t);
 static int txn_fill_down(struct txn *t);
 static int txn_idempotent(const struct txn *t);
+static void txn_upstream_begin(struct txn *t);
 static const char crlf[] = "\r\n";
 
 size_t txn_size(uint32_t nheaders)
@@ -47,6 +36,9 @@ struct txn *txn_new(struct conn *c)
 	t->c = c;
 	t->server = -1;
 	t->start = ev_now(wk.loop);
+	/* no client deadline of the transaction's own yet: the first pump sets
+	 * one whatever it waits for (the head's would otherwise stay) */
+	t->cl_wait = 0xff;
 	http_request_init(&t->req, t->headers, &wk.cfg->limits);
 	c->txn = t;
 	return t;
@@ -60,6 +52,7 @@ void txn_free(struct txn *t)
 		buf_put(t->head_up);
 	if (t->head_down)
 		buf_put(t->head_down);
+	txn_body_put(t);
 	t->c->txn = NULL;
 	slab_free(&wk.slab, wk.cls_txn, t);
 }
@@ -292,6 +285,13 @@ static void txn_finish(struct txn *t)
 	SHM_ADD(wk.cnt, responses[t->status / 100], 1);
 	txn_count_end(t, t->status);
 	txn_log_access(t, t->status);
+	if (!t->req_body_done && !c->eof) {
+		/* answered before the body was read to its end: the client may
+		 * still be sending it, and a close now would reset the answer */
+		txn_free(t);
+		conn_linger(c);
+		return;
+	}
 	txn_free(t);
 	conn_txn_done(c, keep);
 }
@@ -308,12 +308,32 @@ static void txn_body_reset(struct txn *t)
 
 /* ---- connecting ------------------------------------------------------ */
 
+/* Queues the request head for the upstream, and the buffered body when
+ * there is one (as one chunk, and the last, if it came chunked). */
+static void txn_queue_request(struct txn *t)
+{
+	int chunked = t->req.body == HTTP_BODY_CHUNKED;
+
+	outq_reset(&t->up);
+	outq_add(&t->up, t->head_up->data, t->head_up->end);
+	if (t->body)
+		outq_body(&t->up, NULL, 0, t->body->data, t->body->end, chunked);
+	if (chunked && t->body_buffered)
+		outq_add(&t->up, chunk_end, sizeof(chunk_end) - 1);
+}
+
 static int txn_replay_request(struct txn *t)
 {
 	struct conn *c = t->c;
 
 	if (!t->replayable)
 		return -1;
+	if (t->body) {
+		/* the body is held whole in t->body */
+		t->req_done = 0;
+		txn_queue_request(t);
+		return 0;
+	}
 	outq_reset(&t->up);
 	if (c->in) /* else it was given back holding no byte of this request */
 		c->in->start = t->req_head_start;
@@ -513,29 +533,39 @@ void txn_start(struct txn *t)
 		txn_fail(t, rc);
 		return;
 	}
-	rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+	if (txn_buffer_wanted(t)) {
+		/* read the body whole before a server is picked: a slow or
+		 * malformed body then never holds or reaches an upstream */
+		t->buffering = 1;
+		if (txn_send_continue(t) < 0)
+			return;
+		t->continued = 1; /* never later, with the body under way */
+		txn_pump(t);
+		return;
+	}
+	txn_upstream_begin(t);
+}
+
+/* Picks a server, connects and sends what there is of the request. */
+static void txn_upstream_begin(struct txn *t)
+{
+	int rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+
 	if (rc < 0) {
 		txn_fail(t, rc);
 		return;
 	}
-	if (t->req.expect_continue && !t->req_body_done && buf_len(c->in) == 0) {
-		/* the client waits for our word before sending the body; a
-		 * fresh socket always takes these 25 bytes */
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		struct iovec v = {.iov_base = (void *)cont, .iov_len = sizeof(cont) - 1};
-		if (conn_sendv(c, &v, 1, 0) != (ssize_t)sizeof(cont) - 1) {
-			txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
-			conn_close(c);
+	if (txn_send_continue(t) < 0)
+		return;
+	txn_queue_request(t);
+	if (!t->body) {
+		/* the first body bytes leave with the head (a queued buffered
+		 * body fills the queue: the rest follows once it is written) */
+		rc = txn_fill_up(t);
+		if (rc < 0) {
+			txn_fail(t, rc);
 			return;
 		}
-		SHM_ADD(wk.cnt, bytes_out, sizeof(cont) - 1);
-	}
-	outq_reset(&t->up);
-	outq_add(&t->up, t->head_up->data, t->head_up->end);
-	rc = txn_fill_up(t);
-	if (rc < 0) {
-		txn_fail(t, rc);
-		return;
 	}
 	txn_pump(t);
 }
@@ -793,6 +823,45 @@ static int txn_upstream_eof(struct txn *t)
 	return WEIR_ERR(UPSTREAM_CLOSED);
 }
 
+/* The body is being read whole before connecting (t->buffering). */
+static void txn_pump_buffer(struct txn *t)
+{
+	struct conn *c = t->c;
+	int io = 0, rc;
+
+	for (;;) {
+		rc = txn_buffer_step(t);
+		if (rc < 0) {
+			txn_fail(t, rc);
+			return;
+		}
+		if (rc > 0) {
+			t->buffering = 0;
+			t->rate_in.since = 0; /* streaming measures its own waits */
+			txn_upstream_begin(t);
+			return;
+		}
+		if (!c->readable)
+			break;
+		rc = conn_read(c);
+		if (rc > 0) {
+			io = 1;
+			t->body_in += (uint64_t)rc;
+			continue;
+		}
+		if (rc == WEIR_EAGAIN)
+			break;
+		txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
+		log_info("%s: client closed the connection during the request body", c->peer);
+		conn_close(c);
+		return;
+	}
+	conn_io_set(c, EV_READ);
+	rc = txn_client_clock(t, WAIT_READ, io);
+	if (rc < 0)
+		txn_client_fail(t, rc);
+}
+
 void txn_pump(struct txn *t)
 {
 	struct conn *c = t->c;
@@ -801,6 +870,10 @@ void txn_pump(struct txn *t)
 	ssize_t n;
 	int rc;
 
+	if (t->buffering) {
+		txn_pump_buffer(t);
+		return;
+	}
 	while (progress) {
 		struct upconn *u = t->u;
 
@@ -811,11 +884,17 @@ void txn_pump(struct txn *t)
 				n = outq_write(u, NULL, &t->up, 0);
 				if (n < 0) {
 					if (t->resp_started) {
-						/* it answered and stopped listening: keep the answer */
+						/* it answered and stopped listening: keep the
+						 * answer, drop the rest of the body */
 						outq_reset(&t->up);
 						t->req_done = 1;
 						t->client_close = 1;
 						t->up_reusable = 0;
+						if (!t->req_body_done) {
+							t->body_discard = 1;
+							if (c->in)
+								c->in->start = c->in->end;
+						}
 					} else {
 						txn_upstream_lost(t, WEIR_ERR(UPSTREAM_CLOSED));
 						return;
@@ -837,6 +916,7 @@ void txn_pump(struct txn *t)
 					rc = conn_read(c);
 					if (rc > 0) {
 						progress = cl_io = 1;
+						t->body_in += (uint64_t)rc;
 					} else if (rc != WEIR_EAGAIN) {
 						txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 						log_info("%s: client closed the connection during the request body", c->peer);
@@ -903,7 +983,9 @@ void txn_pump(struct txn *t)
 
 	/* arm exactly what we wait for */
 	struct upconn *u = t->u;
-	if (!t->req_body_done && !t->up.count)
+	if (t->body_discard)
+		want_client_read = txn_discard_client(t);
+	else if (!t->req_body_done && !t->up.count)
 		want_client_read = 1; /* more request body */
 	else if (t->req_body_done && !c->eof && (!c->in || c->in->end < wk.buf_size))
 		want_client_read = 1; /* pipelined requests or the client's close */
@@ -950,11 +1032,12 @@ void txn_pump(struct txn *t)
 		}
 	}
 	{
-		uint8_t wait = t->down.count ? WAIT_SEND : (!t->req_body_done && !t->up.count) ? WAIT_READ : WAIT_NONE;
-		if (wait != t->cl_wait || cl_io) {
-			t->cl_wait = wait;
-			conn_set_deadline(c, txn_wait_until(wait, wk.cfg->timeouts.client_send, wk.cfg->timeouts.client_body));
-		}
+		uint8_t wait = t->down.count                                          ? WAIT_SEND
+		               : (!t->req_body_done && !t->body_discard && !t->up.count) ? WAIT_READ
+		                                                                       : WAIT_NONE;
+		rc = txn_client_clock(t, wait, cl_io);
+		if (rc < 0)
+			txn_client_fail(t, rc);
 	}
 }
 
@@ -1036,19 +1119,4 @@ void txn_on_upstream_timeout(struct txn *t)
 	}
 	log_warn("upstream %s did not answer in time", t->table->servers[t->server].text);
 	txn_fail(t, WEIR_ERR(UPSTREAM_TIMEOUT));
-}
-
-void txn_on_client_timeout(struct txn *t)
-{
-	struct conn *c = t->c;
-
-	if (t->down.count) {
-		txn_abort(t, WEIR_ERR(CLIENT_TIMEOUT));
-		log_info("%s: client stopped reading the response", c->peer);
-		conn_close(c);
-	} else if (!t->req_body_done) {
-		txn_fail(t, WEIR_ERR(BODY_TIMEOUT));
-	} else {
-		conn_set_deadline(c, worker_after(TXN_NO_DEADLINE));
-	}
 }

@@ -284,6 +284,24 @@ static void worker_log_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 	log_flush_errors();
 }
 
+/* The slab's gauges, whole and per class, into this worker's slot. */
+static void worker_publish_slab(void)
+{
+	struct shm_slot *slot = &wk.seg->slots[wk.slot];
+
+	SHM_SET(wk.cnt, slab_in_use, wk.slab.in_use_bytes);
+	SHM_SET(wk.cnt, slab_free, slab_free_bytes(&wk.slab));
+	for (int i = 0; i < wk.slab.nclasses; i++) {
+		const struct slab_class *c = &wk.slab.classes[i];
+
+		SHM_SET(wk.cnt, slab_class_in_use[i], c->in_use * c->size);
+		SHM_SET(wk.cnt, slab_class_held[i], c->held);
+		SHM_SET(wk.cnt, slab_class_high_water[i], c->high_water);
+		SHM_SET(wk.cnt, slab_class_unusable[i], slab_class_unusable(&wk.slab, i));
+		atomic_store_explicit(&slot->slab_size[i], (uint32_t)c->size, memory_order_relaxed);
+	}
+}
+
 static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	(void)t;
@@ -291,8 +309,9 @@ static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	log_flush();
 	for (int i = 0; i < LOG_DROP_COUNT; i++)
 		SHM_SET(wk.cnt, log_dropped[i], log_dropped((enum log_drop)i));
-	SHM_SET(wk.cnt, slab_in_use, wk.slab.in_use_bytes);
-	SHM_SET(wk.cnt, slab_free, slab_free_bytes(&wk.slab));
+	/* chunks a surge left wholly free go back to the kernel */
+	slab_release_idle(&wk.slab, (uint64_t)(ev_now(loop) * 1000.0), wk.cfg->timeouts.slab_idle);
+	worker_publish_slab();
 	{
 		struct secmem_stats st;
 		secmem_get_stats(&st);
@@ -345,6 +364,12 @@ static int worker_setup(const struct worker_start *ws)
 	wk.cls_buf = slab_add_class(&wk.slab, sizeof(struct buf) + wk.buf_size);
 	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
 		wk.cls_small[i] = slab_add_class(&wk.slab, (size_t)WORKER_SMALL_MIN << i);
+	/* a request body buffered before connecting fits in one object: a
+	 * plain buffer when it is small, this class (taken only while such a
+	 * body is held) when limits.body_buffer is larger */
+	wk.cls_body = cfg->limits.body_buffer > wk.buf_size
+	                      ? slab_add_class(&wk.slab, sizeof(struct buf) + cfg->limits.body_buffer)
+	                      : -1;
 
 	signal(SIGPIPE, SIG_IGN);
 	/* reload and upgrade are the master's business (and without a master,

@@ -79,6 +79,7 @@ struct worker {
 	struct slab slab;
 	int cls_conn, cls_txn, cls_upconn, cls_buf;
 	int cls_small[WORKER_SMALL_CLASSES]; /* buffers for heads, by size */
+	int cls_body;      /* buffered request bodies past buf_size, -1 when none */
 	uint32_t buf_size; /* data bytes of one buffer */
 
 	ev_io accept_io[CONFIG_MAX_LISTENERS];

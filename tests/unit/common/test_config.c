@@ -138,7 +138,7 @@ static const char full_example[] =
 	"timeouts = { client_header = \"11s\"; client_body = \"31s\"; client_keepalive = \"61s\"; client_send = "
 	"\"32s\";\n"
 	"             upstream_connect = \"250ms\"; upstream_send = \"2m\"; upstream_read = \"1h\";\n"
-	"             upstream_keepalive = 7000; drain = \"33s\"; };\n"
+	"             upstream_keepalive = 7000; drain = \"33s\"; slab_idle = \"5s\"; };\n"
 	"limits = { header_size = \"32k\"; headers = 50; uri_size = \"4K\"; body_size = \"1g\";\n"
 	"           connections = 1000; response_header_size = 20000; };\n";
 
@@ -206,6 +206,7 @@ static void test_full_example(void)
 	CU_ASSERT_EQUAL(cfg.timeouts.upstream_read, 3600000);
 	CU_ASSERT_EQUAL(cfg.timeouts.upstream_keepalive, 7000);
 	CU_ASSERT_EQUAL(cfg.timeouts.drain, 33000);
+	CU_ASSERT_EQUAL(cfg.timeouts.slab_idle, 5000);
 
 	CU_ASSERT_EQUAL(cfg.limits.header_size, 32768);
 	CU_ASSERT_EQUAL(cfg.limits.headers, 50);
@@ -229,6 +230,7 @@ static void check_defaults(const struct config *c)
 	CU_ASSERT_EQUAL(c->timeouts.upstream_read, 60000);
 	CU_ASSERT_EQUAL(c->timeouts.upstream_keepalive, 60000);
 	CU_ASSERT_EQUAL(c->timeouts.drain, 30000);
+	CU_ASSERT_EQUAL(c->timeouts.slab_idle, 30000);
 	CU_ASSERT_EQUAL(c->limits.header_size, 16384);
 	CU_ASSERT_EQUAL(c->limits.headers, 100);
 	CU_ASSERT_EQUAL(c->limits.uri_size, 8192);
