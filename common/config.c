@@ -19,7 +19,7 @@
  *
  * Known limit: libconfig 1.5 silently truncates an integer literal above
  * 2147483647 unless it carries the L suffix; sizes that large are better
- * written as strings ("5g"), which this file parses itself.
+ * written as strings ("5g"), which common/config_engine.c parses itself.
  */
 #include "common/config.h"
 
@@ -39,6 +39,7 @@
 #include <openssl/err.h>
 #include <openssl/x509.h>
 
+/* the short names every section uses */
 #define fail config_fail
 #define line_of config_line_of
 

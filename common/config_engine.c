@@ -62,6 +62,7 @@ void config_fail(struct loader *ld, int line, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* the short names, as in common/config.c */
 #define fail config_fail
 #define line_of config_line_of
 
