@@ -803,7 +803,7 @@ static int load_listener_tls(struct loader *ld, const config_setting_t *e, struc
 
 static int load_listeners(struct loader *ld, const config_setting_t *root)
 {
-	static const char *const keys[] = {"address", "backlog", "tls", NULL};
+	static const char *const keys[] = {"address", "backlog", "tls", "proxy_protocol", NULL};
 	struct config *cfg = ld->cfg;
 	config_setting_t *list = get_list(ld, root, "listeners", "listeners", 1, CONFIG_MAX_LISTENERS);
 	int n = list ? config_setting_length(list) : 0;
@@ -818,6 +818,7 @@ static int load_listeners(struct loader *ld, const config_setting_t *root)
 		l->backlog = 511;
 		l->line = line_of(e);
 		get_int(ld, e, "backlog", "listeners.backlog", 1, 65535, &l->backlog);
+		get_bool(ld, e, "proxy_protocol", "listeners.proxy_protocol", &l->proxy_protocol);
 		if (load_listener_tls(ld, e, l) < 0)
 			return -1;
 		if (get_addr(ld, e, "address", "listeners.address", 1, &l->addr) != GOT_OK)
@@ -1219,7 +1220,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 	static const char *const keys[] = {"client_header", "client_body", "client_keepalive",
 	                                   "client_send", "upstream_connect", "upstream_send",
 	                                   "upstream_read", "upstream_keepalive", "drain", "rate_window",
-	                                   "request", "slab_idle", NULL};
+	                                   "request", "slab_idle", "proxy_protocol", NULL};
 	struct config_timeouts *t = &ld->cfg->timeouts;
 	config_setting_t *g = get_group(ld, root, "timeouts", "timeouts");
 
@@ -1236,6 +1237,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 		.rate_window = 20000,
 		.request = 0,
 		.slab_idle = 30000,
+		.proxy_protocol = 5000,
 	};
 	if (!g)
 		return;
@@ -1252,6 +1254,7 @@ static void load_timeouts(struct loader *ld, const config_setting_t *root)
 	get_duration_or_off(ld, g, "rate_window", "timeouts.rate_window", &t->rate_window);
 	get_duration_or_off(ld, g, "request", "timeouts.request", &t->request);
 	get_duration(ld, g, "slab_idle", "timeouts.slab_idle", &t->slab_idle);
+	get_duration(ld, g, "proxy_protocol", "timeouts.proxy_protocol", &t->proxy_protocol);
 }
 
 static void load_limits(struct loader *ld, const config_setting_t *root)

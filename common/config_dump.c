@@ -122,6 +122,7 @@ static void dump_listeners(FILE *out, const struct config *cfg)
 		fputs("\t{\n", out);
 		dump_kv_str(out, "\t\t", "address", l->addr.text);
 		fprintf(out, "\t\tbacklog = %d;\n", l->backlog);
+		fprintf(out, "\t\tproxy_protocol = %s;\n", dump_bool(l->proxy_protocol));
 		if (l->tls)
 			dump_listener_tls(out, cfg, l);
 		fprintf(out, "\t}%s\n", i + 1 < cfg->nlisteners ? "," : "");
@@ -193,6 +194,7 @@ static void dump_timeouts(FILE *out, const struct config_timeouts *t)
 	    {"upstream_read", t->upstream_read, 0},       {"upstream_keepalive", t->upstream_keepalive, 0},
 	    {"drain", t->drain, 0},                    {"rate_window", t->rate_window, 1},
 	    {"request", t->request, 1},                {"slab_idle", t->slab_idle, 0},
+	    {"proxy_protocol", t->proxy_protocol, 0},
 	};
 	char buf[32];
 
