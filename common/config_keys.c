@@ -224,6 +224,8 @@ static const struct config_key listener_keys[] = {
      .doc = "where clients connect; unique"},
     {.name = "backlog", .type = CONFIG_KEY_INT, AT(struct config_listener, backlog), .min = 1, .max = 65535,
      .def = "511", .doc = "the kernel's accept queue per socket"},
+    {.name = "proxy_protocol", .type = CONFIG_KEY_BOOL, AT(struct config_listener, proxy_protocol),
+     .def = "false", .doc = "every connection starts with a PROXY protocol v1 or v2 header"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_listener_tls,
      .doc = "clients speak TLS"},
 };
@@ -293,6 +295,8 @@ static const struct config_key timeout_keys[] = {
     {.name = "request", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_timeouts, request), DAYS49,
      .def = "off", .doc = "a cap on the whole request, first byte to the answer's last; 0: none"},
     TIMEOUT(slab_idle, "30s", "slab memory wholly unused this long goes back to the kernel"),
+    TIMEOUT(proxy_protocol, "5s",
+            "a PROXY header must arrive in it, else close ([PROXY protocol](#proxy-protocol-behind-an-l4-balancer))"),
 };
 KEYSET(config_keys_timeouts, "timeouts", "in timeouts", timeout_keys);
 

@@ -45,7 +45,8 @@
 	X(SEND_TOO_SLOW, 0, "send_too_slow", "client read the response below limits.client_send_rate") \
 	X(REQUEST_TIMEOUT, 408, "request_timeout", "request not received within timeouts.request") \
 	X(REQUEST_TIMEOUT_UPSTREAM, 504, "request_timeout_upstream", "no answer within timeouts.request") \
-	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory")
+	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory") \
+	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header")
 
 #define WEIR_OK 0
 
