@@ -128,6 +128,45 @@ void worker_io_set(ev_io *w, int events)
 	}
 }
 
+/* Out of file descriptors, accept() fails while the connection stays in
+ * the kernel's queue, so the listening socket stays readable and a
+ * level-triggered watcher would be called again at once, for as long as the
+ * shortage lasts: a spin, and a log line per turn. Accepting pauses for
+ * ACCEPT_PAUSE instead (nginx does the same), the queued clients wait in
+ * the kernel, and the line is logged once a second at most. */
+#define ACCEPT_PAUSE 0.1
+
+static struct {
+	ev_timer resume;
+	ev_tstamp logged; /* when the last EMFILE line was written */
+	unsigned suppressed;
+} acc;
+
+static void worker_accept_resume_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)t;
+	(void)revents;
+	for (int i = 0; i < wk.nlisten; i++)
+		ev_io_start(loop, &wk.accept_io[i]);
+}
+
+static void worker_accept_pause(int err)
+{
+	ev_tstamp now = ev_now(wk.loop);
+
+	for (int i = 0; i < wk.nlisten; i++)
+		ev_io_stop(wk.loop, &wk.accept_io[i]);
+	ev_timer_set(&acc.resume, ACCEPT_PAUSE, 0);
+	ev_timer_start(wk.loop, &acc.resume);
+	if (now - acc.logged < 1.0) {
+		acc.suppressed++;
+		return;
+	}
+	log_error("accept: %s; raise the open files limit (%u more not logged)", strerror(err), acc.suppressed);
+	acc.logged = now;
+	acc.suppressed = 0;
+}
+
 static void worker_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)loop;
@@ -139,7 +178,7 @@ static void worker_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE)
-				log_error("accept: %s; raise the open files limit", strerror(errno));
+				worker_accept_pause(errno);
 			return;
 		}
 		if (wk.nconns >= wk.cfg->limits.connections) {
@@ -155,6 +194,7 @@ static void worker_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 static void worker_stop_accepting(void)
 {
+	ev_timer_stop(wk.loop, &acc.resume);
 	for (int i = 0; i < wk.nlisten; i++) {
 		ev_io_stop(wk.loop, &wk.accept_io[i]);
 		close(wk.accept_io[i].fd);
@@ -274,6 +314,8 @@ static int worker_setup(const struct worker_start *ws)
 	ev_timer_init(&wk.tick, worker_tick_cb, 1.0, 1.0);
 	ev_timer_start(wk.loop, &wk.tick);
 
+	ev_timer_init(&acc.resume, worker_accept_resume_cb, ACCEPT_PAUSE, 0);
+	acc.logged = -1.0;
 	wk.nlisten = ws->nlisten;
 	for (int i = 0; i < ws->nlisten; i++) {
 		ev_io_init(&wk.accept_io[i], worker_accept_cb, ws->listen_fds[i], EV_READ);
