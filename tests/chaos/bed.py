@@ -324,13 +324,17 @@ class Bed:
                 "fds": {p: fd_count(p) for p in pids}, "t": time.monotonic()}
 
     def load(self, host, path="/", conns=4, seconds=3.0, timeout_ms=5000, keepalive=True,
-             surge=0, tag=None):
+             surge=0, tag=None, abort_pct=0, body=0):
         args = [self.world.load_bin, "-a", WEIR_ADDR, "-H", host, "-p", path, "-c", str(conns),
                 "-d", str(seconds), "-t", str(int(timeout_ms * SLACK))]
         if not keepalive:
             args.append("-n")
         if surge:
             args += ["-s", str(surge)]
+        if abort_pct:
+            args += ["-R", str(abort_pct)]
+        if body:
+            args += ["-b", str(body)]
         # the client's stdout (its JSON) and stderr both go to this file
         p = self.world.spawn("c", args, os.path.join(self.dir, "load-%s.out" % (tag or host)))
         p.tag, p.bound = tag or host, seconds + timeout_ms * SLACK / 1000.0 + 10

@@ -6,7 +6,11 @@ their own "host", a network namespace joined to weir's by a veth pair, with
 addresses in 10.98.0.0/16 that exist only inside these namespaces; nothing
 is sent anywhere else. Every fault starts a fresh weir (2 workers) and fresh
 origins, measures a baseline, runs bounded load while the fault is made,
-then checks what must hold after any fault:
+then checks what must hold after any fault. The faults: latency with
+jitter, RST and FIN mid-body (responses and uploads) from relay.py;
+nftables loss; tc tbf; clients resetting mid-body; origin A stopped and
+killed; a connection surge; a worker killed; the log disk full; weir out
+of file descriptors. What holds after each:
 
   - no crash: the master alive, every worker alive or replaced;
   - no leak: each worker's open fds (/proc/PID/fd) and the gauges
@@ -31,12 +35,13 @@ Topology (namespace names carry this run's pid, so runs never collide):
 Routes: Host a.chaos -> origin A direct, r.chaos -> the relay -> origin A,
 b.chaos -> origin B; any other host is weir's own 404.
 
-    chaos.py [--long] [--only NAME,...] [--keep]
+    chaos.py [--long] [--only NAME,...] [--keep] [--json FILE]
 
 Root is required (namespaces, nftables, tc, mounts). WEIR_BIN names the
 binary (default build/weir). Everything made is removed at exit, on failure
 and on SIGINT/SIGTERM too. The last line is "chaos: N passed, N failed"
-(and xfailed: faults weir is known to fail, each with its reason).
+(and N xfailed: checks weir is known to fail, marked in the fault with
+known=REASON and listed above that line).
 """
 
 import argparse
@@ -317,6 +322,41 @@ def make_fault_cut(kind):
     return fault_cut
 
 
+def fault_upload_reset(w, o, chk):
+    """Uploads of 100 kB through the relay; half of its connections reset
+    (RST) in the middle of a request body."""
+    bed = Bed(w, chk.name, relay_args=["--fault", "reset", "--direction", "up", "--share", "0.5",
+                                       "--cut-min", "1000", "--cut-max", "300000"])
+    try:
+        loads = pair(o, "r", "/upload")
+        loads[0]["body"] = 100000
+        under_load(bed, chk, loads)
+        st = json.load(open(bed.relay_stats))
+        chk.facts["relay"] = st
+        chk.expect(st["resets"] > 0, "relay made no reset")
+    finally:
+        bed.stop(chk)
+
+
+def fault_client_reset(w, o, chk):
+    """A third of the clients on route a reset (RST) their connection once
+    the body of a 200 kB answer has begun."""
+    bed = Bed(w, chk.name)
+    try:
+        loads = pair(o, "a", "/bytes/200000")
+        loads[0]["abort_pct"] = 33
+        base, m1, rs = under_load(bed, chk, loads)
+        chk.facts["client_aborted"] = rs[0]["aborted"]
+        chk.expect(rs[0]["aborted"] > 0, "the client reset nothing")
+        if m1:
+            # each reset is weir's to notice: a client gone mid-answer
+            gone = sum(error_deltas(base["metrics"], m1).get(k, 0) for k in ("client_closed", "client_timeout"))
+            chk.expect(gone >= rs[0]["aborted"] * 0.5,
+                       "%d resets, client_closed/client_timeout +%d" % (rs[0]["aborted"], gone))
+    finally:
+        bed.stop(chk)
+
+
 def make_fault_origin_signal(sig):
     def fault_origin(w, o, chk):
         bed = Bed(w, chk.name)
@@ -513,6 +553,8 @@ def faults(opts):
     out += [("bandwidth", fault_bandwidth),
             ("reset-mid-body", make_fault_cut("reset")),
             ("halfclose-mid-body", make_fault_cut("halfclose")),
+            ("upload-reset", fault_upload_reset),
+            ("client-reset-mid-body", fault_client_reset),
             ("origin-stall", make_fault_origin_signal(signal.SIGSTOP)),
             ("origin-kill", make_fault_origin_signal(signal.SIGKILL)),
             ("surge", make_fault_surge(20000 if opts.long else 10000, False))]
@@ -579,7 +621,7 @@ def main():
             chk.facts["seconds"] = round(time.monotonic() - t0, 1)
             status = chk.status()
             results.append((name, status, chk))
-            print("%-20s %-5s %s" % (name, status, (fn.__doc__ or "").strip().split("\n")[0]), flush=True)
+            print("%-22s %-5s %s" % (name, status, " ".join((fn.__doc__ or "").split())), flush=True)
             for k, v in chk.facts.items():
                 print("    %s: %s" % (k, v))
             for f in chk.failed:

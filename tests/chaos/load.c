@@ -8,13 +8,17 @@
  * request timeout and the whole run by the duration plus that timeout.
  *
  *   load -a IP:PORT [-H host] [-p path] [-c conns] [-d seconds] [-t timeout_ms]
- *        [-n] [-s surge_total] [-B bind_ip]
+ *        [-n] [-s surge_total] [-B bind_ip] [-R percent] [-b body_bytes]
  *
  *   closed loop (default): <conns> connections, each sends a request as soon
  *     as the previous answer is complete, for <seconds>; keep-alive unless
  *     -n (a new connection, "Connection: close", per request).
  *   -s N: a surge: N new connections spread evenly over <seconds>, each
  *     sending one request with "Connection: close"; no steady load.
+ *   -b N: each request is a POST with a body of N bytes (an upload).
+ *   -R P: P% of the requests are given up by the client once the head and
+ *     the first body bytes are in: the connection is reset (SO_LINGER 0).
+ *     Counted as "aborted", not as a failure: the client chose it.
  *
  * Prints one JSON object: requests, ok (2xx), by status class, failures by
  * kind (connect, reset, eof_head, eof_body, timeout, parse), latency
@@ -55,6 +59,7 @@ struct conn {
 	long status;
 	long long want;    /* body bytes still expected; -1: until close */
 	int close_after;
+	int abort_me;      /* reset this request once its body has begun */
 };
 
 static struct {
@@ -64,11 +69,13 @@ static struct {
 	int conns, keepalive;
 	double duration, timeout;
 	long surge;
-	char req[1024];
+	int abort_pct;
+	char *req;         /* the request, head and body, sent as is */
 	size_t reqlen;
+	long body;         /* -b: POST a body of this many bytes */
 	int ep;
 	/* results */
-	long requests, active, classes[6], fail[F_N];
+	long requests, active, classes[6], fail[F_N], aborted;
 	double opened_at; /* when the last connection of a surge was opened */
 	float *lat;
 	size_t nlat;
@@ -135,6 +142,7 @@ static void conn_start(struct conn *c)
 	c->have_head = 0;
 	c->want = 0;
 	c->close_after = !g.keepalive;
+	c->abort_me = g.abort_pct && rand() % 100 < g.abort_pct;
 	g.requests++;
 	g.active++;
 	if (c->fd < 0 && conn_open(c) < 0) {
@@ -259,6 +267,14 @@ static void conn_event(struct conn *c, uint32_t events)
 			if (r == 0)
 				continue;
 		}
+		if (c->abort_me && c->len > 0) {
+			struct linger lg = {.l_onoff = 1, .l_linger = 0};
+			setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			g.aborted++;
+			g.active--;
+			conn_reset(c);
+			return;
+		}
 		if (c->want >= 0) {
 			if ((long long)c->len > c->want) {
 				record(c, F_PARSE); /* bytes beyond the answer */
@@ -321,7 +337,7 @@ int main(int argc, char **argv)
 	g.keepalive = 1;
 	g.duration = 5;
 	g.timeout = 5;
-	while ((opt = getopt(argc, argv, "a:H:p:c:d:t:ns:B:")) != -1) {
+	while ((opt = getopt(argc, argv, "a:H:p:c:d:t:ns:B:R:b:")) != -1) {
 		switch (opt) {
 		case 'a':
 			if (parse_addr(optarg, &g.addr) < 0)
@@ -339,9 +355,11 @@ int main(int argc, char **argv)
 		case 't': g.timeout = atof(optarg) / 1000.0; break;
 		case 'n': g.keepalive = 0; break;
 		case 's': g.surge = atol(optarg); break;
+		case 'R': g.abort_pct = atoi(optarg); break;
+		case 'b': g.body = atol(optarg); break;
 		default:
 			fprintf(stderr, "usage: load -a IP:PORT [-H host] [-p path] [-c conns] [-d s] "
-			                "[-t ms] [-n] [-s surge] [-B bind_ip]\n");
+			                "[-t ms] [-n] [-s surge] [-B bind_ip] [-R percent] [-b body_bytes]\n");
 			return 2;
 		}
 	}
@@ -354,8 +372,17 @@ int main(int argc, char **argv)
 	nconn = g.conns;
 	rl.rlim_cur = rl.rlim_max = (rlim_t)nconn + 256;
 	setrlimit(RLIMIT_NOFILE, &rl); /* root raises it; otherwise what is allowed */
-	g.reqlen = (size_t)snprintf(g.req, sizeof(g.req), "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", g.path,
-	                            g.host, g.keepalive ? "" : "Connection: close\r\n");
+	g.req = malloc(1024 + (size_t)g.body);
+	if (!g.req)
+		return 1;
+	if (g.body)
+		g.reqlen = (size_t)snprintf(g.req, 1024, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %ld\r\n%s\r\n",
+		                            g.path, g.host, g.body, g.keepalive ? "" : "Connection: close\r\n");
+	else
+		g.reqlen = (size_t)snprintf(g.req, 1024, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", g.path, g.host,
+		                            g.keepalive ? "" : "Connection: close\r\n");
+	memset(g.req + g.reqlen, 'x', (size_t)g.body);
+	g.reqlen += (size_t)g.body;
 	g.lat = malloc(MAX_LAT * sizeof(float));
 	cs = calloc((size_t)nconn, sizeof(*cs));
 	if (!g.lat || !cs)
@@ -410,7 +437,7 @@ int main(int argc, char **argv)
 			failed += g.fail[i];
 		printf("{\"requests\": %ld, \"ok\": %ld, \"completed\": %zu, \"failed\": %ld, \"seconds\": %.3f, ",
 		       g.requests, g.classes[2], g.nlat, failed, now() - t0);
-		printf("\"open_seconds\": %.3f, ", g.opened_at);
+		printf("\"open_seconds\": %.3f, \"aborted\": %ld, ", g.opened_at, g.aborted);
 		printf("\"classes\": {\"1xx\": %ld, \"2xx\": %ld, \"3xx\": %ld, \"4xx\": %ld, \"5xx\": %ld}, ",
 		       g.classes[1], g.classes[2], g.classes[3], g.classes[4], g.classes[5]);
 		printf("\"failures\": {");

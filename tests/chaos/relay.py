@@ -4,16 +4,16 @@
 Principle: the faults the kernel of this machine cannot make (it has no
 netem) are made here, at the byte stream: each chunk read from one side is
 written to the other after a delay with jitter, and a chosen share of the
-connections is cut once a random number of response bytes has passed, by
-a reset (SO_LINGER 0) or a half-close (FIN towards weir mid-body, the
-origin side closed). Order is kept: a chunk never overtakes the one before
+connections is cut once a random number of response bytes (or, with
+--direction up, upload bytes) has passed, by a reset (SO_LINGER 0) or a
+half-close (FIN towards weir mid-body, the origin side closed). Order is kept: a chunk never overtakes the one before
 it, as TCP would not let it. Every fault is counted in --stats (a small JSON
 file rewritten after each one), so the suite can compare what was injected
 with what weir counted.
 
     relay.py --listen IP:PORT --to IP:PORT [--delay MS] [--jitter MS]
-             [--fault reset|halfclose] [--share P] [--cut-min N] [--cut-max N]
-             [--stats FILE]
+             [--fault reset|halfclose] [--direction down|up] [--share P]
+             [--cut-min N] [--cut-max N] [--stats FILE]
 
 Prints "ready" once listening. Runs until SIGTERM or SIGKILL.
 """
@@ -133,8 +133,10 @@ class Relay:
                     pass
             done.set()
 
-        up = asyncio.ensure_future(self.pump(creader, owriter, None, None))
-        down = asyncio.ensure_future(self.pump(oreader, cwriter, cut, on_cut))
+        up_cut = cut if self.a.direction == "up" else None
+        down_cut = cut if self.a.direction == "down" else None
+        up = asyncio.ensure_future(self.pump(creader, owriter, up_cut, on_cut))
+        down = asyncio.ensure_future(self.pump(oreader, cwriter, down_cut, on_cut))
         try:
             await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
             if done.is_set() and self.a.fault == "halfclose":
@@ -201,12 +203,16 @@ def main():
     ap.add_argument("--delay", type=float, default=0.0, help="ms added to every chunk")
     ap.add_argument("--jitter", type=float, default=0.0, help="+- ms around --delay")
     ap.add_argument("--fault", choices=("reset", "halfclose"), default=None)
+    ap.add_argument("--direction", choices=("down", "up"), default="down",
+                    help="count the bytes towards weir (responses) or towards the origin (uploads)")
     ap.add_argument("--share", type=float, default=0.3, help="share of connections cut")
     ap.add_argument("--cut-min", type=int, default=1000)
     ap.add_argument("--cut-max", type=int, default=200000)
     ap.add_argument("--stats", default=None)
     a = ap.parse_args()
     a.to_host, a.to_port = split_addr(a.to)
+    if a.direction == "up" and a.fault == "halfclose":
+        ap.error("--direction up cuts with a reset only")
     asyncio.run(main_async(a))
     return 0
 
