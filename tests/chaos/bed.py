@@ -237,6 +237,7 @@ class Bed:
 
     def start(self, name, relay_args, logdir, workers, timeouts, log_tmpfs, nofile):
         world = self.world
+        self.started = time.monotonic()
         self.dir = os.path.join(world.tmp, name)
         os.makedirs(self.dir, exist_ok=True)
         self.logdir = logdir or self.dir
