@@ -82,6 +82,11 @@ struct config_listener {
 	 * early data, with "Early-Data: 1" upstream (RFC 8470); any other
 	 * request that arrives in early data is answered 425 Too Early */
 	int early_data;
+	/* proxy_protocol = true: every connection starts with a PROXY protocol
+	 * header (v1 or v2, worker/proxy_proto.h) from an L4 balancer, whose
+	 * source address becomes the client's; one without it is closed.
+	 * Default false: a PROXY line is then a malformed request, as ever */
+	int proxy_protocol;
 };
 
 struct config_server {
@@ -151,6 +156,7 @@ struct config_timeouts {
 	uint32_t slab_idle;        /* a wholly free slab chunk is unmapped after: 30 s */
 	uint32_t tunnel;           /* idle gap either way in an upgraded tunnel: 1 h */
 	uint32_t tunnel_drain;     /* a draining worker keeps its tunnels this long: 5 min */
+	uint32_t proxy_protocol;   /* PROXY header on a proxy_protocol listener: 5 s, else close */
 };
 
 struct config_limits {

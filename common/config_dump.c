@@ -3,6 +3,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/config_keys.h"
+
 const char *config_dump_duration(uint32_t ms, char *buf, size_t cap)
 {
 	static const struct {
@@ -53,16 +55,101 @@ static void dump_str(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-static void dump_kv_str(FILE *out, const char *indent, const char *key, const char *v)
-{
-	fprintf(out, "%s%s = ", indent, key);
-	dump_str(out, v);
-	fputs(";\n", out);
-}
-
 static const char *dump_bool(int v)
 {
 	return v ? "true" : "false";
+}
+
+static uint64_t dump_number(const struct config_key *k, const void *base)
+{
+	const void *f = (const char *)base + k->offset;
+	uint64_t v;
+	uint32_t v32;
+
+	if (k->size == sizeof v) {
+		memcpy(&v, f, sizeof v);
+		return v;
+	}
+	memcpy(&v32, f, sizeof v32);
+	return v32;
+}
+
+/* Is STRING or ADDR key <k> set in <base>: not "", an address given? */
+static int dump_is_set(const struct config_key *k, const void *base)
+{
+	const char *f = (const char *)base + k->offset;
+
+	if (k->type == CONFIG_KEY_ADDR)
+		return ((const struct config_addr *)(const void *)f)->len != 0;
+	return k->size && f[0];
+}
+
+/*
+ * The scalar keys of <ks> in the struct at <base>, in the table's order:
+ * one a line after <indent>, or all on the current line ("k = v; ") when
+ * <indent> is NULL. GROUP and LIST keys are the caller's.
+ */
+static void dump_keys(FILE *out, const struct config *cfg, const struct config_keyset *ks, const void *base,
+                      const char *indent)
+{
+	for (int i = 0; i < ks->nkeys; i++) {
+		const struct config_key *k = &ks->keys[i];
+		const struct config_key *need = k->needs ? config_keys_find(ks, k->needs) : NULL;
+		uint64_t v = 0;
+		char buf[CONFIG_HOST_MAX + 32];
+
+		if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST || k->type == CONFIG_KEY_STRINGS)
+			continue;
+		if (((k->flags & (CONFIG_KEY_OPTIONAL | CONFIG_KEY_SECRET)) && !dump_is_set(k, base)) ||
+		    (need && !dump_is_set(need, base)))
+			continue;
+		if (k->flags & CONFIG_KEY_SECRET) {
+			fprintf(out, "%s# %s is set: masked by weir -T\n", indent ? indent : "", k->name);
+			continue;
+		}
+		fprintf(out, "%s%s = ", indent ? indent : "", k->name);
+		if (k->size && k->type != CONFIG_KEY_STRING && k->type != CONFIG_KEY_ADDR)
+			v = dump_number(k, base);
+		switch (k->type) {
+		case CONFIG_KEY_DURATION_OFF:
+			if (!v) {
+				fputs("\"off\"", out);
+				break;
+			}
+			/* fall through */
+		case CONFIG_KEY_DURATION:
+			fprintf(out, "\"%s\"", config_dump_duration((uint32_t)v, buf, sizeof buf));
+			break;
+		case CONFIG_KEY_SIZE:
+			fprintf(out, "\"%s\"", config_dump_size(v, buf, sizeof buf));
+			break;
+		case CONFIG_KEY_INT:
+			fprintf(out, "%d", (int)(uint32_t)v);
+			break;
+		case CONFIG_KEY_BOOL:
+			fputs(dump_bool((int)v), out);
+			break;
+		case CONFIG_KEY_ENUM:
+			dump_str(out, (int)v < k->nnames && k->names[v] ? k->names[v] : "");
+			break;
+		case CONFIG_KEY_ADDR:
+			dump_str(out, ((const struct config_addr *)(const void *)((const char *)base + k->offset))->text);
+			break;
+		default:
+			dump_str(out, k->show ? k->show(cfg, base, buf, sizeof buf) : (const char *)base + k->offset);
+			break;
+		}
+		fputs(indent ? ";\n" : "; ", out);
+	}
+}
+
+/* "name = {\n" the keys "};\n" */
+static void dump_group(FILE *out, const struct config *cfg, const char *name, const struct config_keyset *ks,
+                       const void *base)
+{
+	fprintf(out, "%s = {\n", name);
+	dump_keys(out, cfg, ks, base, "\t");
+	fputs("};\n", out);
 }
 
 static void dump_stats(FILE *out, const struct config *cfg)
@@ -71,46 +158,20 @@ static void dump_stats(FILE *out, const struct config *cfg)
 		fputs("# stats: none (no stats block)\n", out);
 		return;
 	}
-	fputs("stats = {\n", out);
-	if (cfg->has_stats)
-		dump_kv_str(out, "\t", "listen", cfg->stats.text);
-	if (cfg->stats_unix[0]) {
-		dump_kv_str(out, "\t", "unix", cfg->stats_unix);
-		fprintf(out, "\tmode = \"%04o\";\n", cfg->stats_mode);
-	}
-	fprintf(out, "\tallow_remote = %s;\n", dump_bool(cfg->stats_allow_remote));
-	if (cfg->stats_admin_token[0])
-		fputs("\t# admin_token is set: masked by weir -T\n", out);
-	fputs("};\n", out);
+	dump_group(out, cfg, "stats", &config_keys_stats, cfg);
 }
 
 static void dump_listener_tls(FILE *out, const struct config *cfg, const struct config_listener *l)
 {
 	fputs("\t\ttls = {\n\t\t\tcertificates = (\n", out);
 	for (int c = 0; c < l->ncerts; c++) {
-		const struct config_cert *ce = &cfg->certs[l->first_cert + c];
-
-		fputs("\t\t\t\t{ cert = ", out);
-		dump_str(out, ce->cert);
-		fputs("; key = ", out);
-		dump_str(out, ce->key);
-		fputs(";", out);
-		if (ce->ocsp[0]) {
-			fputs(" ocsp = ", out);
-			dump_str(out, ce->ocsp);
-			fputs(";", out);
-		}
-		fprintf(out, " }%s\n", c + 1 < l->ncerts ? "," : "");
+		fputs("\t\t\t\t{ ", out);
+		dump_keys(out, cfg, &config_keys_cert, &cfg->certs[l->first_cert + c], NULL);
+		fprintf(out, "}%s\n", c + 1 < l->ncerts ? "," : "");
 	}
 	fputs("\t\t\t);\n", out);
-	if (l->client_ca[0]) {
-		dump_kv_str(out, "\t\t\t", "client_ca", l->client_ca);
-		dump_kv_str(out, "\t\t\t", "client_verify",
-		            l->client_verify == CONFIG_CLIENT_VERIFY_OPTIONAL ? "optional" : "required");
-		if (l->client_header[0])
-			dump_kv_str(out, "\t\t\t", "client_header", l->client_header);
-	}
-	fprintf(out, "\t\t\tearly_data = %s;\n\t\t};\n", dump_bool(l->early_data));
+	dump_keys(out, cfg, &config_keys_listener_tls, l, "\t\t\t");
+	fputs("\t\t};\n", out);
 }
 
 static void dump_listeners(FILE *out, const struct config *cfg)
@@ -120,8 +181,7 @@ static void dump_listeners(FILE *out, const struct config *cfg)
 		const struct config_listener *l = &cfg->listeners[i];
 
 		fputs("\t{\n", out);
-		dump_kv_str(out, "\t\t", "address", l->addr.text);
-		fprintf(out, "\t\tbacklog = %d;\n", l->backlog);
+		dump_keys(out, cfg, &config_keys_listener, l, "\t\t");
 		if (l->tls)
 			dump_listener_tls(out, cfg, l);
 		fprintf(out, "\t}%s\n", i + 1 < cfg->nlisteners ? "," : "");
@@ -134,28 +194,19 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 	fputs("upstreams = (\n", out);
 	for (int i = 0; i < cfg->nupstreams; i++) {
 		const struct config_upstream *u = &cfg->upstreams[i];
-		char buf[32];
 
 		fputs("\t{\n", out);
-		dump_kv_str(out, "\t\t", "name", u->name);
-		fprintf(out, "\t\tkeepalive = %d;\n", u->keepalive);
-		fprintf(out, "\t\tmax_fails = %d;\n", u->max_fails);
-		fprintf(out, "\t\tfail_timeout = \"%s\";\n", config_dump_duration(u->fail_timeout, buf, sizeof buf));
+		dump_keys(out, cfg, &config_keys_upstream, u, "\t\t");
 		if (u->tls) {
-			fprintf(out, "\t\ttls = {\n\t\t\tverify = %s;\n", dump_bool(u->tls_verify));
-			if (u->tls_ca[0])
-				dump_kv_str(out, "\t\t\t", "ca", u->tls_ca);
-			if (u->tls_sni[0])
-				dump_kv_str(out, "\t\t\t", "sni", u->tls_sni);
+			fputs("\t\ttls = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_tls, u, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
 		fputs("\t\tservers = (\n", out);
 		for (int s = 0; s < u->nservers; s++) {
-			const struct config_server *srv = &cfg->servers[u->first_server + s];
-
-			fputs("\t\t\t{ address = ", out);
-			dump_str(out, srv->addr.text);
-			fprintf(out, "; weight = %d; }%s\n", srv->weight, s + 1 < u->nservers ? "," : "");
+			fputs("\t\t\t{ ", out);
+			dump_keys(out, cfg, &config_keys_server, &cfg->servers[u->first_server + s], NULL);
+			fprintf(out, "}%s\n", s + 1 < u->nservers ? "," : "");
 		}
 		fprintf(out, "\t\t);\n\t}%s\n", i + 1 < cfg->nupstreams ? "," : "");
 	}
@@ -167,15 +218,11 @@ static void dump_routes(FILE *out, const struct config *cfg)
 	fputs("routes = (\n", out);
 	for (int i = 0; i < cfg->nroutes; i++) {
 		const struct config_route *r = &cfg->routes[i];
-		char buf[CONFIG_HOST_MAX + 1];
 
-		fputs("\t{ host = ", out);
-		dump_str(out, config_host_text(r->host_kind, r->host, buf, sizeof buf));
-		fputs("; path = ", out);
-		dump_str(out, r->path);
-		fputs("; upstream = ", out);
-		dump_str(out, cfg->upstreams[r->upstream].name);
-		fputs("; upgrade = [", out);
+		fputs("\t{ ", out);
+		dump_keys(out, cfg, &config_keys_route, r, NULL);
+		/* upgrade is a list of strings, read and written by hand */
+		fputs("upgrade = [", out);
 		for (const char *p = r->upgrade; *p;) {
 			size_t n = strcspn(p, " ");
 			/* tokens: nothing in them needs escaping */
@@ -187,68 +234,18 @@ static void dump_routes(FILE *out, const struct config *cfg)
 	fputs(");\n", out);
 }
 
-static void dump_timeouts(FILE *out, const struct config_timeouts *t)
-{
-	const struct {
-		const char *key;
-		uint32_t ms;
-		int off; /* 0 is written "off" (a key that takes it) */
-	} keys[] = {
-	    {"client_header", t->client_header, 0},       {"client_body", t->client_body, 0},
-	    {"client_keepalive", t->client_keepalive, 0}, {"client_send", t->client_send, 0},
-	    {"upstream_connect", t->upstream_connect, 0}, {"upstream_send", t->upstream_send, 0},
-	    {"upstream_read", t->upstream_read, 0},       {"upstream_keepalive", t->upstream_keepalive, 0},
-	    {"drain", t->drain, 0},                    {"rate_window", t->rate_window, 1},
-	    {"request", t->request, 1},                {"slab_idle", t->slab_idle, 0},
-	    {"tunnel", t->tunnel, 0},                  {"tunnel_drain", t->tunnel_drain, 0},
-	};
-	char buf[32];
-
-	fputs("timeouts = {\n", out);
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-		fprintf(out, "\t%s = \"%s\";\n", keys[i].key,
-		        keys[i].off && !keys[i].ms ? "off" : config_dump_duration(keys[i].ms, buf, sizeof buf));
-	fputs("};\n", out);
-}
-
-static void dump_limits(FILE *out, const struct config_limits *l)
-{
-	char buf[32];
-
-	fputs("limits = {\n", out);
-	fprintf(out, "\theader_size = \"%s\";\n", config_dump_size(l->header_size, buf, sizeof buf));
-	fprintf(out, "\theaders = %" PRIu32 ";\n", l->headers);
-	fprintf(out, "\turi_size = \"%s\";\n", config_dump_size(l->uri_size, buf, sizeof buf));
-	fprintf(out, "\tbody_size = \"%s\";\n", config_dump_size(l->body_size, buf, sizeof buf));
-	fprintf(out, "\tconnections = %" PRIu32 ";\n", l->connections);
-	fprintf(out, "\tresponse_header_size = \"%s\";\n", config_dump_size(l->response_header_size, buf, sizeof buf));
-	fprintf(out, "\tbody_buffer = \"%s\";\n", config_dump_size(l->body_buffer, buf, sizeof buf));
-	fprintf(out, "\tclient_body_rate = \"%s\";\n", config_dump_size(l->client_body_rate, buf, sizeof buf));
-	fprintf(out, "\tclient_send_rate = \"%s\";\n", config_dump_size(l->client_send_rate, buf, sizeof buf));
-	fputs("};\n", out);
-}
-
 int config_dump(FILE *out, const struct config *cfg)
 {
-	char buf[32];
-
 	fputs("# weir -T: the configuration in force", out);
 	if (cfg->file) {
 		fputs(" as loaded from ", out);
 		dump_str(out, cfg->file);
 	}
 	fputs(",\n# every default filled in and secrets masked. `weir -t` accepts it.\n\n", out);
-	fprintf(out, "workers = %d;\n", cfg->workers);
-	fprintf(out, "master_process = %s;\n", dump_bool(cfg->master_process));
-	dump_kv_str(out, "", "pid_file", cfg->pid_file);
-	dump_kv_str(out, "", "user", cfg->user);
-	fprintf(out, "tls_ticket_rotate = \"%s\";\n\n", config_dump_duration(cfg->tls_ticket_rotate, buf, sizeof buf));
-
-	fputs("log = {\n", out);
-	dump_kv_str(out, "\t", "error", cfg->log.error_path);
-	dump_kv_str(out, "\t", "access", cfg->log.access_path);
-	dump_kv_str(out, "\t", "level", config_log_level_name(cfg->log.level));
-	fputs("};\n\n", out);
+	dump_keys(out, cfg, &config_keys_top, cfg, "");
+	fputc('\n', out);
+	dump_group(out, cfg, "log", &config_keys_log, &cfg->log);
+	fputc('\n', out);
 	dump_stats(out, cfg);
 	fputc('\n', out);
 	dump_listeners(out, cfg);
@@ -257,8 +254,8 @@ int config_dump(FILE *out, const struct config *cfg)
 	fputc('\n', out);
 	dump_routes(out, cfg);
 	fputc('\n', out);
-	dump_timeouts(out, &cfg->timeouts);
+	dump_group(out, cfg, "timeouts", &config_keys_timeouts, &cfg->timeouts);
 	fputc('\n', out);
-	dump_limits(out, &cfg->limits);
+	dump_group(out, cfg, "limits", &config_keys_limits, &cfg->limits);
 	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
 }

@@ -11,9 +11,11 @@
  * guessable one). Key files are named by path; no file's contents are ever
  * printed.
  *
- * It reads struct config only, so a loader that changes how it reads a key
- * keeps -T working; a new key needs a line here (tests/integration/
- * test_config_dump.py fails for a key of etc/weir.conf that -T omits).
+ * It reads struct config only, and prints every scalar from its
+ * descriptor (common/config_keys.c): a new key needs no line here. The
+ * shape (which groups, which lists, in what order) is written out here;
+ * tests/integration/test_config_dump.py fails for a key of etc/weir.conf
+ * that -T omits.
  */
 #ifndef WEIR_COMMON_CONFIG_DUMP_H
 #define WEIR_COMMON_CONFIG_DUMP_H

@@ -47,7 +47,8 @@
 	X(REQUEST_TIMEOUT_UPSTREAM, 504, "request_timeout_upstream", "no answer within timeouts.request") \
 	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory") \
 	X(UPSTREAM_BAD_UPGRADE, 502, "upstream_bad_upgrade", "upstream switched protocols unasked or to another") \
-	X(TUNNEL_ERROR, 0, "tunnel_error", "tunnel cut by a read or write error")
+	X(TUNNEL_ERROR, 0, "tunnel_error", "tunnel cut by a read or write error") \
+	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header")
 
 #define WEIR_OK 0
 

@@ -15,6 +15,7 @@
 #include <openssl/ssl.h>
 
 #include "common/log.h"
+#include "worker/conn_proxy.h"
 #include "worker/tls.h"
 #include "worker/tls_bio.h"
 #include "worker/txn.h"
@@ -503,6 +504,28 @@ static void conn_on_handshake(struct conn *c)
 	conn_on_head(c);
 }
 
+/* proxy_protocol listener: reads the PROXY header; once done, the
+ * connection goes on as one accepted from its source would. */
+static void conn_on_proxy(struct conn *c)
+{
+	int rc = conn_proxy_read(c);
+
+	if (rc == WEIR_EAGAIN)
+		return;
+	if (rc < 0) {
+		conn_close(c);
+		return;
+	}
+	conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_header));
+	if (c->ssl) {
+		c->state = CONN_HANDSHAKE;
+		conn_on_handshake(c);
+		return;
+	}
+	c->state = CONN_IDLE;
+	conn_on_head(c);
+}
+
 static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = w->data;
@@ -521,6 +544,9 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->readable = 1;
 	}
 	switch (c->state) {
+	case CONN_PROXY:
+		conn_on_proxy(c);
+		break;
 	case CONN_HANDSHAKE:
 		conn_on_handshake(c);
 		break;
@@ -549,6 +575,10 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (worker_deadline_early(&c->timer, c->deadline))
 		return;
 	switch (c->state) {
+	case CONN_PROXY:
+		conn_proxy_timeout(c);
+		conn_close(c);
+		break;
 	case CONN_HANDSHAKE:
 		/* bounded by timeouts.client_header; a client that never sent a
 		 * byte is closed quietly, as an idle plain connection is */
@@ -621,5 +651,11 @@ void conn_accept(int fd, const struct sockaddr *sa, int l)
 		}
 	}
 	ev_io_start(wk.loop, &c->io);
+	if (wk.cfg->listeners[l].proxy_protocol) {
+		/* the header comes first, before TLS or HTTP */
+		c->state = CONN_PROXY;
+		conn_set_deadline(c, worker_after(wk.cfg->timeouts.proxy_protocol));
+		return;
+	}
 	conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_header));
 }

@@ -26,6 +26,7 @@
 struct txn;
 
 enum conn_state {
+	CONN_PROXY,   /* proxy_protocol listener: reading the PROXY header (conn_proxy.c) */
 	CONN_HANDSHAKE, /* TLS listener: the handshake is under way (tls.c) */
 	CONN_IDLE,    /* between requests, no bytes pending */
 	CONN_HEAD,    /* reading a request head */

@@ -209,8 +209,15 @@ int txn_client_clock(struct txn *t, uint8_t wait, int io)
 	const struct config_limits *l = &wk.cfg->limits;
 	ev_tstamp at, window = to->rate_window / 1000.0;
 	const struct txn_rate *r = NULL;
-	int rc = txn_client_check(t, wait);
+	int rc;
 
+	/* the common pass: still waiting on nothing from the client, no
+	 * window open and no cap; the checks below would find what the last
+	 * pass found (a rate is judged only when a wait adds to its window) */
+	if (wait == WAIT_NONE && t->cl_wait == WAIT_NONE && !io && t->rate_in.since == 0 && t->rate_out.since == 0 &&
+	    !to->request)
+		return 0;
+	rc = txn_client_check(t, wait);
 	if (rc < 0)
 		return rc;
 	if (wait != t->cl_wait || io) {

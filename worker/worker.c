@@ -29,7 +29,11 @@ _Static_assert(sizeof(((struct shm_counters *)0)->log_dropped) / sizeof(uint64_t
 
 void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at)
 {
-	if (!ev_is_active(tm) || at < *dl) {
+	/* a deadline moved later is only a store, so the timer may be armed
+	 * before the deadline it serves: re-arm only when the new deadline
+	 * comes before the timer fires (a request's "no deadline" followed by
+	 * the keep-alive one then costs nothing) */
+	if (!ev_is_active(tm) || at < ev_now(wk.loop) + ev_timer_remaining(wk.loop, tm)) {
 		ev_timer_stop(wk.loop, tm);
 		ev_timer_set(tm, at - ev_now(wk.loop), 0);
 		ev_timer_start(wk.loop, tm);

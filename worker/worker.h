@@ -9,6 +9,8 @@
  *   worker.c    start-up, accept, signals, the 1 s tick, drain
  *   conn.c      client connections: idle, reading a head, error answers,
  *               keep-alive, lingering close
+ *   conn_proxy.c the PROXY protocol header on a proxy_protocol listener
+ *               (proxy_proto.c parses it)
  *   txn.c       one request in flight: forwarding both ways with
  *               back-pressure, framing, retries, the access log
  *   head.c      writing request and response heads anew

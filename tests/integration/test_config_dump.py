@@ -46,7 +46,7 @@ log = { error = "%(d)s/err\\"or.log"; access = "off"; level = "warn"; };
 stats = { listen = "127.0.0.1:19901"; unix = "%(d)s/stats.sock"; mode = "0600"; admin_token = "%(tok)s"; };
 listeners = (
   { address = "127.0.0.1:18080"; backlog = 100; },
-  { address = "[::1]:18443";
+  { address = "[::1]:18443"; proxy_protocol = true;
     tls = { certificates = ( { cert = "%(c)s"; key = "%(k)s"; }, { cert = "%(c2)s"; key = "%(k2)s"; } );
             client_ca = "%(d)s/ca.pem"; client_verify = "optional"; client_header = "X-Client-Subject";
             early_data = true; }; }
@@ -60,7 +60,7 @@ routes = (
   { host = "Exact.Example.com"; path = "/"; upstream = "a"; upgrade = [ ]; },
   { path = "/"; upstream = "a"; }
 );
-timeouts = { client_header = "1500ms"; drain = "2m"; upstream_read = 90000; tunnel = "90m"; tunnel_drain = 1000; };
+timeouts = { client_header = "1500ms"; drain = "2m"; upstream_read = 90000; proxy_protocol = "3s"; tunnel = "90m"; tunnel_drain = 1000; };
 limits = { body_size = 0; uri_size = "1k"; headers = 50; };
 tls_ticket_rotate = "1h";
 """ % dict(d=d, tok=TOKEN, c=cert, k=key, c2=cert2, k2=key2)
@@ -102,7 +102,8 @@ def test_dump_is_accepted_by_t_and_is_a_fixed_point(tmp_path):
                  'tunnel_drain = "1s";', 'mode = "0600";', "keepalive = 0;",
                  '{ address = "127.0.0.1:9002"; weight = 1; }', 'address = "[::1]:18443";', "verify = true;",
                  'sni = "app.test";', 'access = "off";', 'level = "warn";', 'err\\"or.log"', "workers = 3;",
-                 'tls_ticket_rotate = "1h";'):
+                 'tls_ticket_rotate = "1h";', 'proxy_protocol = "3s";', "proxy_protocol = false;",
+                 "proxy_protocol = true;", "max_fails = 3;", 'fail_timeout = "10s";'):
         assert want in out, (want, out)
 
 
