@@ -207,6 +207,14 @@ struct config {
 	/* tls_ticket_rotate: how often the master makes a new session ticket
 	 * key (the previous one still decrypts); default 12 h */
 	uint32_t tls_ticket_rotate;
+	/* merge_slashes: runs of '/' in a request path are one '/' for
+	 * routing and forwarding ("//admin" is "/admin"), as nginx's
+	 * merge_slashes; default true */
+	int merge_slashes;
+	/* underscores_in_headers: false drops every request header with a
+	 * '_' in its name, as nginx's default; true (default) drops only
+	 * those that read as a header weir owns (Transfer_Encoding) */
+	int underscores_in_headers;
 
 	struct config_timeouts timeouts;
 	struct config_limits limits;

@@ -38,8 +38,9 @@
 	X(TLS_HANDSHAKE, 0, "tls_handshake", "TLS handshake failed")                    \
 	X(UPSTREAM_TLS, 502, "upstream_tls", "TLS handshake with the upstream failed")   \
 	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")         \
-	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set")   \
-	X(BAD_PATH, 400, "bad_path", "request path above the root or badly encoded") \
+	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set, or a lookalike of one") \
+	X(UNDERSCORE_HEADER, 0, "underscore_header", "header with '_' dropped (underscores_in_headers = false)") \
+	X(BAD_PATH, 400, "bad_path", "request path above the root, badly encoded, with '\\' or \"..;\"") \
 	X(LOCAL_CONNECT_ERROR, 503, "local_connect_error", "no local resources to connect upstream") \
 	X(BODY_TOO_SLOW, 408, "body_too_slow", "request body arrived below limits.client_body_rate") \
 	X(SEND_TOO_SLOW, 0, "send_too_slow", "client read the response below limits.client_send_rate") \

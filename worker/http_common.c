@@ -367,6 +367,28 @@ static void trim_value(struct http_header *h)
 		h->value = h->name + h->name_len; /* never NULL, even when empty */
 }
 
+/*
+ * A name with a '_' that CGI, WSGI and PHP read as a framing or hop-by-hop
+ * header (Transfer_Encoding is HTTP_TRANSFER_ENCODING to them, as
+ * Transfer-Encoding is): only names with a '-' have such spellings, so
+ * Host, TE, Trailer, Upgrade and Connection have none.
+ */
+static uint32_t name_lookalike(const char *n, size_t l)
+{
+	if (l >= 6 && http_name_same_var(n, "proxy-", 6))
+		return HTTP_HDR_LOOKALIKE;
+	switch (l) {
+	case 10:
+		return http_name_same_var(n, "keep-alive", l) ? HTTP_HDR_LOOKALIKE : 0;
+	case 14:
+		return http_name_same_var(n, "content-length", l) ? HTTP_HDR_LOOKALIKE : 0;
+	case 17:
+		return http_name_same_var(n, "transfer-encoding", l) ? HTTP_HDR_LOOKALIKE : 0;
+	default:
+		return 0;
+	}
+}
+
 /* Flags by name; the length picks the few names worth comparing. */
 static uint32_t name_flags(const struct http_header *h)
 {
@@ -374,7 +396,11 @@ static uint32_t name_flags(const struct http_header *h)
 	size_t l = h->name_len;
 
 	if (l >= 6 && span_iprefix(n, l, "proxy-"))
-		return HTTP_HDR_HOP;
+		return HTTP_HDR_HOP | (memchr(n, '_', l) ? HTTP_HDR_UNDERSCORE : 0);
+	/* the other names below have no '_': a name with one is at most a
+	 * lookalike (one memchr for a name, most have none) */
+	if (memchr(n, '_', l))
+		return HTTP_HDR_UNDERSCORE | name_lookalike(n, l);
 	switch (l) {
 	case 2:
 		return http_span_ieq(n, l, "te") ? HTTP_HDR_HOP : 0;

@@ -483,7 +483,7 @@ static int txn_normalize_path(struct txn *t)
 	if (r->target_len <= 1)
 		return 0;
 	p = in->data + (r->target - in->data); /* the head's bytes are ours */
-	rc = http_path_normalize(p, path_len, &n);
+	rc = http_path_normalize(p, path_len, wk.cfg->merge_slashes ? HTTP_PATH_MERGE_SLASHES : 0, &n);
 	if (rc || n == path_len)
 		return rc;
 	memmove(p + n, p + path_len, r->target_len - path_len);

@@ -659,6 +659,25 @@ static void test_an_upgrade_request_is_noted(void)
 	CU_ASSERT(req.upgrade == NULL); /* two Upgrade headers: no upgrade */
 }
 
+static void test_underscore_lookalikes_of_framing_and_hop_by_hop_names_are_flagged(void)
+{
+	/* the parser's own framing reads only the exact names */
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nTransfer_Encoding: chunked\r\n"
+	                      "content_LENGTH: 5\r\nKeep_Alive: 1\r\nProxy_Connection: c\r\n"
+	                      "PROXY_X: 1\r\nProxy-A_b: 1\r\nX_Api_Key: k\r\nConnection_: x\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(hdr("Transfer_Encoding")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("content_LENGTH")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Keep_Alive")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Proxy_Connection")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("PROXY_X")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	/* a real Proxy-* name is hop-by-hop, a '_' further on or not */
+	CU_ASSERT_EQUAL(hdr("Proxy-A_b")->flags, HTTP_HDR_HOP | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("X_Api_Key")->flags, HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Connection_")->flags, HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_NONE);
+}
+
 static void test_a_header_named_in_connection_is_hop_by_hop(void)
 {
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nX-Before: 1\r\nHost: a\r\n"
@@ -793,6 +812,8 @@ static const struct unit_test tests[] = {
 		{"an upgrade request is noted", test_an_upgrade_request_is_noted},
 		{"a header named in Connection is hop-by-hop",
 		 test_a_header_named_in_connection_is_hop_by_hop},
+		{"underscore lookalikes of framing and hop-by-hop names are flagged",
+		 test_underscore_lookalikes_of_framing_and_hop_by_hop_names_are_flagged},
 		{"more than 16 Connection tokens are refused", test_connection_tokens_are_bounded},
 		{"keep_alive follows the version and Connection",
 		 test_keep_alive_follows_the_version_and_connection},
