@@ -196,9 +196,11 @@ struct config {
 	 * process may run on (common/affinity.h). "auto" (the default) is on
 	 * when workers equal the online cores */
 	enum config_affinity worker_cpu_affinity;
-	/* reuseport_steering = "cpu" (default): while affinity is on, a
-	 * reuseport BPF program hands a connection to the worker on the CPU
-	 * that received it; "hash": the kernel's 4-tuple hash, as without */
+	/* reuseport_steering = "cpu": while affinity is on, a reuseport BPF
+	 * program hands a connection to the worker on the CPU that received
+	 * it; "hash" (default): the kernel's 4-tuple hash. Not "cpu" by
+	 * default: behind a NIC with fewer queues than workers it would feed
+	 * every connection to the few workers on the receiving CPUs */
 	enum config_steering reuseport_steering;
 
 	struct config_listener listeners[CONFIG_MAX_LISTENERS];

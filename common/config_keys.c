@@ -339,7 +339,7 @@ static const struct config_key top_keys[] = {
     {.name = "worker_cpu_affinity", .type = CONFIG_KEY_ENUM, AT(struct config, worker_cpu_affinity),
      .def = "auto", .names = affinity_names, .nnames = 3,
      .doc = "pin worker i to the i-th allowed CPU; `\"auto\"`: when `workers` equals the online cores"},
-    {.name = "reuseport_steering", .type = CONFIG_KEY_ENUM, AT(struct config, reuseport_steering), .def = "cpu",
+    {.name = "reuseport_steering", .type = CONFIG_KEY_ENUM, AT(struct config, reuseport_steering), .def = "hash",
      .names = steering_names, .nnames = 2,
      .doc = "`\"cpu\"`: a connection goes to the worker on the CPU that received it (with affinity on); "
             "`\"hash\"`: the kernel's hash"},

@@ -15,6 +15,7 @@ from harness import Client, build_request, simple, slack, wait_until
 
 CPUS = sorted(os.sched_getaffinity(0))
 needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+CPU_STEERING = 'worker_cpu_affinity = true; reuseport_steering = "cpu";'
 
 
 def _start(weir_factory, origin, listener="", **kw):
@@ -91,7 +92,7 @@ def test_affinity_false_leaves_workers_on_every_cpu(weir_factory, origin):
 
 @needs_two
 def test_a_connection_lands_on_the_worker_of_the_cpu_that_received_it(weir_factory, origin):
-    w = simple(weir_factory, origin, workers=2, extra="worker_cpu_affinity = true;")
+    w = simple(weir_factory, origin, workers=2, extra=CPU_STEERING)
     pids = _workers_by_index(w)
     for i in (0, 1):
         # over loopback the SYN is received on the CPU that sent it
@@ -100,8 +101,8 @@ def test_a_connection_lands_on_the_worker_of_the_cpu_that_received_it(weir_facto
 
 @needs_two
 def test_hash_steering_spreads_connections_over_both_workers(weir_factory, origin):
-    w = simple(weir_factory, origin, workers=2,
-               extra='worker_cpu_affinity = true; reuseport_steering = "hash";')
+    # the default: affinity on, no program
+    w = simple(weir_factory, origin, workers=2, extra="worker_cpu_affinity = true;")
     pids = _workers_by_index(w)
     spread = _spread(w, CPUS[0], 40)
     # by the 4-tuple hash: all 40 on one worker has odds 2^-39
@@ -111,7 +112,7 @@ def test_hash_steering_spreads_connections_over_both_workers(weir_factory, origi
 @needs_two
 def test_a_reload_re_attaches_the_program_for_the_new_group(weir_factory, origin):
     import signal
-    w = simple(weir_factory, origin, workers=1, extra="worker_cpu_affinity = true;")
+    w = simple(weir_factory, origin, workers=1, extra=CPU_STEERING)
     _workers_by_index(w, 1)
 
     def started():
@@ -132,8 +133,7 @@ def test_a_reload_re_attaches_the_program_for_the_new_group(weir_factory, origin
     assert _cpus_allowed(pids[2]) == str(CPUS[0])
     assert _spread(w, CPUS[1], 10) == {pids[1]: 10}
     # "hash" takes the program off again
-    pids = reload(text.replace("worker_cpu_affinity = true;",
-                               'worker_cpu_affinity = true; reuseport_steering = "hash";'), 3)
+    pids = reload(text.replace('"cpu"', '"hash"'), 3)
     assert len(_spread(w, CPUS[1], 30)) > 1
 
 
