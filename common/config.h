@@ -60,9 +60,16 @@ enum config_client_verify {
 	CONFIG_CLIENT_VERIFY_REQUIRED, /* no valid certificate, no handshake */
 };
 
+enum config_affinity { CONFIG_AFFINITY_OFF, CONFIG_AFFINITY_ON, CONFIG_AFFINITY_AUTO };
+enum config_steering { CONFIG_STEER_CPU, CONFIG_STEER_HASH };
+
 struct config_listener {
 	struct config_addr addr;
 	int backlog; /* default 511 */
+	/* tcp_fastopen: TCP_FASTOPEN queue length, 0 (default) off;
+	 * defer_accept: TCP_DEFER_ACCEPT in ms, 0 (default) off */
+	int tcp_fastopen;
+	uint32_t defer_accept;
 	int line;    /* line of the entry in the file, for messages */
 	/* tls = { certificates = ( { cert = ...; key = ...; }, ... ); }: the
 	 * first certificate is the default, the others are chosen by SNI */
@@ -192,6 +199,16 @@ struct config {
 	 * started (as nginx's "master_process off"): for profiling and
 	 * benchmarks, not production. Requires workers = 1. Default true. */
 	int master_process;
+	/* worker_cpu_affinity: worker i pins itself to the i-th CPU the
+	 * process may run on (common/affinity.h). "auto" (the default) is on
+	 * when workers equal the online cores */
+	enum config_affinity worker_cpu_affinity;
+	/* reuseport_steering = "cpu": while affinity is on, a reuseport BPF
+	 * program hands a connection to the worker on the CPU that received
+	 * it; "hash" (default): the kernel's 4-tuple hash. Not "cpu" by
+	 * default: behind a NIC with fewer queues than workers it would feed
+	 * every connection to the few workers on the receiving CPUs */
+	enum config_steering reuseport_steering;
 
 	struct config_listener listeners[CONFIG_MAX_LISTENERS];
 	int nlisteners; /* at least 1 */

@@ -33,8 +33,9 @@ static void doc_type(FILE *out, const struct config_key *k)
 		break;
 	case CONFIG_KEY_ENUM:
 		for (int i = 0, n = 0; i < k->nnames; i++)
-			if (k->names[i])
-				fprintf(out, "%s`\"%s\"`", n++ ? ", " : "", k->names[i]);
+			if (k->names[i]) /* false and true are booleans in a file */
+				fprintf(out, strcmp(k->names[i], "true") && strcmp(k->names[i], "false") ? "%s`\"%s\"`" : "%s`%s`",
+				        n++ ? ", " : "", k->names[i]);
 		break;
 	case CONFIG_KEY_ADDR:
 		fputs("address", out);

@@ -129,9 +129,16 @@ static void dump_keys(FILE *out, const struct config *cfg, const struct config_k
 		case CONFIG_KEY_BOOL:
 			fputs(dump_bool((int)v), out);
 			break;
-		case CONFIG_KEY_ENUM:
-			dump_str(out, (int)v < k->nnames && k->names[v] ? k->names[v] : "");
+		case CONFIG_KEY_ENUM: {
+			const char *name = (int)v < k->nnames && k->names[v] ? k->names[v] : "";
+
+			/* worker_cpu_affinity's false and true are booleans in a file */
+			if (strcmp(name, "true") == 0 || strcmp(name, "false") == 0)
+				fputs(name, out);
+			else
+				dump_str(out, name);
 			break;
+		}
 		case CONFIG_KEY_ADDR:
 			dump_str(out, ((const struct config_addr *)(const void *)((const char *)base + k->offset))->text);
 			break;

@@ -224,6 +224,10 @@ static const struct config_key listener_keys[] = {
      .doc = "where clients connect; unique"},
     {.name = "backlog", .type = CONFIG_KEY_INT, AT(struct config_listener, backlog), .min = 1, .max = 65535,
      .def = "511", .doc = "the kernel's accept queue per socket"},
+    {.name = "tcp_fastopen", .type = CONFIG_KEY_INT, AT(struct config_listener, tcp_fastopen), .min = 0,
+     .max = 65535, .def = "0", .doc = "TCP Fast Open: pending handshakes queued; 0: off"},
+    {.name = "defer_accept", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_listener, defer_accept),
+     .def = "off", .doc = "TCP_DEFER_ACCEPT: wake a worker only once data arrives, waiting at most this; 0: off"},
     {.name = "proxy_protocol", .type = CONFIG_KEY_BOOL, AT(struct config_listener, proxy_protocol),
      .def = "false", .doc = "every connection starts with a PROXY protocol v1 or v2 header"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_listener_tls,
@@ -327,11 +331,22 @@ static const struct config_key limit_keys[] = {
 };
 KEYSET(config_keys_limits, "limits", "in limits", limit_keys);
 
+/* read from true, false or "auto" */
+static const char *const affinity_names[] = {"false", "true", "auto"};
+static const char *const steering_names[] = {"cpu", "hash"};
+
 static const struct config_key top_keys[] = {
     {.name = "workers", .type = CONFIG_KEY_INT, .flags = CONFIG_KEY_AUTO, AT(struct config, workers), .min = 1,
      .max = CONFIG_MAX_WORKERS, .def = "auto", .doc = "worker processes; `\"auto\"`: one per online core"},
     {.name = "master_process", .type = CONFIG_KEY_BOOL, AT(struct config, master_process), .def = "true",
      .doc = "`false`: the one worker runs without a master (profiling); needs `workers = 1`"},
+    {.name = "worker_cpu_affinity", .type = CONFIG_KEY_ENUM, AT(struct config, worker_cpu_affinity),
+     .def = "auto", .names = affinity_names, .nnames = 3,
+     .doc = "pin worker i to the i-th allowed CPU; `\"auto\"`: when `workers` equals the online cores"},
+    {.name = "reuseport_steering", .type = CONFIG_KEY_ENUM, AT(struct config, reuseport_steering), .def = "hash",
+     .names = steering_names, .nnames = 2,
+     .doc = "`\"cpu\"`: a connection goes to the worker on the CPU that received it (with affinity on); "
+            "`\"hash\"`: the kernel's hash"},
     {.name = "pid_file", .type = CONFIG_KEY_STRING, AT(struct config, pid_file), FITS(struct config, pid_file),
      .def = "", .doc = "where the master writes its pid; `\"\"`: nowhere"},
     {.name = "user", .type = CONFIG_KEY_STRING, AT(struct config, user), FITS(struct config, user), .def = "",

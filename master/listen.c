@@ -2,11 +2,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/affinity.h"
 #include "common/log.h"
 
 int listen_socket(const struct config_addr *addr, int backlog, int reuseport)
@@ -119,4 +122,73 @@ void listen_close(struct listen_set *ls)
 				close(ls->fds[l][w]);
 				ls->fds[l][w] = -1;
 			}
+}
+
+/*
+ * The reuseport program of a listener's group: the CPU that received the
+ * SYN picks the socket of the worker pinned there. The group's sockets are
+ * indexed in the order they joined it, which is the worker order: opened
+ * 0..n-1, a slot added by a reload appended, and a shrink closes from the
+ * end. A CPU no worker runs on returns an index past the group, for which
+ * the kernel falls back to its hash.
+ */
+static int listen_steer_group(int fd, int nworkers)
+{
+	struct sock_filter code[2 + 2 * CONFIG_MAX_WORKERS];
+	int n = 0, seen[CONFIG_MAX_WORKERS];
+	struct sock_fprog prog;
+
+	code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(SKF_AD_OFF + SKF_AD_CPU));
+	for (int w = 0; w < nworkers; w++) {
+		int cpu = affinity_cpu_of(w), dup = 0;
+
+		seen[w] = cpu;
+		for (int k = 0; k < w; k++)
+			dup |= seen[k] == cpu;
+		if (cpu < 0 || dup) /* more workers than CPUs: the first on a CPU takes it */
+			continue;
+		code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)cpu, 0, 1);
+		code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, (uint32_t)w);
+	}
+	code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, UINT32_MAX);
+	prog.len = (unsigned short)n;
+	prog.filter = code;
+	return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog);
+}
+
+void listen_apply(struct listen_set *ls, const struct config *cfg)
+{
+	int steer = affinity_on(cfg) && cfg->reuseport_steering == CONFIG_STEER_CPU;
+
+	for (int l = 0; l < ls->nlisteners; l++) {
+		const struct config_listener *cl = &cfg->listeners[l];
+		/* TCP_DEFER_ACCEPT counts seconds: round up */
+		int tfo = cl->tcp_fastopen, defer = (int)((cl->defer_accept + 999) / 1000), zero = 0;
+
+		for (int w = 0; w < ls->nworkers; w++) {
+			int fd = ls->fds[l][w];
+
+			if (fd < 0)
+				continue;
+			/* a kernel without TFO or a value it refuses: say so once a
+			 * listener, and serve without */
+			if (setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN, &tfo, sizeof tfo) < 0 && tfo && w == 0)
+				log_error("%s: cannot set tcp_fastopen: %s", cl->addr.text, strerror(errno));
+			if (setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof defer) < 0 && defer && w == 0)
+				log_error("%s: cannot set defer_accept: %s", cl->addr.text, strerror(errno));
+		}
+		if (ls->fds[l][0] < 0)
+			continue;
+		/* once per group, after all its sockets exist; again after a
+		 * reload, whose group or CPUs may differ */
+		if (steer && listen_steer_group(ls->fds[l][0], ls->nworkers) < 0) {
+			log_error("%s: cannot steer connections by CPU: %s", cl->addr.text, strerror(errno));
+			steer = 0;
+		}
+		if (!steer && setsockopt(ls->fds[l][0], SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, &zero, sizeof zero) < 0 &&
+		    errno != ENOENT)
+			log_error("%s: cannot detach the reuseport program: %s", cl->addr.text, strerror(errno));
+	}
+	if (steer)
+		log_info("listeners steer connections to the worker on the receiving CPU");
 }

@@ -46,6 +46,12 @@ int listen_reopen(struct listen_set *ls, const struct config *cfg, struct listen
 
 void listen_close(struct listen_set *ls);
 
+/* Applies <cfg>'s socket options to every socket of <ls> (tcp_fastopen,
+ * defer_accept) and attaches or detaches each group's CPU steering
+ * program; run after open, reload and upgrade. What the kernel refuses is
+ * logged and served without. */
+void listen_apply(struct listen_set *ls, const struct config *cfg);
+
 /* Opens one non-blocking TCP listening socket on <addr>; -1 with errno.
  * <reuseport> sets SO_REUSEPORT. Also used by the stats socket. */
 int listen_socket(const struct config_addr *addr, int backlog, int reuseport);

@@ -464,6 +464,7 @@ static int master_reload(void)
 	master_retire_workers(ocfg);
 	listen_close(&m.ls); /* what the new configuration did not take */
 	m.ls = nls;
+	listen_apply(&m.ls, ncfg); /* after the close: the groups are final */
 	m.cfg = ncfg;
 	master_raise_nofile(ncfg); /* more servers or connections: the new workers inherit it */
 	for (int i = 0; i < ncfg->workers; i++)
@@ -762,6 +763,7 @@ int master_run(struct config *cfg, char *const argv[])
 	}
 	if (upgrade_fd >= 0 ? upgrade_adopt_listeners(&m.ls, cfg, inh) < 0 : listen_open(&m.ls, cfg) < 0)
 		return 1;
+	listen_apply(&m.ls, cfg);
 	/* inherited stats sockets are served as they are; stats_configure()
 	 * then keeps those this configuration still names and opens the rest */
 	if (inh && inh->stats_fd >= 0)

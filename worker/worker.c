@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/affinity.h"
 #include "common/log.h"
 #include "common/secmem.h"
 #include "common/process.h"
@@ -383,6 +384,15 @@ static int worker_setup(const struct worker_start *ws)
 	snprintf(who, sizeof(who), "worker %d", ws->index);
 	log_set_who(who);
 	log_set_deferred();
+	if (affinity_on(cfg)) {
+		int cpu;
+
+		/* the master steers this worker's listeners to the same CPU */
+		if (affinity_pin(ws->index, &cpu) < 0)
+			log_error("cannot pin to a CPU: %s", strerror(errno));
+		else
+			log_info("pinned to CPU %d", cpu);
+	}
 
 	/* one size serves heads and bodies: large enough for the biggest
 	 * allowed head, and at least 16 KiB so bodies move in few calls */

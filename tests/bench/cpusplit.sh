@@ -3,6 +3,7 @@
 # each proxy the same load on this machine.
 #
 #   tests/bench/cpusplit.sh [--tls] [--close] [--path P] [--duration S] [--conns C]
+#                           [--threads T] [--pin] [--workers N] [--steering cpu|hash] [--only P,...]
 #
 # peers.sh compares requests/s, but on a 2-core machine the load generator
 # (wrk) and the origin share the cores with the proxy, so requests/s tells
@@ -28,10 +29,23 @@
 # ratio to the floor's (x floor). The floor speaks plain HTTP even with
 # --tls, so there the ratio includes what TLS costs. --path chooses the
 # request: / (18 bytes) or /64k (65536 bytes).
+#
+# --workers N (N > 1) runs weir with a master and N workers (the nginx and
+# HAProxy stay at one), its CPU summed over the master and every worker,
+# with worker_cpu_affinity at its default ("auto": on when N equals the
+# cores) and reuseport_steering as --steering says (default "hash"); the
+# weir line is then followed by "conns: PID=K ..." (established client
+# connections per worker, sampled by ss half-way through the run).
+# --threads T gives wrk T threads (default 1): with steering by CPU, a
+# loopback client's connections land on the worker of the CPU the client
+# ran on, so one wrk thread feeds one worker. --pin runs one wrk per CPU
+# instead (taskset -c I wrk -tT -c C/ncpus), their requests and CPU
+# summed, so each CPU receives its share of the connections as a NIC with
+# one queue per core would spread them. --only weir,floor runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-TLS=0 CLOSE=0 DUR=5 CONNS=64 PATH_=/
+TLS=0 CLOSE=0 DUR=5 CONNS=64 PATH_=/ THREADS=1 PIN=0 WORKERS=1 STEER=hash ONLY=floor,weir,nginx,haproxy
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tls) TLS=1 ;;
@@ -39,7 +53,13 @@ while [ $# -gt 0 ]; do
 	--duration) DUR=$2; shift ;;
 	--conns) CONNS=$2; shift ;;
 	--path) PATH_=$2; shift ;;
-	*) echo "usage: $0 [--tls] [--close] [--path P] [--duration S] [--conns C]" >&2; exit 2 ;;
+	--threads) THREADS=$2; shift ;;
+	--pin) PIN=1 ;;
+	--workers) WORKERS=$2; shift ;;
+	--steering) STEER=$2; shift ;;
+	--only) ONLY=$2; shift ;;
+	*) echo "usage: $0 [--tls] [--close] [--path P] [--duration S] [--conns C] [--threads T]" \
+		"[--pin] [--workers N] [--steering cpu|hash] [--only P,...]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -73,6 +93,12 @@ if [ "$TLS" = 1 ]; then
 fi
 HDR=()
 [ "$CLOSE" = 1 ] && HDR=(-H "Connection: close")
+if [ "$WORKERS" -gt 1 ]; then
+	# a master and N workers; every other line of the configuration kept
+	sed -e "s/^workers = 1;/workers = $WORKERS;/" -e '/^master_process = false;/d' "$WEIR_CONF" >"$W/weir.conf"
+	echo "reuseport_steering = \"$STEER\";" >>"$W/weir.conf"
+	WEIR_CONF=$W/weir.conf
+fi
 
 cat >"$W/origin.conf" <<EOF
 worker_processes 1; daemon off; master_process off;
@@ -109,14 +135,20 @@ backend be
   server s1 127.0.0.1:19000
 EOF
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-uticks() { awk '{print $14}' "/proc/$1/stat"; }
+# of <pid> and its children (weir's workers)
+tree() { echo "$1" $(pgrep -P "$1" || true); }
+ticks() { for q in $(tree "$1"); do cat "/proc/$q/stat"; done | awk '{t += $14 + $15} END {print t}'; }
+uticks() { for q in $(tree "$1"); do cat "/proc/$q/stat"; done | awk '{t += $14} END {print t}'; }
+# established client connections on <port> per owning pid
+conns() { ss -Htnp state established "( sport = :$1 )" | grep -o 'pid=[0-9]*' | sort | uniq -c |
+	awk '{printf " %s=%d", substr($2, 5), $1}'; }
 hz=$(getconf CLK_TCK)
 
 setsid nginx -c "$W/origin.conf" & OP=$!; PIDS+=($OP)
 sleep 0.3
 FLOOR=""
 for p in floor weir nginx haproxy; do
+	case ",$ONLY," in *",$p,"*) ;; *) continue ;; esac
 	S=$SCHEME
 	case $p in
 	floor) setsid build/bench/floor 18083 19000 & PP=$!; PORT=18083; S=http ;;
@@ -129,7 +161,26 @@ for p in floor weir nginx haproxy; do
 	for _ in $(seq 1 50); do curl -ksf -o /dev/null "$URL" && break; sleep 0.1; done
 	wrk -t1 -c"$CONNS" -d1 "${HDR[@]}" "$URL" >/dev/null 2>&1 # warm-up
 	p0=$(ticks $PP) u0=$(uticks $PP) o0=$(ticks $OP)
-	/usr/bin/time -f "%U %S" -o "$W/time" wrk -t1 -c"$CONNS" -d"$DUR" "${HDR[@]}" "$URL" >"$W/wrk" 2>&1
+	CONNS_SEEN=""
+	if [ "$p" = weir ] && [ "$WORKERS" -gt 1 ]; then
+		(sleep "$(awk -v d="$DUR" 'BEGIN {print d / 2}')"; conns $PORT >"$W/conns") & SP=$!
+	fi
+	if [ "$PIN" = 1 ]; then
+		CPUS=$(taskset -pc $$ | sed 's/.*: //' | tr ',' ' ')
+		n=$(echo $CPUS | wc -w) WP=()
+		for c in $CPUS; do
+			/usr/bin/time -f "%U %S" -o "$W/time.$c" taskset -c "$c" \
+				wrk -t"$THREADS" -c$((CONNS / n)) -d"$DUR" "${HDR[@]}" "$URL" >"$W/wrk.$c" 2>&1 & WP+=($!)
+		done
+		wait "${WP[@]}"
+		cat "$W"/wrk.* | awk '/requests in/ {r += $1} /Requests\/sec/ {s += $2}
+			END {printf "%d requests in\nRequests/sec: %f\n", r, s}' >"$W/wrk"
+		cat "$W"/time.* | awk '{u += $1; s += $2} END {print u, s}' >"$W/time"
+		rm -f "$W"/wrk.* "$W"/time.*
+	else
+		/usr/bin/time -f "%U %S" -o "$W/time" wrk -t"$THREADS" -c"$CONNS" -d"$DUR" "${HDR[@]}" "$URL" >"$W/wrk" 2>&1
+	fi
+	if [ -n "${SP:-}" ]; then wait $SP; CONNS_SEEN=$(cat "$W/conns"); SP=""; fi
 	p1=$(ticks $PP) u1=$(uticks $PP) o1=$(ticks $OP)
 	req=$(awk '/requests in/ {print $1}' "$W/wrk")
 	rps=$(awk '/Requests\/sec/ {print $2}' "$W/wrk")
@@ -142,6 +193,7 @@ for p in floor weir nginx haproxy; do
 		if (fl != "") printf " x floor=%.2f", p * t / fl
 		printf "\n" }')
 	echo "$line"
+	[ -n "$CONNS_SEEN" ] && echo "         conns:$CONNS_SEEN"
 	[ "$p" = floor ] && FLOOR=$(echo "$line" | sed 's/.*proxy=\([0-9.]*\).*/\1/')
 	kill $PP; wait $PP 2>/dev/null || true
 done
