@@ -259,8 +259,11 @@ static int te_is_just_chunked(struct span v)
 }
 
 /* Connection = #connection-option, connection-option = token [9110 7.6.1];
- * a list may have empty elements [9110 5.6.1]. */
-static int connection_ok(struct span v)
+ * a list may have empty elements [9110 5.6.1]. Adds the options to
+ * *<count> (POLICY: weir takes at most 16 in a head, see
+ * REF_CONN_TOKENS_MAX). */
+#define REF_CONN_TOKENS_MAX 16
+static int connection_ok(struct span v, size_t *count)
 {
 	size_t i = 0;
 
@@ -273,6 +276,8 @@ static int connection_ok(struct span v)
 		struct span e = trim_ows((struct span){v.p + a, b - a});
 		if (e.n && !is_token(e))
 			return 0;
+		if (e.n)
+			++*count;
 		i++;
 	}
 	return 1;
@@ -368,6 +373,7 @@ void ref_http1_request(const uint8_t *p, size_t len, const struct ref_limits *li
 
 	/* the field lines */
 	unsigned nhost = 0, ncl = 0, nte = 0;
+	size_t nconn = 0;
 	struct span host = {0}, cl = {0}, te = {0};
 
 	if (nlines - 1 > lim->headers) /* POLICY: limits.headers (431) */
@@ -408,8 +414,11 @@ void ref_http1_request(const uint8_t *p, size_t len, const struct ref_limits *li
 		} else if (span_ieq(name, "transfer-encoding")) {
 			nte++;
 			te = value;
-		} else if (span_ieq(name, "connection") && !connection_ok(value)) {
-			return reject(out, "Connection is not a token list");
+		} else if (span_ieq(name, "connection")) {
+			if (!connection_ok(value, &nconn))
+				return reject(out, "Connection is not a token list");
+			if (nconn > REF_CONN_TOKENS_MAX)
+				return reject(out, "more than 16 Connection options (POLICY)");
 		}
 	}
 
