@@ -546,7 +546,7 @@ static void master_upgrade_timeout_cb(struct ev_loop *loop, ev_timer *t, int rev
 static void master_upgrade(void)
 {
 	char old[4200];
-	pid_t pid;
+	pid_t pid = 0;
 	int fd;
 
 	if (m.upgrade_pid) {
@@ -556,8 +556,15 @@ static void master_upgrade(void)
 	log_notice("USR2 received: starting %s as the new master", m.exe);
 	log_flush();
 	fd = upgrade_start(m.exe, m.argv, &m.ls, m.cfg, stats_fd(STATS_TCP), stats_fd(STATS_UNIX), m.shm_fd, &pid);
-	if (fd < 0)
+	if (fd < 0) {
+		/* a new binary that exits at once (one that cannot run) closes the
+		 * channel before the hand-over: it failed like any other */
+		if (pid > 0)
+			kill(pid, SIGKILL); /* without its sockets it cannot serve */
+		log_error("binary upgrade failed: the new master could not be started or given the sockets; this master "
+		          "keeps serving");
 		return;
+	}
 	m.upgrade_pid = pid;
 	if (m.cfg->pid_file[0]) {
 		master_pid_path(old, sizeof(old), ".oldbin");
