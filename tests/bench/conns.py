@@ -2,7 +2,7 @@
 """conns.py: N idle keep-alive clients held by one worker, and what 64 active
 connections get meanwhile; weir, nginx and HAProxy side by side.
 
-    tests/bench/conns.py [N] [--duration S] [--only weir,nginx,haproxy]
+    tests/bench/conns.py [N] [--duration S] [--only weir,nginx,haproxy] [--per-worker M]
     (make conns100k: N = 100000; root; loopback only; about 6 minutes)
 
 One nginx origin answers "hello from origin" (as cpusplit.sh). Each proxy
@@ -262,6 +262,8 @@ def main():
     ap.add_argument("n", nargs="?", type=int, default=100000)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--only", default="weir,nginx,haproxy")
+    ap.add_argument("--per-worker", type=int, default=PER_WORKER,
+                    help="clients per worker (19000 fits one weir or nginx worker here; HAProxy refuses)")
     a = ap.parse_args()
     n = a.n
     if os.geteuid() != 0:
@@ -295,7 +297,7 @@ http {{ access_log off; keepalive_requests 100000000;
   server {{ listen 127.0.0.1:{ORIGIN} backlog=4096; location / {{ return 200 "hello from origin\\n"; }} }} }}
 """)], start_new_session=True)
         wait_port(ORIGIN)
-        nw = -(-n // PER_WORKER)
+        nw = -(-n // a.per_worker)
         conns = n // nw + 2000
 
         def make(off, tag):

@@ -591,11 +591,14 @@ def main():
     if not origin.stdout.readline().startswith(b"ready"):
         raise SystemExit("soak: the origin did not start")
     env = dict(os.environ)
-    # a small quarantine: ASan keeps freed blocks poisoned up to this many
-    # MB (256 by default), which would read as a master that grows for the
-    # first hour of reloads; 32 MB still catches a use after free that
-    # comes within many reloads of the free
-    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1:abort_on_error=0:quarantine_size_mb=32")
+    # a small quarantine: ASan keeps freed blocks poisoned, unreused, up
+    # to this many MB (256 by default), and a reload frees about 400 kB in
+    # the master, so its RSS would climb for 600 reloads (measured: +24 MB
+    # in 120 reloads with 32 MB, +0.1 MB over the last 60 of them with 1
+    # MB; the normal build: +1 MB over the first 100, +0 the next 100). At
+    # 4 MB it is full within ten reloads and a master's RSS can be held
+    # to flat; a use after free within 4 MB of later frees is still caught
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1:abort_on_error=0:quarantine_size_mb=4")
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
     weir = subprocess.Popen([binary, "-c", conf], cwd=d, env=env, stdin=subprocess.DEVNULL,
                             stdout=open(os.path.join(d, "weir.stdout"), "wb"),
@@ -810,6 +813,28 @@ def summarize(a, d, t0, results, events, upgrades, samples, final, gone):
     print("  (the last five rows are for the record: the gauges follow the load and the workers' age")
     print("   (a reload every %.0f s starts new ones), the load average says how busy the machine was)" % a.reload)
     ok_all &= flat and bool(first) and bool(last)
+
+    # An upgrade every 5 minutes gives both windows a master of the same
+    # age, so a master that grows with each reload would look the same in
+    # both: each master is also held flat over its own life, from 120 s of
+    # age (the quarantine full) to its last sample
+    print("each master's RSS from 120 s of age to its last sample (reloads meanwhile):")
+    by_master = {}
+    for s in samples:
+        if s["master"] and s["master_rss"]:
+            by_master.setdefault(s["master"], []).append(s)
+    for pid, ss in by_master.items():
+        born = ss[0]["t"]
+        settled = [s for s in ss if s["t"] - born >= 120]
+        if len(settled) < 3:
+            print("  master %d: lived %.0f s, too short to judge" % (pid, ss[-1]["t"] - born))
+            continue
+        x, y = settled[0]["master_rss"], settled[-1]["master_rss"]
+        n = sum(1 for t, e in events if e == "HUP" and settled[0]["t"] <= t - t0 <= settled[-1]["t"])
+        good = y <= x * 1.05 + 2048
+        print("  master %-8d %8d -> %8d kB over %3.0f s (%d reloads)  %s"
+              % (pid, x, y, settled[-1]["t"] - settled[0]["t"], n, "flat" if good else "GROWS"))
+        ok_all &= good
     with open(os.path.join(d, "samples.json"), "w") as f:
         json.dump({"samples": samples, "events": [(t - t0, e) for t, e in events]}, f)
     print("soak: %s" % ("PASS" if ok_all else "FAIL"))
