@@ -81,6 +81,11 @@ struct config_listener {
 	 * early data, with "Early-Data: 1" upstream (RFC 8470); any other
 	 * request that arrives in early data is answered 425 Too Early */
 	int early_data;
+	/* proxy_protocol = true: every connection starts with a PROXY protocol
+	 * header (v1 or v2, worker/proxy_proto.h) from an L4 balancer, whose
+	 * source address becomes the client's; one without it is closed.
+	 * Default false: a PROXY line is then a malformed request, as ever */
+	int proxy_protocol;
 };
 
 struct config_server {
@@ -93,6 +98,11 @@ struct config_upstream {
 	int first_server; /* index into config.servers */
 	int nservers;     /* at least 1 */
 	int keepalive;    /* idle connections kept per server per worker, default 32, 0 = none */
+	/* passive health, per worker: max_fails connect failures in a row
+	 * (default 3, 0 = never), each within fail_timeout (ms, default 10 s)
+	 * of the one before, skip a server for fail_timeout */
+	int max_fails;
+	uint32_t fail_timeout;
 	/* tls = { ca = ...; verify = ...; sni = ...; }: TLS to every server of
 	 * the group. verify (default true) checks the chain against <tls_ca>
 	 * and the name against <tls_sni>, both then required; the CA file is
@@ -136,6 +146,10 @@ struct config_timeouts {
 	uint32_t upstream_read;    /* idle gap while waiting for response bytes: 60 s, 504 */
 	uint32_t upstream_keepalive; /* pooled idle upstream connection: 60 s */
 	uint32_t drain;            /* graceful stop bound: 30 s */
+	uint32_t rate_window;      /* minimum rates are averaged over this: 20 s (0 = no rate checks) */
+	uint32_t request;          /* first request byte to last response byte: 0 = no cap */
+	uint32_t slab_idle;        /* a wholly free slab chunk is unmapped after: 30 s */
+	uint32_t proxy_protocol;   /* PROXY header on a proxy_protocol listener: 5 s, else close */
 };
 
 struct config_limits {
@@ -145,6 +159,9 @@ struct config_limits {
 	uint64_t body_size;    /* request body: 104857600 (0 = unlimited), 413 past it */
 	uint32_t connections;  /* client connections per worker: 16384 */
 	uint32_t response_header_size; /* upstream status line + headers: 16384, 502 past it */
+	uint32_t body_buffer;  /* request bodies up to this are read whole before connecting: 65536 (0 = off) */
+	uint32_t client_body_rate; /* request body bytes/s at least, over rate_window: 512 (0 = off), 408 */
+	uint32_t client_send_rate; /* response bytes/s the client takes at least: 512 (0 = off), cut */
 };
 
 enum log_level {

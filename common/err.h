@@ -19,6 +19,7 @@
 	X(CONN_LIMIT, 0, "connection_limit", "worker connection limit reached")          \
 	X(BAD_REQUEST, 400, "bad_request", "malformed request")                         \
 	X(SMUGGLING, 400, "bad_framing", "ambiguous or invalid message framing")        \
+	X(CONNECTION_TOKENS, 400, "connection_tokens", "too many Connection header tokens") \
 	X(NO_ROUTE, 404, "no_route", "no route for host and path")                      \
 	X(HEADER_TIMEOUT, 408, "header_timeout", "request head not received in time")   \
 	X(BODY_TIMEOUT, 408, "body_timeout", "request body not received in time")       \
@@ -38,7 +39,14 @@
 	X(UPSTREAM_TLS, 502, "upstream_tls", "TLS handshake with the upstream failed")   \
 	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")         \
 	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set")   \
-	X(BAD_PATH, 400, "bad_path", "request path above the root or badly encoded")
+	X(BAD_PATH, 400, "bad_path", "request path above the root or badly encoded") \
+	X(LOCAL_CONNECT_ERROR, 503, "local_connect_error", "no local resources to connect upstream") \
+	X(BODY_TOO_SLOW, 408, "body_too_slow", "request body arrived below limits.client_body_rate") \
+	X(SEND_TOO_SLOW, 0, "send_too_slow", "client read the response below limits.client_send_rate") \
+	X(REQUEST_TIMEOUT, 408, "request_timeout", "request not received within timeouts.request") \
+	X(REQUEST_TIMEOUT_UPSTREAM, 504, "request_timeout_upstream", "no answer within timeouts.request") \
+	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory") \
+	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header")
 
 #define WEIR_OK 0
 

@@ -4,10 +4,18 @@
  * Principle: one error log with levels and one access log, each a file path
  * or "stderr", opened in the master and inherited by the workers, reopened
  * by everyone on USR1 (logrotate moves the file, we open the path anew).
- * Error lines are written at once with one write(2) each. Access lines are
- * gathered in a per-process buffer and written when it fills or when
- * log_flush() is called (the worker does so every second and on exit), so a
- * busy worker spends one system call on many requests.
+ * A process never blocks on its logs: a pipe, socket or terminal is
+ * written without blocking (log_open makes a non-blocking descriptor of
+ * its own), and lines wait in a per-process buffer (64 KiB for each log)
+ * for the reader; what does not fit is dropped and counted (log_dropped,
+ * weir_log_dropped_total). Error lines are written at once in the master;
+ * a worker calls log_set_deferred() and writes them from its loop, once
+ * per pass (log_flush_errors) or when 16 KiB are pending. In a worker,
+ * more than 10 lines a second from one call site (one format string) are
+ * held back and summed up as "... N more like this". Access lines are gathered and
+ * written when the buffer fills or when log_flush() is called (the worker
+ * does so every second and on exit), so a busy worker spends one system
+ * call on many requests.
  *
  * Line shape: "2026-11-30T05:40:00.123Z [warn] worker 1: message".
  */
@@ -15,6 +23,7 @@
 #define WEIR_COMMON_LOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/config.h"
 
@@ -47,7 +56,27 @@ void log_escape(char *dst, size_t cap, const char *src, size_t len);
 /* Access log: is it on, and append one line (without the newline). */
 int log_access_enabled(void);
 void log_access(const char *line, size_t len);
+
+/* Writes what the logs' readers take now of the pending lines (both logs),
+ * and reports call sites held back in the last second. */
 void log_flush(void);
+
+/* Writes what the error log's reader takes now of the pending error lines:
+ * cheap when none are pending (a worker calls it on every loop pass). */
+void log_flush_errors(void);
+
+/* In a worker: error lines wait for log_flush_errors() (or 16 KiB), and
+ * what the master had pending at fork is forgotten. */
+void log_set_deferred(void);
+
+/* Lines not written since this process started (or log_set_deferred). */
+enum log_drop {
+	LOG_DROP_THROTTLED, /* error lines held back by the per-call-site rate */
+	LOG_DROP_ERROR,     /* error lines the reader did not take in time */
+	LOG_DROP_ACCESS,    /* access lines the reader did not take in time */
+	LOG_DROP_COUNT
+};
+uint64_t log_dropped(enum log_drop kind);
 
 /* The current time as "2026-11-30T05:40:00.123Z" (24 bytes plus NUL),
  * from a per-second cache. */

@@ -3,9 +3,22 @@
  *
  * Principle: every object a connection needs comes from a free list of its
  * size class, so the request path never calls malloc or free. A class grows
- * by mapping a chunk of objects at once when its free list is empty, up to
- * the slab's byte limit; memory taken from the system is kept for reuse,
- * never returned, so the steady state makes no system calls at all.
+ * by mapping a chunk of objects at once when it has no free object, up to
+ * the slab's byte limit. Chunks are 256 KiB, aligned to their size, and
+ * start with a small header (their own free list and count), so an
+ * object's chunk is found by masking its address. Allocation prefers
+ * chunks in use over wholly free ones, which stay free and age; a chunk
+ * wholly free for the idle time is unmapped by slab_release_idle(), so the
+ * memory of a surge goes back to the kernel once it is over, while the
+ * steady state makes no system calls at all.
+ *
+ * Each class reports what it holds (slab_class_held() and the fields
+ * below): bytes in use, bytes held (mapped), the high-water mark of held,
+ * and the bytes held that no object can use (chunk headers and the tail of
+ * a chunk too small for one more object).
+ *
+ * In the AddressSanitizer build every chunk has an inaccessible guard page
+ * on each side, so an overrun off either end of a chunk faults at once.
  *
  * Out-of-memory policy: at start-up a failure is fatal with a message; at
  * request time slab_alloc() returns NULL, the caller answers 503 (or closes)
@@ -19,14 +32,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SLAB_MAX_CLASSES 8
+#define SLAB_MAX_CLASSES 12
+
+struct slab_chunk;
 
 struct slab_class {
 	size_t size;       /* object size, rounded up to 16 bytes */
 	size_t per_chunk;  /* objects mapped at once when the class grows */
-	void *free;        /* singly linked free objects */
+	struct slab_chunk *avail; /* chunks with a free object: those in use
+	                           * first, wholly free ones at the end */
+	struct slab_chunk *avail_tail;
 	size_t in_use;     /* objects handed out */
 	size_t total;      /* objects mapped */
+	size_t held;       /* bytes mapped for the class, chunk headers included */
+	size_t high_water; /* the most <held> has been */
+	size_t released;   /* chunks given back to the kernel so far */
 };
 
 struct slab {
@@ -35,6 +55,7 @@ struct slab {
 	size_t limit;        /* bytes the slab may map, over all classes */
 	size_t mapped;       /* bytes mapped so far */
 	size_t in_use_bytes; /* bytes of objects handed out */
+	uint64_t now_ms;     /* the clock of the last slab_release_idle() */
 };
 
 /* Prepares <s> with a byte limit (0 = no limit). */
@@ -51,10 +72,28 @@ void *slab_alloc(struct slab *s, int cls);
 /* Gives <p>, taken from class <cls>, back to its free list. */
 void slab_free(struct slab *s, int cls, void *p);
 
+/*
+ * Unmaps every chunk that has been wholly free for <idle_ms> or more, at
+ * time <now_ms> (any monotonic clock in ms; the worker's tick). <idle_ms> 0
+ * keeps everything. A chunk's idle time is counted from the call before
+ * its last object came back, so it is released <idle_ms> after that, give
+ * or take one call interval. Returns the bytes unmapped.
+ */
+size_t slab_release_idle(struct slab *s, uint64_t now_ms, uint64_t idle_ms);
+
 /* Bytes mapped but not handed out. */
 static inline size_t slab_free_bytes(const struct slab *s)
 {
 	return s->mapped - s->in_use_bytes;
+}
+
+/* Bytes of class <cls> held that no object can use (fragmentation is this
+ * over c->held). */
+static inline size_t slab_class_unusable(const struct slab *s, int cls)
+{
+	const struct slab_class *c = &s->classes[cls];
+
+	return c->held - c->total * c->size;
 }
 
 #endif

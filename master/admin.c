@@ -269,8 +269,9 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 	}
 	if (s->stat == STAT_SERVER_OTHER) {
 		reply(r, 409,
-		      "server %s of upstream \"%s\" has no stat index of its own (more than %d servers were "
-		      "configured since weir started), so it cannot be changed at run time; restart weir to reset\n",
+		      "server %s of upstream \"%s\" has no stat index of its own (the configurations still in use "
+		      "hold more than %d servers between them), so it cannot be changed at run time; reload once "
+		      "the draining workers are gone\n",
 		      addr.text, group, STAT_SERVER_OTHER);
 		return;
 	}
@@ -350,9 +351,13 @@ void admin_dispatch(struct shm_segment *seg, const char *method, const char *tar
 			reply(r, 401, "admin commands need \"Authorization: Bearer <stats.admin_token>\"\n");
 			return;
 		}
-		if (access == ADMIN_OFF_REMOTE) {
-			reply(r, 403, "admin commands are off on a stats socket open to the network "
-			              "(stats.allow_remote) without stats.admin_token; use the unix socket or set a token\n");
+		if (access == ADMIN_NO_TOKEN) {
+			/* any local process, a forged request from a co-located
+			 * backend or a browser page can reach a TCP port: a file
+			 * mode or a secret must say who may change routing */
+			reply(r, 403, "admin commands over TCP need stats.admin_token (and \"Authorization: Bearer "
+			              "<token>\"); without a token, use the unix socket (stats.unix), whose file mode "
+			              "says who may connect\n");
 			return;
 		}
 		admin_server_change(seg, path + 11, query, strlen(query), body, body_len, r);

@@ -39,9 +39,9 @@ struct stats_reply {
 /* Whether the sender of a request may change things (POST), as the stats
  * socket decided from where it came and what it presented. */
 enum admin_access {
-	ADMIN_ALLOWED,      /* unix socket, loopback-only TCP, or the right token */
+	ADMIN_ALLOWED,      /* unix socket, or TCP with the right token */
 	ADMIN_NEED_TOKEN,   /* a token is configured and was not presented: 401 */
-	ADMIN_OFF_REMOTE,   /* allow_remote without a token: no admin over TCP */
+	ADMIN_NO_TOKEN,     /* TCP without a token configured: no admin there (403) */
 };
 
 /* Answers <method> <target> (NUL-terminated; the target as sent, with its

@@ -15,14 +15,16 @@
 #include <openssl/crypto.h>
 
 #include "common/config.h"
+#include "common/config_dump.h"
 #include "common/log.h"
 #include "common/secmem.h"
+#include "master/logfiles.h"
 #include "master/master.h"
 
 #define WEIR_DEFAULT_CONFIG WEIR_SYSCONFDIR "/weir/weir.conf"
 
 static const char usage_text[] =
-	"Usage: weir [-c FILE] [-t] [-h] [-v] [-V]\n"
+	"Usage: weir [-c FILE] [-t | -T] [-h] [-v] [-V]\n"
 	"\n"
 	"weir is a reverse proxy and API gateway for HTTP/1.1. A master process binds\n"
 	"the listening sockets and forks one worker per core; each worker accepts\n"
@@ -34,6 +36,9 @@ static const char usage_text[] =
 	"                      (default: " WEIR_DEFAULT_CONFIG ")\n"
 	"  -t, --test          check the configuration and exit: 0 if it is valid,\n"
 	"                      1 with one \"FILE:LINE: problem\" line per problem\n"
+	"  -T, --dump          check the configuration as -t does, then print it as\n"
+	"                      weir sees it (every default filled in, stats.admin_token\n"
+	"                      masked) to standard output, in a form -t accepts\n"
 	"  -h, --help          print this help and exit\n"
 	"  -v, --version       print the version and exit\n"
 	"  -V, --build-info    print the version, build options and library versions\n"
@@ -73,6 +78,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"config", required_argument, NULL, 'c'}, {"test", no_argument, NULL, 't'},
+		{"dump", no_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'v'},
 		{"build-info", no_argument, NULL, 'V'},   {NULL, 0, NULL, 0},
 	};
@@ -81,13 +87,16 @@ int main(int argc, char **argv)
 	struct config *cfg;
 	struct config_errors *errs;
 
-	while ((c = getopt_long(argc, argv, "c:thvV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:tThvV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			path = optarg;
 			break;
 		case 't':
 			test = 1;
+			break;
+		case 'T':
+			test = 2;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -132,13 +141,21 @@ int main(int argc, char **argv)
 	}
 	free(errs);
 	if (test) {
-		printf("weir: configuration %s is valid: %d listener(s), %d upstream(s), %d route(s), %d worker(s)\n",
-		       path, cfg->nlisteners, cfg->nupstreams, cfg->nroutes, cfg->workers);
+		/* -T, as nginx -T: the verdict on stderr, so that stdout is the file */
+		int rc = 0;
+
+		fprintf(test == 2 ? stderr : stdout,
+		        "weir: configuration %s is valid: %d listener(s), %d upstream(s), %d route(s), %d worker(s)\n",
+		        path, cfg->nlisteners, cfg->nupstreams, cfg->nroutes, cfg->workers);
+		if (test == 2 && config_dump(stdout, cfg) < 0) {
+			fprintf(stderr, "weir: cannot write the configuration: %m\n");
+			rc = 1;
+		}
 		config_free(cfg);
 		free(cfg);
-		return 0;
+		return rc;
 	}
-	if (log_open(&cfg->log) < 0) {
+	if (logfiles_open(cfg) < 0) {
 		fprintf(stderr, "weir: cannot open the log files: %m\n");
 		return 1;
 	}

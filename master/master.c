@@ -17,6 +17,8 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "master/listen.h"
+#include "master/metrics.h"
+#include "master/logfiles.h"
 #include "master/notify.h"
 #include "master/stats.h"
 #include "master/upgrade.h"
@@ -75,6 +77,7 @@ static struct {
 static void master_upgrade_failed(const char *why);
 static void master_upgrade_end(void);
 static void master_stop(int how);
+static void master_raise_nofile(const struct config *cfg);
 
 /* A worker serves clients as the configured user, never as root; the
  * master keeps root for binding and reloads. Failing to drop is fatal for
@@ -302,6 +305,7 @@ static void master_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 			m.old[i].kill_at = ev_now(loop) + 60;
 		}
 	master_rotate_ticket_key();
+	log_flush(); /* what a slow log reader left pending, and held-back repeats */
 }
 
 static void master_stop_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
@@ -445,12 +449,14 @@ static int master_reload(void)
 	/* sockets whose address or path stay are kept (a scrape in progress
 	 * goes on); a new one that cannot be opened is logged, not fatal */
 	stats_configure(m.loop, ncfg, m.seg);
-	if (log_open(&ncfg->log) < 0)
+	metrics_set_certs(ncfg);
+	if (logfiles_open(ncfg) < 0)
 		log_error("reload: cannot open the new log files (%s); keeping the old ones", strerror(errno));
 	master_retire_workers(ocfg);
 	listen_close(&m.ls); /* what the new configuration did not take */
 	m.ls = nls;
 	m.cfg = ncfg;
+	master_raise_nofile(ncfg); /* more servers or connections: the new workers inherit it */
 	for (int i = 0; i < ncfg->workers; i++)
 		master_spawn(i);
 	atomic_fetch_add(&m.seg->reloads_ok, 1);
@@ -568,7 +574,7 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 		master_stop(2);
 		break;
 	case SIGUSR1:
-		if (log_reopen() < 0)
+		if (logfiles_reopen(m.cfg) < 0)
 			log_error("cannot reopen the log files: %s", strerror(errno));
 		else
 			log_notice("USR1 received: log files reopened");
@@ -615,21 +621,57 @@ static int master_write_pid(const char *path)
 	}
 	return close(fd);
 }
+/*
+ * Descriptors a worker may hold at once, and so the open files limit we
+ * ask for (workers inherit the master's):
+ *  - each client connection, and one upstream connection in flight for it;
+ *  - the idle upstream pools: keepalive connections per server of each
+ *    group (per worker), which outlive the clients that made them;
+ *  - the listening sockets (the master holds one per listener and worker
+ *    slot, twice during a reload) and a fixed reserve for stdio, the two
+ *    logs (and their reopened copies for a moment on USR1), the shared
+ *    segment, the event loop's own descriptors, the stats sockets and
+ *    their connections, and the certificate and CA files read at load.
+ */
+#define NOFILE_RESERVE 128
+
+static rlim_t master_nofile_want(const struct config *cfg, rlim_t *pools, rlim_t *fixed)
+{
+	*pools = 0;
+	for (int u = 0; u < cfg->nupstreams; u++)
+		*pools += (rlim_t)cfg->upstreams[u].nservers * (rlim_t)(cfg->upstreams[u].keepalive > 0
+		                                                             ? cfg->upstreams[u].keepalive
+		                                                             : 0);
+	*fixed = NOFILE_RESERVE + (rlim_t)cfg->nlisteners * (rlim_t)cfg->workers * 2;
+	return (rlim_t)cfg->limits.connections * 2 + *pools + *fixed;
+}
+
 static void master_raise_nofile(const struct config *cfg)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg->limits.connections * 2 + 1024;
+	rlim_t pools, fixed, want = master_nofile_want(cfg, &pools, &fixed), room;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
 	if (rl.rlim_cur >= want)
 		return;
 	rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
-		log_notice("open files limit is %llu: a worker holds about %llu client connections at most "
-		           "(limits.connections is %u; raise the hard limit for more)",
-		           (unsigned long long)rl.rlim_cur, (unsigned long long)(rl.rlim_cur > 2048 ? rl.rlim_cur - 1024 : rl.rlim_cur) / 2,
-		           cfg->limits.connections);
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur >= want) {
+		log_info("open files limit raised to %llu: 2 x %u client connections and their upstreams, "
+		         "%llu pooled upstream connections, %llu for listeners, logs and the rest",
+		         (unsigned long long)rl.rlim_cur, cfg->limits.connections, (unsigned long long)pools,
+		         (unsigned long long)fixed);
+		return;
+	}
+	room = rl.rlim_cur > pools + fixed ? (rl.rlim_cur - pools - fixed) / 2 : 0;
+	log_notice("open files limit is %llu (hard limit %llu), %llu wanted: with %llu for pooled upstream "
+	           "connections and %llu for listeners, logs and the rest, a worker holds about %llu client "
+	           "connections at most, not limits.connections = %u; past that it pauses accepting",
+	           (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, (unsigned long long)want,
+	           (unsigned long long)pools, (unsigned long long)fixed, (unsigned long long)room,
+	           cfg->limits.connections);
 }
 
 /* master_process = false: the one worker runs here, on the same default
@@ -718,6 +760,7 @@ int master_run(struct config *cfg, char *const argv[])
 	if (inh && inh->stats_unix_fd >= 0)
 		stats_adopt(m.loop, STATS_UNIX, inh->stats_unix_fd, inh->stats_unix_path, m.seg);
 	free(inh);
+	metrics_set_certs(cfg);
 	if (stats_configure(m.loop, cfg, m.seg) < 0)
 		return 1;
 	if (master_write_pid(cfg->pid_file) < 0) {

@@ -3,9 +3,99 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <openssl/asn1.h>
+#include <openssl/bio.h>
+#include <openssl/x509.h>
 
 #include "common/err.h"
+#include "common/log.h"
+#include "common/tlscert.h"
 #include "shm/shm.h"
+
+static void family(struct textbuf *o, const char *name, const char *type, const char *help);
+
+/* The listener certificates of the configuration in force, as
+ * metrics_set_certs() found them: the gauge is notAfter - now at scrape
+ * time, so it falls as time passes and goes negative once expired. */
+static struct metrics_cert {
+	char listener[CONFIG_ADDR_STR_MAX];
+	char file[1024];
+	char subject[256];
+	int64_t not_after; /* Unix time */
+} metrics_certs[CONFIG_MAX_CERTS];
+static int metrics_ncerts;
+
+/* <t> as Unix time: its distance from the epoch, which ASN1_TIME_diff
+ * computes exactly (there is no ASN1_TIME_to_posix in this BoringSSL). */
+static int metrics_asn1_time(const ASN1_TIME *t, int64_t *out)
+{
+	ASN1_TIME *epoch = ASN1_TIME_set(NULL, 0);
+	int days, secs, ok = epoch && ASN1_TIME_diff(&days, &secs, epoch, t);
+
+	ASN1_TIME_free(epoch);
+	if (ok)
+		*out = (int64_t)days * 86400 + secs;
+	return ok ? 0 : -1;
+}
+
+static void metrics_subject(X509 *leaf, char *buf, size_t cap)
+{
+	BIO *b = BIO_new(BIO_s_mem());
+	const uint8_t *p;
+	size_t n = 0;
+
+	buf[0] = 0;
+	if (b && X509_NAME_print_ex(b, X509_get_subject_name(leaf), 0, XN_FLAG_RFC2253) >= 0 &&
+	    BIO_mem_contents(b, &p, &n)) {
+		if (n >= cap)
+			n = cap - 1;
+		memcpy(buf, p, n);
+		buf[n] = 0;
+	}
+	BIO_free(b);
+}
+
+void metrics_set_certs(const struct config *cfg)
+{
+	metrics_ncerts = 0;
+	for (int l = 0; l < cfg->nlisteners; l++) {
+		const struct config_listener *li = &cfg->listeners[l];
+
+		for (int i = 0; li->tls && i < li->ncerts; i++) {
+			const struct config_cert *c = &cfg->certs[li->first_cert + i];
+			struct metrics_cert *mc = &metrics_certs[metrics_ncerts];
+
+			if (!c->loaded || metrics_ncerts == CONFIG_MAX_CERTS ||
+			    metrics_asn1_time(X509_get0_notAfter(c->loaded->leaf), &mc->not_after) < 0)
+				continue;
+			snprintf(mc->listener, sizeof(mc->listener), "%s", li->addr.text);
+			snprintf(mc->file, sizeof(mc->file), "%s", c->cert);
+			metrics_subject(c->loaded->leaf, mc->subject, sizeof(mc->subject));
+			metrics_ncerts++;
+		}
+	}
+}
+
+static void render_certs(struct textbuf *o)
+{
+	int64_t now = (int64_t)time(NULL);
+
+	if (!metrics_ncerts)
+		return;
+	family(o, "weir_tls_certificate_expiry_seconds", "gauge",
+	       "Seconds until the notAfter of each listener certificate (negative once it has expired).");
+	for (int i = 0; i < metrics_ncerts; i++) {
+		textbuf_printf(o, "weir_tls_certificate_expiry_seconds{listener=\"");
+		textbuf_label(o, metrics_certs[i].listener);
+		textbuf_printf(o, "\",file=\"");
+		textbuf_label(o, metrics_certs[i].file);
+		textbuf_printf(o, "\",subject=\"");
+		textbuf_label(o, metrics_certs[i].subject);
+		textbuf_printf(o, "\"} %lld\n", (long long)(metrics_certs[i].not_after - now));
+	}
+}
 
 
 const struct route_table *metrics_table(struct shm_segment *seg)
@@ -22,6 +112,38 @@ static void metric(struct textbuf *o, const char *name, const char *type, const 
 {
 	family(o, name, type, help);
 	textbuf_printf(o, "%s %llu\n", name, (unsigned long long)v);
+}
+
+/*
+ * Per slab size class, summed over the workers: weir_slab_class_bytes with
+ * kind in_use, held, high_water (the sum of each worker's peak) and
+ * unusable (held but of no use to any object: chunk headers and tails),
+ * and fragmentation, unusable over held. Labels: the class index and its
+ * object size; classes no worker has are left out.
+ */
+static void render_slab_classes(struct textbuf *o, struct shm_segment *seg, const struct shm_counters *c)
+{
+	static const char *const kinds[] = {"in_use", "held", "high_water", "unusable"};
+	const uint64_t *v[] = {c->slab_class_in_use, c->slab_class_held, c->slab_class_high_water,
+	                       c->slab_class_unusable};
+	uint32_t sizes[SLAB_MAX_CLASSES];
+
+	shm_slab_sizes(seg, sizes);
+	family(o, "weir_slab_class_bytes", "gauge",
+	       "Worker slab bytes per size class: in_use by objects, held (mapped), high_water (the most held, "
+	       "summed over workers' peaks), unusable (held, of no use to any object).");
+	for (int k = 0; k < SLAB_MAX_CLASSES; k++)
+		for (int i = 0; sizes[k] && i < 4; i++)
+			textbuf_printf(o, "weir_slab_class_bytes{class=\"%d\",size=\"%u\",kind=\"%s\"} %llu\n", k,
+			               sizes[k], kinds[i], (unsigned long long)v[i][k]);
+	family(o, "weir_slab_class_fragmentation_ratio", "gauge",
+	       "Worker slab bytes held but unusable over bytes held, per size class.");
+	for (int k = 0; k < SLAB_MAX_CLASSES; k++)
+		if (sizes[k])
+			textbuf_printf(o, "weir_slab_class_fragmentation_ratio{class=\"%d\",size=\"%u\"} %.6f\n", k,
+			               sizes[k],
+			               c->slab_class_held[k] ? (double)c->slab_class_unusable[k] / (double)c->slab_class_held[k]
+			                                     : 0.0);
 }
 
 /* The labels of a route series, without braces: host="...",path="...". */
@@ -243,7 +365,24 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       c.upstream_reuses);
 	metric(o, "weir_upstream_retries_total", "counter", "Requests sent again after an upstream failure.",
 	       c.upstream_retries);
+	metric(o, "weir_upstream_replays_refused_total", "counter",
+	       "Requests not sent again after their pooled connection closed: not idempotent and sent.",
+	       c.upstream_replays_refused);
+	metric(o, "weir_upstream_marked_down_total", "counter",
+	       "Times a worker marked an upstream server down after max_fails connect failures in a row.",
+	       c.upstream_marked_down);
+	metric(o, "weir_upstream_panic_total", "counter",
+	       "Servers picked with every server of their group marked down (tried anyway).", c.upstream_panics);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
+	family(o, "weir_log_dropped_total", "counter",
+	       "Log lines not written: repeats held back per call site (reported as \"N more like this\"), and lines "
+	       "dropped because the log's reader (a pipe, journald) did not keep up.");
+	textbuf_printf(o, "weir_log_dropped_total{log=\"error\",reason=\"throttled\"} %llu\n",
+	               (unsigned long long)c.log_dropped[LOG_DROP_THROTTLED]);
+	textbuf_printf(o, "weir_log_dropped_total{log=\"error\",reason=\"blocked\"} %llu\n",
+	               (unsigned long long)c.log_dropped[LOG_DROP_ERROR]);
+	textbuf_printf(o, "weir_log_dropped_total{log=\"access\",reason=\"blocked\"} %llu\n",
+	               (unsigned long long)c.log_dropped[LOG_DROP_ACCESS]);
 	family(o, "weir_errors_total", "counter", "Failures, by kind.");
 	for (int e = 1; e < WEIR_ERR_COUNT; e++) /* entry 0 is AGAIN, not a failure */
 		textbuf_printf(o, "weir_errors_total{kind=\"%s\"} %llu\n", weir_err_counter(-e - 1),
@@ -277,6 +416,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               (unsigned long long)c.upstream_tls_resumed);
 	metric(o, "weir_slab_bytes_in_use", "gauge", "Worker slab bytes handed out.", c.slab_in_use);
 	metric(o, "weir_slab_bytes_free", "gauge", "Worker slab bytes mapped and free.", c.slab_free);
+	render_slab_classes(o, seg, &c);
 	metric(o, "weir_tls_memory_bytes_in_use", "gauge",
 	       "Workers' BoringSSL memory handed out (TLS state, kept out of core dumps).", c.tls_mem_in_use);
 	metric(o, "weir_tls_memory_bytes_held", "gauge",
@@ -292,6 +432,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_config_generation", "gauge", "Configuration generation: 1 at start, one more per reload.",
 	       atomic_load(&seg->config_generation));
 	metric(o, "weir_routes_generation", "gauge", "Id of the route table workers take for new requests.", t->id);
+	render_certs(o);
 	render_routes(o, r);
 	render_servers(o, r);
 	free(r);

@@ -14,6 +14,7 @@
 #ifndef WEIR_MASTER_METRICS_H
 #define WEIR_MASTER_METRICS_H
 
+#include "common/config.h"
 #include "master/textbuf.h"
 #include "shm/route.h"
 
@@ -21,6 +22,12 @@ struct shm_segment;
 
 /* Appends the exposition text (format 0.0.4) of <seg> to <out>. */
 void metrics_render(struct shm_segment *seg, struct textbuf *out);
+
+/* Takes the notAfter of every listener certificate of <cfg> (the master's
+ * configuration in force: at start and after each reload) for
+ * weir_tls_certificate_expiry_seconds. Keeps copies, not pointers into
+ * <cfg>. */
+void metrics_set_certs(const struct config *cfg);
 
 /* The current route table of <seg> (master side: the master is the only
  * writer and never overwrites the current one). */

@@ -27,6 +27,7 @@ struct stats_conn {
 	ev_timer timer;
 	int used;
 	int on_unix; /* accepted on the unix socket */
+	ev_tstamp since; /* accepted at, to evict the oldest when full */
 	char req[STATS_REQ_MAX + 1];
 	size_t req_len;
 	struct textbuf resp; /* the whole answer, head and body */
@@ -46,6 +47,9 @@ static struct {
 	struct stats_conn conns[STATS_MAX_CONNS];
 	char admin_token[sizeof(((struct config *)0)->stats_admin_token)];
 	int allow_remote;
+	char tcp_host[CONFIG_ADDR_STR_MAX]; /* the TCP address without its port: "127.0.0.1", "[::1]" */
+	char tcp_port[8];
+	ev_timer resume; /* accepting again after running out of descriptors */
 } st = {.l = {{.fd = -1}, {.fd = -1}}};
 
 static const char *stats_reason(int status)
@@ -120,8 +124,9 @@ static const char *stats_header(const char *head, const char *end, const char *n
 }
 
 /* May the sender of the request with head [head, end) change things? The
- * unix socket's file mode decides who connects to it; over TCP, the token
- * when one is set, else only a socket kept to loopback. */
+ * unix socket's file mode decides who connects to it; over TCP, only the
+ * token: loopback alone lets in every local process and whatever a local
+ * backend or browser can be made to send. */
 static enum admin_access stats_access(const struct stats_conn *sc, const char *head, const char *end)
 {
 	size_t vlen, tlen = strlen(st.admin_token);
@@ -130,7 +135,7 @@ static enum admin_access stats_access(const struct stats_conn *sc, const char *h
 	if (sc->on_unix)
 		return ADMIN_ALLOWED;
 	if (!tlen)
-		return st.allow_remote ? ADMIN_OFF_REMOTE : ADMIN_ALLOWED;
+		return ADMIN_NO_TOKEN;
 	v = stats_header(head, end, "Authorization", &vlen);
 	while (v && vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
 		vlen--;
@@ -138,6 +143,64 @@ static enum admin_access stats_access(const struct stats_conn *sc, const char *h
 		return ADMIN_NEED_TOKEN;
 	/* in constant time: how much of a guess was right must not show */
 	return CRYPTO_memcmp(v + 7, st.admin_token, tlen) == 0 ? ADMIN_ALLOWED : ADMIN_NEED_TOKEN;
+}
+
+/* Is Host value [v, v+len) the loopback stats address: its own address,
+ * 127.0.0.1, [::1] or localhost, with our port or none? A DNS rebinding
+ * page reaches 127.0.0.1 under its own name, and that name is in Host. */
+static int stats_host_ok(const char *v, size_t len)
+{
+	static const char *const names[] = {"localhost", "127.0.0.1", "[::1]", st.tcp_host};
+	const char *colon = NULL;
+	size_t hl;
+
+	for (size_t i = len; i > 0; i--) {
+		if (v[i - 1] == ']')
+			break;
+		if (v[i - 1] == ':') {
+			colon = v + i - 1;
+			break;
+		}
+	}
+	if (colon && ((size_t)(v + len - colon - 1) != strlen(st.tcp_port) ||
+	              strncmp(colon + 1, st.tcp_port, strlen(st.tcp_port)) != 0))
+		return 0;
+	hl = colon ? (size_t)(colon - v) : len;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (hl && strlen(names[i]) == hl && strncasecmp(v, names[i], hl) == 0)
+			return 1;
+	return 0;
+}
+
+/* Refuses, into sc->resp, what a web page could make a browser send: a
+ * request with an Origin header (a cross-site form POST or fetch), and on
+ * a loopback TCP socket one whose Host names anything but that socket (DNS
+ * rebinding, which would let a page read the answers). Returns 1 when
+ * refused. With allow_remote the address is reachable anyway and the
+ * token guards the POSTs; Host then names whatever the operator uses. */
+static int stats_conn_refuse(struct stats_conn *sc, const char *end)
+{
+	const char *v;
+	size_t vlen;
+	char why[160];
+
+	if (stats_header(sc->req, end, "Origin", &vlen)) {
+		stats_conn_error(sc, 403, "requests with an Origin header (from a web page) are refused: the stats "
+		                          "socket is not for browsers");
+		return 1;
+	}
+	if (sc->on_unix || st.allow_remote)
+		return 0;
+	v = stats_header(sc->req, end, "Host", &vlen);
+	while (v && vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
+		vlen--;
+	if (v && !stats_host_ok(v, vlen)) {
+		snprintf(why, sizeof(why), "Host \"%.*s\" is not this stats socket: use %s:%s or localhost:%s",
+		         vlen > 64 ? 64 : (int)vlen, v, st.tcp_host, st.tcp_port, st.tcp_port);
+		stats_conn_error(sc, 403, why);
+		return 1;
+	}
+	return 0;
 }
 
 /*
@@ -170,6 +233,8 @@ static int stats_conn_request(struct stats_conn *sc)
 		stats_conn_error(sc, 400, "malformed request line");
 		return 1;
 	}
+	if (stats_conn_refuse(sc, end + 2))
+		return 1;
 	if (stats_header(sc->req, end + 2, "Transfer-Encoding", &vlen)) {
 		stats_conn_error(sc, 400, "send arguments in the query or in a body with Content-Length");
 		return 1;
@@ -242,6 +307,37 @@ static void stats_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	stats_conn_close(loop, w->data);
 }
 
+/* The connection that has waited longest for its request, or NULL if all
+ * are writing answers. A scraper sends its request at once and is answered
+ * in the same pass, so only idle or dribbling connections are ever old. */
+static struct stats_conn *stats_oldest_reading(void)
+{
+	struct stats_conn *oldest = NULL;
+
+	for (int i = 0; i < STATS_MAX_CONNS; i++)
+		if (st.conns[i].used && !st.conns[i].resp.len && (!oldest || st.conns[i].since < oldest->since))
+			oldest = &st.conns[i];
+	return oldest;
+}
+
+static void stats_listen_set(struct ev_loop *loop, int on)
+{
+	for (int k = 0; k < 2; k++)
+		if (st.l[k].fd >= 0) {
+			if (on)
+				ev_io_start(loop, &st.l[k].io);
+			else
+				ev_io_stop(loop, &st.l[k].io);
+		}
+}
+
+static void stats_resume_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)t;
+	(void)revents;
+	stats_listen_set(loop, 1);
+}
+
 static void stats_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)revents;
@@ -249,17 +345,41 @@ static void stats_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct stats_conn *sc = NULL;
 
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
+				return;
+			/* out of descriptors, the listening socket stays readable:
+			 * free one held by a connection still waiting for its
+			 * request, else stop accepting for a moment, never spin */
+			sc = stats_oldest_reading();
+			if (sc) {
+				stats_conn_close(loop, sc);
+				continue;
+			}
+			log_error("stats: accept: %s; not accepting for 500 ms", strerror(errno));
+			stats_listen_set(loop, 0);
+			ev_timer_stop(loop, &st.resume);
+			ev_timer_set(&st.resume, 0.5, 0);
+			ev_timer_start(loop, &st.resume);
 			return;
+		}
 		for (int i = 0; i < STATS_MAX_CONNS && !sc; i++)
 			if (!st.conns[i].used)
 				sc = &st.conns[i];
 		if (!sc) {
-			close(fd); /* a scraper retries; the master stays bounded */
-			continue;
+			/* full: make room by closing the connection that has waited
+			 * longest for its request, so a handful of idle ones cannot
+			 * lock scrapes out for the whole timeout */
+			sc = stats_oldest_reading();
+			if (!sc) {
+				close(fd); /* all are writing answers: the master stays bounded */
+				continue;
+			}
+			stats_conn_close(loop, sc);
 		}
 		sc->used = 1;
 		sc->on_unix = w == &st.l[STATS_UNIX].io;
+		sc->since = ev_now(loop);
 		sc->req_len = 0;
 		sc->resp_off = 0;
 		memset(&sc->resp, 0, sizeof(sc->resp));
@@ -277,6 +397,8 @@ void stats_adopt(struct ev_loop *loop, enum stats_kind kind, int fd, const char 
 	struct stats_listener *l = &st.l[kind];
 
 	st.seg = seg;
+	if (!ev_is_active(&st.resume))
+		ev_timer_init(&st.resume, stats_resume_cb, 0.5, 0);
 	l->fd = fd;
 	l->adopted = 1;
 	snprintf(l->name, sizeof(l->name), "%s", name);
@@ -361,9 +483,20 @@ int stats_configure(struct ev_loop *loop, const struct config *cfg, struct shm_s
 	st.seg = seg;
 	strcpy(st.admin_token, cfg->stats_admin_token);
 	st.allow_remote = cfg->stats_allow_remote;
-	if (cfg->has_stats && cfg->stats_allow_remote && !cfg->stats_admin_token[0])
-		log_notice("stats on %s is open to the network without stats.admin_token: admin commands are refused "
-		           "there", cfg->stats.text);
+	st.tcp_host[0] = st.tcp_port[0] = 0;
+	if (cfg->has_stats) {
+		const char *colon = strrchr(cfg->stats.text, ':');
+		size_t hl = colon ? (size_t)(colon - cfg->stats.text) : 0;
+
+		if (colon && hl < sizeof(st.tcp_host) && strlen(colon + 1) < sizeof(st.tcp_port)) {
+			memcpy(st.tcp_host, cfg->stats.text, hl);
+			st.tcp_host[hl] = 0;
+			strcpy(st.tcp_port, colon + 1);
+		}
+	}
+	if (cfg->has_stats && !cfg->stats_admin_token[0])
+		log_info("stats on %s: admin commands are refused there without stats.admin_token%s", cfg->stats.text,
+		         cfg->stats_unix[0] ? "; the unix socket takes them" : "");
 	if (st.l[STATS_TCP].fd >= 0 && (!cfg->has_stats || strcmp(st.l[STATS_TCP].name, cfg->stats.text) != 0))
 		stats_close_one(loop, STATS_TCP, 0);
 	if (cfg->has_stats && st.l[STATS_TCP].fd < 0) {
@@ -404,6 +537,7 @@ int stats_fd(enum stats_kind kind)
 
 void stats_close(struct ev_loop *loop, int unlink_unix)
 {
+	ev_timer_stop(loop, &st.resume);
 	stats_close_one(loop, STATS_TCP, 0);
 	stats_close_one(loop, STATS_UNIX, unlink_unix);
 	for (int i = 0; i < STATS_MAX_CONNS; i++)

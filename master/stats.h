@@ -8,7 +8,11 @@
  * and the admin commands of admin.h in plain text. Each connection is
  * answered once and closed; requests are bounded in size (2 KiB, head and
  * body) and time (5 s), and at most 16 connections are open, so a stuck or
- * hostile client cannot hold the master.
+ * hostile client cannot hold the master; when they are all taken, the one
+ * waiting longest for its request makes room, so idle connections cannot
+ * lock scrapes out. The admin POSTs are taken on the unix socket or with
+ * the token; nothing a browser page can send (an Origin header, a Host that
+ * is not a loopback stats socket) is answered.
  *
  * The sockets outlive reloads when their address or path stays, and are
  * handed to a new master on binary upgrade (upgrade.h).

@@ -62,6 +62,8 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		u->first_server = (uint32_t)cu->first_server;
 		u->nservers = (uint32_t)cu->nservers;
 		u->keepalive = (uint32_t)cu->keepalive;
+		u->max_fails = (uint32_t)cu->max_fails;
+		u->fail_timeout = cu->fail_timeout;
 		u->tls = (uint8_t)cu->tls;
 		u->tls_verify = (uint8_t)cu->tls_verify;
 		memcpy(u->tls_sni, cu->tls_sni, sizeof(u->tls_sni));
@@ -125,18 +127,61 @@ const struct route_entry *route_lookup(const struct route_table *t, const char *
 	return NULL;
 }
 
-/* Gives every route and server of <t> its stable stat index. */
-static void route_assign_stats(struct shm_segment *seg, struct route_table *t)
+/* May a reader still be on generation slot <g>: it is current, or a live
+ * worker reports it seen or holds a generation at most as new? */
+static int route_gen_busy(struct shm_segment *seg, int g, uint32_t cur)
 {
+	uint64_t id = seg->gens[g].id;
+
+	if (id == 0)
+		return 0;
+	if ((uint32_t)g == cur)
+		return 1;
+	for (int w = 0; w < SHM_SLOTS; w++) {
+		const struct shm_slot *ws = &seg->slots[w];
+		uint64_t min = atomic_load(&ws->gen_min);
+
+		if (atomic_load(&ws->pid) != 0 && (atomic_load(&ws->gen_seen) == id || (min != 0 && min <= id)))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Gives every route and server of <t> (written into slot <slot>) its stable
+ * stat index. A key that needs a new index when the key table is full may
+ * take one no busy generation holds: no worker can count into it any more
+ * (a table leaves use only through the same checks that free its slot), so
+ * once its counters are zeroed the index is the new key's from zero.
+ */
+static void route_assign_stats(struct shm_segment *seg, struct route_table *t, int slot, uint32_t cur)
+{
+	uint8_t live_r[STAT_ROUTES] = {0}, live_s[STAT_SERVERS] = {0};
+	int reclaimed;
+
+	for (int g = 0; g < SHM_GENS; g++) {
+		const struct route_table *o = &seg->gens[g];
+
+		if (g == slot || !route_gen_busy(seg, g, cur))
+			continue;
+		for (uint32_t i = 0; i < o->nroutes; i++)
+			live_r[o->routes[i].stat] = 1;
+		for (uint32_t i = 0; i < o->nservers; i++)
+			live_s[o->servers[i].stat] = 1;
+	}
 	for (uint32_t i = 0; i < t->nroutes; i++) {
 		struct route_entry *e = &t->routes[i];
-		e->stat = stat_route_index(&seg->keys, e->host_kind, e->host, e->path);
+		e->stat = stat_route_index(&seg->keys, e->host_kind, e->host, e->path, live_r, &reclaimed);
+		if (reclaimed)
+			shm_key_zero_route(seg, e->stat);
 	}
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
 		const struct route_upstream *up = &t->upstreams[u];
 		for (uint32_t k = 0; k < up->nservers; k++) {
 			struct route_server *s = &t->servers[up->first_server + k];
-			s->stat = stat_server_index(&seg->keys, up->name, s->text);
+			s->stat = stat_server_index(&seg->keys, up->name, s->text, live_s, &reclaimed);
+			if (reclaimed)
+				shm_key_zero_server(seg, s->stat);
 		}
 	}
 }
@@ -146,25 +191,13 @@ int route_prepare(struct shm_segment *seg, const struct config *cfg)
 	uint32_t cur = atomic_load(&seg->gen_current);
 	int slot = -1;
 
-	for (int g = 0; g < SHM_GENS && slot < 0; g++) {
-		int busy = 0;
-
-		if (seg->gens[g].id != 0 && (uint32_t)g == cur)
-			continue;
-		for (int w = 0; w < SHM_SLOTS && !busy && seg->gens[g].id != 0; w++) {
-			const struct shm_slot *ws = &seg->slots[w];
-			uint64_t min = atomic_load(&ws->gen_min);
-
-			busy = atomic_load(&ws->pid) != 0 &&
-			       (atomic_load(&ws->gen_seen) == seg->gens[g].id || (min != 0 && min <= seg->gens[g].id));
-		}
-		if (!busy)
+	for (int g = 0; g < SHM_GENS && slot < 0; g++)
+		if (!route_gen_busy(seg, g, cur))
 			slot = g;
-	}
 	if (slot < 0)
 		return -1;
 	route_compile(&seg->gens[slot], cfg);
-	route_assign_stats(seg, &seg->gens[slot]);
+	route_assign_stats(seg, &seg->gens[slot], slot, cur);
 	seg->gens[slot].id = seg->gen_next_id++;
 	return slot;
 }

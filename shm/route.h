@@ -54,6 +54,8 @@ struct route_upstream {
 	uint32_t first_server;
 	uint32_t nservers;
 	uint32_t keepalive;
+	uint32_t max_fails;    /* failures in a row that mark a server down; 0: never */
+	uint32_t fail_timeout; /* ms: the window of a run, and how long a mark lasts */
 	/* TLS to the servers (config.h): a worker matches these against the
 	 * contexts it built from its own config (worker/tls_client.c) */
 	uint8_t tls;

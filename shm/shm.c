@@ -112,6 +112,22 @@ void shm_sum(struct shm_segment *seg, struct shm_counters *out)
 
 const char *const shm_admin_state_names[3] = {"up", "drain", "down"};
 
+void shm_slab_sizes(struct shm_segment *seg, uint32_t sizes[SLAB_MAX_CLASSES])
+{
+	for (int k = 0; k < SLAB_MAX_CLASSES; k++)
+		sizes[k] = 0;
+	for (int i = 0; i < SHM_SLOTS; i++) {
+		if (atomic_load(&seg->slots[i].state) == SHM_SLOT_FREE)
+			continue;
+		for (int k = 0; k < SLAB_MAX_CLASSES; k++) {
+			uint32_t v = atomic_load_explicit(&seg->slots[i].slab_size[k], memory_order_relaxed);
+
+			if (v > sizes[k])
+				sizes[k] = v;
+		}
+	}
+}
+
 int shm_workers_alive(struct shm_segment *seg)
 {
 	int alive = 0;
@@ -139,6 +155,23 @@ void shm_sum_keys(struct shm_segment *seg, struct shm_route_counters *routes, st
 		SHM_FOR_SERVER_KEYS(seg, i)
 			shm_counters_add(&servers[i], &sv[i], sizeof(sv[i]));
 	}
+}
+
+void shm_key_zero_route(struct shm_segment *seg, uint16_t i)
+{
+	for (int w = 0; w < SHM_SLOTS; w++)
+		if (atomic_load(&seg->slots[w].state) != SHM_SLOT_FREE) /* a free one is zero: keep it unbacked */
+			memset(&seg->slots[w].routes[i], 0, sizeof(seg->slots[w].routes[i]));
+	memset(&seg->retired_routes[i], 0, sizeof(seg->retired_routes[i]));
+}
+
+void shm_key_zero_server(struct shm_segment *seg, uint16_t i)
+{
+	for (int w = 0; w < SHM_SLOTS; w++)
+		if (atomic_load(&seg->slots[w].state) != SHM_SLOT_FREE) /* a free one is zero: keep it unbacked */
+			memset(&seg->slots[w].servers[i], 0, sizeof(seg->slots[w].servers[i]));
+	memset(&seg->retired_servers[i], 0, sizeof(seg->retired_servers[i]));
+	atomic_store_explicit(&seg->admin[i], 0, memory_order_relaxed);
 }
 
 int shm_slot_claim(struct shm_segment *seg)

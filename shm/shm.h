@@ -35,12 +35,13 @@
 #include <sys/types.h>
 
 #include "common/err.h"
+#include "common/slab.h"
 #include "shm/route.h"
 #include "shm/stat.h"
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 7u
+#define SHM_LAYOUT_VERSION 8u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -71,12 +72,16 @@ struct shm_counters {
 	uint64_t upstream_connects; /* upstream connections opened */
 	uint64_t upstream_reuses;   /* requests sent on a pooled connection */
 	uint64_t upstream_retries;  /* requests sent again after a failure */
+	uint64_t upstream_replays_refused; /* not sent again: not idempotent and sent */
 	uint64_t errors[WEIR_ERR_COUNT];
 	uint64_t tls_handshakes;    /* TLS handshakes completed, resumed or not */
 	uint64_t tls_resumed;       /* of which resumed a session (ticket) */
 	uint64_t tls_failures[TLS_FAIL_COUNT]; /* client handshakes failed, by enum tls_fail */
 	uint64_t upstream_tls_handshakes; /* TLS handshakes with upstreams completed */
 	uint64_t upstream_tls_resumed;    /* of which resumed the session offered */
+	uint64_t log_dropped[3];          /* log lines not written, by enum log_drop (common/log.h) */
+	uint64_t upstream_marked_down;    /* servers marked down after max_fails failures */
+	uint64_t upstream_panics;         /* picks made with every server of the group marked down */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */
@@ -84,6 +89,14 @@ struct shm_counters {
 	uint64_t slab_free;         /* slab bytes mapped, not handed out */
 	uint64_t tls_mem_in_use;    /* BoringSSL heap (common/secmem.h): bytes handed out */
 	uint64_t tls_mem_held;      /* and bytes made into blocks, free ones included */
+	/* per slab size class (common/slab.h), by class index: bytes of
+	 * objects handed out, bytes mapped, the most ever mapped (each
+	 * worker's own peak: their sum bounds the total's), and bytes mapped
+	 * that no object can use */
+	uint64_t slab_class_in_use[SLAB_MAX_CLASSES];
+	uint64_t slab_class_held[SLAB_MAX_CLASSES];
+	uint64_t slab_class_high_water[SLAB_MAX_CLASSES];
+	uint64_t slab_class_unusable[SLAB_MAX_CLASSES];
 };
 
 /* Fields from <requests> to <errors> are counters; the rest are gauges. */
@@ -136,6 +149,8 @@ struct shm_slot {
 	_Atomic uint64_t gen_min;
 	_Atomic int32_t pid;
 	_Atomic int32_t state;
+	/* object size of each slab class, 0 past the last: labels, not summed */
+	_Atomic uint32_t slab_size[SLAB_MAX_CLASSES];
 	_Alignas(64) struct shm_route_counters routes[STAT_ROUTES];
 	struct shm_server_counters servers[STAT_SERVERS];
 };
@@ -164,8 +179,9 @@ struct shm_segment {
 };
 
 /*
- * Size: 13.2 MiB (each slot's per-key counters are 80 KiB, times 128 slots
- * and the retired block; the four route generations are 3 MiB). The
+ * Size: 31.1 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
+ * routes and 128 KiB for servers, times 128 slots and the retired block;
+ * the eight route generations are 6.5 MiB). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.
@@ -188,6 +204,10 @@ struct shm_segment *shm_attach(int fd, const char **why);
 /* Sums every slot and the retired block into <out>. */
 void shm_sum(struct shm_segment *seg, struct shm_counters *out);
 
+/* The object size of each slab class over the slots in use (the largest,
+ * when workers of two configs differ), 0 for a class no worker has. */
+void shm_slab_sizes(struct shm_segment *seg, uint32_t sizes[SLAB_MAX_CLASSES]);
+
 /* Worker slots with a live process. */
 int shm_workers_alive(struct shm_segment *seg);
 
@@ -203,6 +223,12 @@ static inline uint32_t shm_admin(const struct shm_segment *seg, uint16_t stat)
 {
 	return atomic_load_explicit((_Atomic uint32_t *)&seg->admin[stat], memory_order_relaxed);
 }
+
+/* Zeroes the counters of route (server) stat index <i> in every slot and
+ * the retired block (and a server's admin word), for a key index handed to
+ * a new key: master only, once no worker can count into it (stat.h). */
+void shm_key_zero_route(struct shm_segment *seg, uint16_t i);
+void shm_key_zero_server(struct shm_segment *seg, uint16_t i);
 
 /* Claims a free worker slot (marks it running); -1 if none. Atomic, as
  * two masters share the segment during a binary upgrade. */

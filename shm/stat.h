@@ -10,15 +10,19 @@
  * segment. route_entry.stat and route_server.stat carry it, so a worker
  * counts with one array index and never looks a key up.
  *
- * The key table is append-only and bounded: STAT_ROUTES - 1 route keys and
- * STAT_SERVERS - 1 server keys, ever, per segment. Every key past that
- * shares the last index (STAT_ROUTE_OTHER, STAT_SERVER_OTHER), which the
- * stats socket shows as "(other)"; admin overrides do not apply to it.
- * Keys are never reclaimed, because reusing an index would hand one route's
- * history to another and make its counters jump; only a new segment (a
- * restart, or a binary upgrade to another layout) empties the table. A
- * config that churns through more than 255 distinct routes between restarts
- * loses the per-route detail of the newest ones, never their totals.
+ * The key table is bounded: STAT_ROUTES - 1 route keys and STAT_SERVERS - 1
+ * server keys at once (STAT_SERVERS covers CONFIG_MAX_SERVERS twice: a
+ * full config and a full replacement of it while the old one drains). A
+ * key keeps its index while there is room, so a server removed and added
+ * back continues its series. When the table is full, a new key takes the
+ * index of a key no live generation holds (route_prepare: not the current
+ * table, none a live worker reports in use, none already given in the
+ * table being prepared): no worker can still count into it, and its
+ * counters are zeroed in every slot and the retired block before reuse,
+ * so the new series starts at zero and no history moves to another key.
+ * Only keys past that (more distinct keys live at once than the table
+ * holds) share the last index (STAT_ROUTE_OTHER, STAT_SERVER_OTHER), which
+ * the stats socket shows as "(other)"; admin overrides do not apply to it.
  *
  * Written by the master only (one master at a time compiles routes, even
  * during a binary upgrade), read by the master when it renders: an entry is
@@ -33,7 +37,7 @@
 #include "common/config.h"
 
 #define STAT_ROUTES       256
-#define STAT_SERVERS      256
+#define STAT_SERVERS      2048
 #define STAT_ROUTE_OTHER  (STAT_ROUTES - 1)
 #define STAT_SERVER_OTHER (STAT_SERVERS - 1)
 
@@ -60,14 +64,21 @@ struct stat_keys {
 	struct stat_server_key servers[STAT_SERVER_OTHER];
 };
 
-/* Master: the stat index of a route key, appended if new; STAT_ROUTE_OTHER
- * once the table is full. <host> is as compiled (lower case; ".suffix" for
- * a wildcard; "" for any host). */
-uint16_t stat_route_index(struct stat_keys *k, int host_kind, const char *host, const char *path);
+/*
+ * Master: the stat index of a route key: its own if it has one, else the
+ * next unused index, else (table full) the first index i with !live[i],
+ * whose entry is rewritten and *reclaimed set (the caller zeroes its
+ * counters), else STAT_ROUTE_OTHER. live[] (STAT_ROUTES entries, or NULL
+ * for no reclaim) marks the indices of the keys a live generation holds;
+ * the index returned is marked in it. <host> is as compiled (lower case;
+ * ".suffix" for a wildcard; "" for any host).
+ */
+uint16_t stat_route_index(struct stat_keys *k, int host_kind, const char *host, const char *path, uint8_t *live,
+                          int *reclaimed);
 
-/* Master: the stat index of a server key, appended if new;
- * STAT_SERVER_OTHER once the table is full. */
-uint16_t stat_server_index(struct stat_keys *k, const char *upstream, const char *addr);
+/* Master: the same for a server key (live[]: STAT_SERVERS entries). */
+uint16_t stat_server_index(struct stat_keys *k, const char *upstream, const char *addr, uint8_t *live,
+                           int *reclaimed);
 
 /* The "le" label of bucket <b>: "0.005" ... "10", "+Inf". */
 const char *stat_bucket_le(unsigned b);

@@ -3,9 +3,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <openssl/ssl.h>
 
 #include "common/log.h"
+#include "worker/conn_proxy.h"
 #include "worker/tls.h"
 #include "worker/tls_bio.h"
 #include "worker/txn.h"
@@ -20,9 +23,11 @@
 
 /* After a closing answer, how long and how much the client may still send
  * before we close: closing a socket with unread input makes the kernel
- * send a reset, which can destroy our answer before the client reads it. */
-#define LINGER_TIME 2.0
-#define LINGER_BYTES (1024 * 1024)
+ * send a reset, which drops what is still queued of our answer. Past
+ * LINGER_BYTES we stop reading and only wait, polling every LINGER_POLL,
+ * for the client to acknowledge the answer; LINGER_TIME bounds it all. */
+#define LINGER_TIME 5.0
+#define LINGER_POLL 0.1
 #define DRAIN_IDLE_GRACE 1.0
 
 static void conn_on_head(struct conn *c);
@@ -215,9 +220,7 @@ static void conn_next_request(struct conn *c)
 	}
 }
 
-/* The connection is done with: stop writing, drain what the client still
- * sends for a short while, then close. */
-static void conn_linger(struct conn *c)
+void conn_linger(struct conn *c)
 {
 	if (c->eof) {
 		conn_close(c);
@@ -233,8 +236,32 @@ static void conn_linger(struct conn *c)
 		buf_put(c->in);
 		c->in = NULL;
 	}
+	c->linger_until = ev_now(wk.loop) + LINGER_TIME;
 	conn_io_set(c, EV_READ);
-	conn_set_deadline(c, ev_now(wk.loop) + LINGER_TIME);
+	conn_set_deadline(c, c->linger_until);
+}
+
+/* Whether everything we wrote has been acknowledged by the client: then a
+ * reset can no longer take anything from it. */
+static int conn_output_acked(struct conn *c)
+{
+	int n = 0;
+
+	return ioctl(c->io.fd, SIOCOUTQ, &n) == 0 && n == 0;
+}
+
+/* Past the byte bound: stop reading (the client's window closes, its
+ * sends stop) and close once the answer is acknowledged or time is up. */
+static void conn_linger_wait(struct conn *c)
+{
+	ev_tstamp now = ev_now(wk.loop);
+
+	if (now >= c->linger_until || conn_output_acked(c)) {
+		conn_close(c);
+		return;
+	}
+	conn_io_set(c, 0);
+	conn_set_deadline(c, now + LINGER_POLL < c->linger_until ? now + LINGER_POLL : c->linger_until);
 }
 
 static void conn_on_linger(struct conn *c)
@@ -245,8 +272,10 @@ static void conn_on_linger(struct conn *c)
 		ssize_t n = conn_recv(c, sink, sizeof(sink));
 		if (n > 0) {
 			c->answer_len += (uint32_t)n;
-			if (c->answer_len > LINGER_BYTES)
-				break;
+			if (c->answer_len > CONN_LINGER_BYTES) {
+				conn_linger_wait(c);
+				return;
+			}
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -475,6 +504,28 @@ static void conn_on_handshake(struct conn *c)
 	conn_on_head(c);
 }
 
+/* proxy_protocol listener: reads the PROXY header; once done, the
+ * connection goes on as one accepted from its source would. */
+static void conn_on_proxy(struct conn *c)
+{
+	int rc = conn_proxy_read(c);
+
+	if (rc == WEIR_EAGAIN)
+		return;
+	if (rc < 0) {
+		conn_close(c);
+		return;
+	}
+	conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_header));
+	if (c->ssl) {
+		c->state = CONN_HANDSHAKE;
+		conn_on_handshake(c);
+		return;
+	}
+	c->state = CONN_IDLE;
+	conn_on_head(c);
+}
+
 static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = w->data;
@@ -493,6 +544,9 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->readable = 1;
 	}
 	switch (c->state) {
+	case CONN_PROXY:
+		conn_on_proxy(c);
+		break;
 	case CONN_HANDSHAKE:
 		conn_on_handshake(c);
 		break;
@@ -521,6 +575,10 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (worker_deadline_early(&c->timer, c->deadline))
 		return;
 	switch (c->state) {
+	case CONN_PROXY:
+		conn_proxy_timeout(c);
+		conn_close(c);
+		break;
 	case CONN_HANDSHAKE:
 		/* bounded by timeouts.client_header; a client that never sent a
 		 * byte is closed quietly, as an idle plain connection is */
@@ -542,7 +600,10 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		conn_close(c);
 		break;
 	case CONN_LINGER:
-		conn_close(c);
+		if (c->answer_len > CONN_LINGER_BYTES)
+			conn_linger_wait(c);
+		else
+			conn_close(c);
 		break;
 	}
 }
@@ -590,5 +651,11 @@ void conn_accept(int fd, const struct sockaddr *sa, int l)
 		}
 	}
 	ev_io_start(wk.loop, &c->io);
+	if (wk.cfg->listeners[l].proxy_protocol) {
+		/* the header comes first, before TLS or HTTP */
+		c->state = CONN_PROXY;
+		conn_set_deadline(c, worker_after(wk.cfg->timeouts.proxy_protocol));
+		return;
+	}
 	conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_header));
 }

@@ -26,6 +26,7 @@
 struct txn;
 
 enum conn_state {
+	CONN_PROXY,   /* proxy_protocol listener: reading the PROXY header (conn_proxy.c) */
 	CONN_HANDSHAKE, /* TLS listener: the handshake is under way (tls.c) */
 	CONN_IDLE,    /* between requests, no bytes pending */
 	CONN_HEAD,    /* reading a request head */
@@ -42,7 +43,8 @@ struct conn {
 	struct buf *in;           /* request bytes, NULL when none are pending */
 	struct txn *txn;
 	const char *answer;       /* CONN_ANSWER: remaining bytes of the answer */
-	uint32_t answer_len;
+	uint32_t answer_len;      /* (CONN_LINGER: bytes discarded so far) */
+	ev_tstamp linger_until;   /* CONN_LINGER: close by then whatever happens */
 	uint8_t state;
 	uint8_t readable;         /* the socket reported readable, not yet drained */
 	uint8_t close_after;      /* close once the current answer is written */
@@ -77,6 +79,16 @@ void conn_answer_error(struct conn *c, int rc, int close);
 /* The request in flight has ended: with <keep> the connection waits for the
  * next request (which may already be buffered), otherwise it closes. */
 void conn_txn_done(struct conn *c, int keep);
+
+/* The connection is done with but the client may still be sending (a
+ * request body weir did not read to its end): shut the write side after
+ * what is queued, discard the input for a bounded time and byte count,
+ * then close, so that no reset destroys the answer before it is read. */
+void conn_linger(struct conn *c);
+
+/* Bytes the client may send after its request ends unread before weir
+ * stops reading it (during the answer and while lingering, each). */
+#define CONN_LINGER_BYTES (1024 * 1024)
 
 /* Closes the connection now, releasing everything it holds. */
 void conn_close(struct conn *c);

@@ -159,14 +159,62 @@ static void out_list(struct out *o, const struct http_header *hs, uint32_t n, ui
 	OUT_LIT(o, "\r\n");
 }
 
-static int out_begin(struct out *o, struct buf **b)
+/*
+ * A head is kept for the whole request, so it is kept in a buffer of its
+ * size, not a 16 KiB one. A head that will likely fit the smallest buffer
+ * (its source is short) is written there at once; a larger one, or one
+ * that did not fit after all, is written into one scratch area of the
+ * worker and copied into the smallest buffer it fits. The area is static,
+ * outside the slab (a worker is one thread), sized for the largest
+ * limits.header_size and response_header_size allow; only the pages heads
+ * touch become resident.
+ */
+static char head_scratch[65536];
+
+/* What weir adds to a head it writes anew beyond the bytes it read: its
+ * own Via, framing, Connection and X-Forwarded-* lines, a reason phrase,
+ * ": " for fields sent as "name:value". A guess: a wrong one costs one
+ * more pass through the scratch area, never a truncated head. */
+#define HEAD_GROWTH 192u
+
+/* 1 when a head read as <len> bytes is written straight into the
+ * scratch area. */
+static int out_whole(size_t len)
 {
-	if (!*b && !(*b = buf_get()))
-		return WEIR_ERR(NOMEM);
-	o->p = (*b)->data;
+	return len + HEAD_GROWTH > WORKER_SMALL_MIN - sizeof(struct buf);
+}
+
+static int out_begin(struct out *o, struct buf **b, int whole)
+{
+	if (*b) {
+		buf_put(*b);
+		*b = NULL;
+	}
+	if (!whole) {
+		if (!(*b = buf_get_fit(0)))
+			return WEIR_ERR(NOMEM);
+		o->p = (*b)->data;
+		o->cap = WORKER_SMALL_MIN - sizeof(struct buf);
+	} else {
+		o->p = head_scratch;
+		o->cap = wk.buf_size < sizeof(head_scratch) ? wk.buf_size : (uint32_t)sizeof(head_scratch);
+	}
 	o->len = 0;
-	o->cap = wk.buf_size;
 	o->overflow = 0;
+	return 0;
+}
+
+/* Keeps the head written in <o> in *<b>, copied to a buffer of its size
+ * if it was written in the scratch area. */
+static int out_keep(struct out *o, struct buf **b)
+{
+	if (o->p == head_scratch) {
+		if (!(*b = buf_get_fit(o->len)))
+			return WEIR_ERR(NOMEM);
+		memcpy((*b)->data, o->p, o->len);
+	}
+	(*b)->start = 0;
+	(*b)->end = o->len;
 	return 0;
 }
 
@@ -182,8 +230,10 @@ int head_write_request(struct txn *t)
 	size_t cert_hdr_len = 0, subj_len = 0;
 	const char *subj = NULL;
 	const char *cert_hdr = tls_client_header(t->c, &cert_hdr_len, &subj, &subj_len);
+	int whole = out_whole(r->head_len + subj_len);
 
-	if (out_begin(&o, &t->head_up) < 0)
+again:
+	if (out_begin(&o, &t->head_up, whole) < 0)
 		return WEIR_ERR(NOMEM);
 	out_put(&o, r->method, r->method_len);
 	OUT_LIT(&o, " ");
@@ -229,11 +279,12 @@ int head_write_request(struct txn *t)
 		OUT_LIT(&o, "Transfer-Encoding: chunked\r\n");
 	}
 	OUT_LIT(&o, "\r\n");
-	if (o.overflow)
+	if (o.overflow) {
+		if (!whole++)
+			goto again;
 		return WEIR_ERR(HEADERS_TOO_LARGE);
-	t->head_up->start = 0;
-	t->head_up->end = o.len;
-	return 0;
+	}
+	return out_keep(&o, &t->head_up);
 }
 
 static const char *head_reason(int status)
@@ -263,8 +314,10 @@ int head_write_response(struct txn *t)
 	struct out o;
 	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_VIA;
 	char line[13] = "HTTP/1.1 000 ";
+	int whole = out_whole(r->head_len);
 
-	if (out_begin(&o, &t->head_down) < 0)
+again:
+	if (out_begin(&o, &t->head_down, whole) < 0)
 		return WEIR_ERR(NOMEM);
 	line[9] = (char)('0' + r->status / 100);
 	line[10] = (char)('0' + r->status / 10 % 10);
@@ -310,9 +363,10 @@ int head_write_response(struct txn *t)
 	else if (q->version_minor == 0)
 		OUT_LIT(&o, "Connection: keep-alive\r\n");
 	OUT_LIT(&o, "\r\n");
-	if (o.overflow)
+	if (o.overflow) {
+		if (!whole++)
+			goto again;
 		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-	t->head_down->start = 0;
-	t->head_down->end = o.len;
-	return 0;
+	}
+	return out_keep(&o, &t->head_down);
 }

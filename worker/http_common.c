@@ -9,6 +9,7 @@
  * on_headers_complete as a second guard. Both must agree on where the head
  * ends, or the head is refused.
  */
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -219,6 +220,14 @@ void http_head_init(struct http_head_state *st, enum http_parser_type type,
 	memset(st, 0, sizeof(*st));
 	http_parser_init(&st->parser, type);
 	st->parser.data = st;
+	/* Framing is weir's (http_head_finish and the request and response
+	 * rules), from its own header list. http-parser 2.9.4 takes every name
+	 * that starts with "Transfer-Encoding" ("Transfer-Encoding-Hint") for
+	 * the real one and refuses it beside a Content-Length: with these two
+	 * flags it never judges TE with CL. Lenient only lets controls through
+	 * to the value callback, which refuses them itself. */
+	st->parser.allow_chunked_length = 1;
+	st->parser.lenient_http_headers = 1;
 	st->hdrs = hdrs;
 	st->max_headers = max_headers > HTTP_MAX_HEADERS ? HTTP_MAX_HEADERS : max_headers;
 	st->max_head = max_head;
@@ -417,7 +426,7 @@ static int span_eq_nocase(const char *a, size_t al, const char *b, size_t bl)
  * by a token becomes hop-by-hop.
  */
 static int connection_tokens(struct http_head_state *st, const struct http_header *c,
-                             struct http_head_info *info)
+                             struct http_head_info *info, uint32_t *ntokens)
 {
 	const char *p = c->value, *end = c->value + c->value_len;
 
@@ -440,6 +449,8 @@ static int connection_tokens(struct http_head_state *st, const struct http_heade
 		}
 		if (tok == tend)
 			continue;
+		if (++*ntokens > HTTP_CONN_TOKENS_MAX)
+			return WEIR_ERR(CONNECTION_TOKENS);
 		if (http_span_ieq(tok, (size_t)(tend - tok), "close"))
 			info->conn_close = 1;
 		else if (http_span_ieq(tok, (size_t)(tend - tok), "keep-alive"))
@@ -475,7 +486,7 @@ static int parse_length(const char *p, size_t len, uint64_t *out)
 
 int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 {
-	uint32_t i;
+	uint32_t i, ntokens = 0;
 	int rc;
 
 	memset(info, 0, sizeof(*info));
@@ -490,7 +501,7 @@ int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 		const struct http_header *h = &st->hdrs[i];
 
 		if ((h->flags & HTTP_HDR_HOP) && h->name_len == 10 && http_span_ieq(h->name, h->name_len, "connection")) {
-			rc = connection_tokens(st, h, info);
+			rc = connection_tokens(st, h, info, &ntokens);
 			if (rc)
 				return rc;
 		}
@@ -535,15 +546,19 @@ int http_host_valid(const char *p, size_t len)
 	if (len == 0)
 		return 0;
 	if (p[0] == '[') {
-		int colon = 0;
+		/* IP-literal: an IPv6address (IPvFuture is refused), checked by
+		 * inet_pton, so that "[1:2]" or "[20021::1]" is not routed on */
+		char addr[INET6_ADDRSTRLEN];
+		unsigned char bin[16];
 
-		for (i = 1; i < len && p[i] != ']'; i++) {
-			if (p[i] == ':')
-				colon = 1;
-			else if (p[i] != '.' && !http_is((unsigned char)p[i], HTTP_C_HEX))
+		for (i = 1; i < len && p[i] != ']'; i++)
+			if (p[i] != ':' && p[i] != '.' && !http_is((unsigned char)p[i], HTTP_C_HEX))
 				return 0;
-		}
-		if (i == len || i < 3 || !colon)
+		if (i == len || i - 1 >= sizeof(addr))
+			return 0;
+		memcpy(addr, p + 1, i - 1);
+		addr[i - 1] = '\0';
+		if (inet_pton(AF_INET6, addr, bin) != 1)
 			return 0;
 		i++;
 	} else {

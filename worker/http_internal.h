@@ -65,10 +65,17 @@ void http_head_init(struct http_head_state *st, enum http_parser_type type,
  */
 int http_head_feed(struct http_head_state *st, const char *buf, size_t len);
 
+/* Connection tokens a head may carry, over all its Connection headers.
+ * Each names a header to drop and is compared with every header name, so
+ * without a bound a 64 KiB head of tokens and 1,000 headers costs tens of
+ * millions of comparisons; real clients send one to three. */
+#define HTTP_CONN_TOKENS_MAX 16
+
 /*
  * Once the head is complete: trims OWS off values, sets every header's
  * flags (including HOP for names listed in Connection), and fills <info>.
- * Returns 0 or WEIR_EBAD_REQUEST (a Connection element is not a token).
+ * Returns 0, WEIR_EBAD_REQUEST (a Connection element is not a token) or
+ * WEIR_ECONNECTION_TOKENS (more than HTTP_CONN_TOKENS_MAX of them).
  */
 int http_head_finish(struct http_head_state *st, struct http_head_info *info);
 

@@ -16,9 +16,9 @@ void http_response_init(struct http_response *r, struct http_header *headers,
                         uint32_t max_headers, size_t max_head, enum http_method method_id)
 {
 	memset(r, 0, sizeof(*r));
+	/* A 304 or a HEAD response may carry both TE and CL; the rules below
+	 * decide, not http-parser (http_head_init). */
 	http_head_init(&r->st, HTTP_RESPONSE, headers, max_headers, max_head);
-	/* A 304 or a HEAD response may carry both; the rules below decide. */
-	r->st.parser.allow_chunked_length = 1;
 	r->st.head_method = method_id == HTTP_HEAD;
 	r->headers = headers;
 }

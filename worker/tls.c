@@ -131,21 +131,29 @@ static int tls_ticket_cb(SSL *ssl, uint8_t *name, uint8_t *iv, EVP_CIPHER_CTX *e
  * so a session is resumed only under the context (session id context)
  * chosen here. Nothing is allocated here but SSL_set_SSL_CTX's copy.
  */
+void tls_hello_raw(const SSL_CLIENT_HELLO *ch, struct tls_pick_raw *raw)
+{
+	*raw = (struct tls_pick_raw){.suites = ch->cipher_suites, .suites_len = ch->cipher_suites_len};
+	if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_server_name, &raw->sni, &raw->sni_len))
+		raw->sni = NULL;
+	if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_signature_algorithms, &raw->sigalgs,
+	                                          &raw->sigalgs_len))
+		raw->sigalgs = NULL;
+	if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_supported_versions, &raw->versions,
+	                                          &raw->versions_len))
+		raw->versions = NULL;
+}
+
 static enum ssl_select_cert_result_t tls_select_cert_cb(const SSL_CLIENT_HELLO *ch)
 {
 	const struct tls_listener *l = SSL_get_ex_data(ch->ssl, tls.ex_listener);
-	struct tls_pick_raw raw = {.suites = ch->cipher_suites, .suites_len = ch->cipher_suites_len};
+	struct tls_pick_raw raw;
 	struct tls_pick_hello h;
 	int k;
 
 	if (!l || l->nctx < 2)
 		return ssl_select_cert_success;
-	if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_server_name, &raw.sni, &raw.sni_len))
-		raw.sni = NULL;
-	if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_signature_algorithms, &raw.sigalgs, &raw.sigalgs_len))
-		raw.sigalgs = NULL;
-	if (!SSL_early_callback_ctx_extension_get(ch, TLSEXT_TYPE_supported_versions, &raw.versions, &raw.versions_len))
-		raw.versions = NULL;
+	tls_hello_raw(ch, &raw);
 	/* a malformed extension: BoringSSL refuses the hello itself, with
 	 * the right alert; nothing to choose */
 	if (tls_pick_parse_hello(&raw, &h) < 0)

@@ -84,6 +84,14 @@ void tls_tick(void);
  * has not finished, so what was read could be a replay. */
 int tls_in_early_data(const struct conn *c);
 
+struct tls_pick_raw;
+
+/* The spans of ClientHello <ch> that tls_pick_parse_hello() reads
+ * (worker/tls_pick.h): the cipher suites and the server_name,
+ * signature_algorithms and supported_versions extensions, NULL if absent.
+ * Used by the select-certificate callback and the fuzz target. */
+void tls_hello_raw(const SSL_CLIENT_HELLO *ch, struct tls_pick_raw *raw);
+
 /* The watcher events a handshake waits for after SSL_get_error() said
  * <err>: EV_READ, EV_WRITE, or 0 when it failed. Client and upstream
  * handshakes share it; their failures differ and stay with each. */

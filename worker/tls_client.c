@@ -21,23 +21,25 @@
 static struct {
 	SSL_CTX *ctx[CONFIG_MAX_UPSTREAMS]; /* by config upstream index */
 	const struct config *cfg;
-	/* the maps below belong to the table wk.table_id names (tls_client_sync) */
+	/* belongs to the table wk.table_id names (tls_client_sync) */
 	SSL_CTX *by_group[CONFIG_MAX_UPSTREAMS]; /* by table upstream index */
-	SSL_SESSION *session[CONFIG_MAX_SERVERS]; /* last one per server */
 } tc;
 
 /* BoringSSL hands us each session (a TLS 1.3 ticket arrives after the
- * handshake, during SSL_read): we keep the newest per server and take
- * ownership (return 1). */
+ * handshake, during SSL_read): we keep the newest in the server's state
+ * (by identity, so it survives a reload that keeps the server) with the
+ * context it came from, and take ownership (return 1). */
 static int tls_client_new_session(SSL *ssl, SSL_SESSION *s)
 {
 	struct upconn *u = SSL_get_app_data(ssl);
+	struct up_server *srv = u ? u->srv : NULL;
 
-	if (!u || u->table_id != wk.table_id || !SSL_SESSION_is_resumable(s))
+	if (!srv || srv == &wk.servers[UPSTREAM_STATE_OVERFLOW] || !SSL_SESSION_is_resumable(s))
 		return 0;
-	if (tc.session[u->server])
-		SSL_SESSION_free(tc.session[u->server]);
-	tc.session[u->server] = s;
+	if (srv->session)
+		SSL_SESSION_free(srv->session);
+	srv->session = s;
+	srv->session_ctx = SSL_get_SSL_CTX(ssl);
 	return 1;
 }
 
@@ -88,18 +90,9 @@ int tls_client_init(const struct config *cfg)
 	return 0;
 }
 
-static void tls_client_drop_sessions(void)
-{
-	for (uint32_t i = 0; i < CONFIG_MAX_SERVERS; i++)
-		if (tc.session[i]) {
-			SSL_SESSION_free(tc.session[i]);
-			tc.session[i] = NULL;
-		}
-}
-
 void tls_client_cleanup(void)
 {
-	tls_client_drop_sessions();
+	upstream_free_states(); /* they hold the sessions */
 	for (int i = 0; i < CONFIG_MAX_UPSTREAMS; i++) {
 		SSL_CTX_free(tc.ctx[i]);
 		tc.ctx[i] = NULL;
@@ -127,15 +120,14 @@ static SSL_CTX *tls_client_match(const struct route_upstream *ug)
 
 void tls_client_sync(const struct route_table *t)
 {
-	tls_client_drop_sessions();
 	memset(tc.by_group, 0, sizeof(tc.by_group));
 	for (uint32_t i = 0; i < t->nupstreams; i++)
 		tc.by_group[i] = tls_client_match(&t->upstreams[i]);
 }
 
-int tls_client_attach(struct upconn *u, const struct route_table *t, const char **why)
+int tls_client_attach(struct upconn *u, const struct route_table *t, uint32_t server, const char **why)
 {
-	uint32_t g = t->servers[u->server].upstream;
+	uint32_t g = t->servers[server].upstream;
 	const struct route_upstream *ug = &t->upstreams[g];
 	SSL_CTX *ctx = t->id == wk.table_id ? tc.by_group[g] : tls_client_match(ug);
 	SSL *ssl;
@@ -153,8 +145,10 @@ int tls_client_attach(struct upconn *u, const struct route_table *t, const char 
 	}
 	SSL_set_connect_state(ssl);
 	SSL_set_app_data(ssl, u);
-	if (t->id == wk.table_id && tc.session[u->server])
-		SSL_set_session(ssl, tc.session[u->server]); /* takes its own reference */
+	/* a session is offered only through the context that made it: a group
+	 * whose TLS settings changed in a reload starts anew */
+	if (u->srv->session && u->srv->session_ctx == ctx)
+		SSL_set_session(ssl, u->srv->session); /* takes its own reference */
 	u->ssl = ssl;
 	return 0;
 }

@@ -13,7 +13,8 @@
  * is written, as part of "connecting": under timeouts.upstream_connect, and
  * its failure fails the connect (the server is skipped, the request goes to
  * another). Each worker keeps the last session (ticket) it received from
- * each server and offers it on the next connect to that server.
+ * each server (in the server's state, by identity: a reload that keeps the
+ * server keeps it) and offers it on the next connect to that server.
  *
  * BoringSSL allocates per connection (the SSL, its buffers, the handshake
  * state) and per session: with tls.h's server side, the only mallocs on a
@@ -40,8 +41,8 @@ int tls_client_init(const struct config *cfg);
 /* Frees the contexts and the kept sessions (worker exit). */
 void tls_client_cleanup(void);
 
-/* The routing table changed to <t> (server indices mean other servers):
- * maps its groups to contexts and drops the kept sessions. */
+/* The routing table changed to <t>: maps its groups to contexts. The kept
+ * sessions live in the server states, by identity (upstream_state.c). */
 void tls_client_sync(const struct route_table *t);
 
 /* Does the group of <server> in <t> speak TLS? */
@@ -50,12 +51,12 @@ static inline int tls_client_wanted(const struct route_table *t, uint32_t server
 	return t->upstreams[t->servers[server].upstream].tls;
 }
 
-/* Attaches a new client SSL to <u> (socket and server set) for group
- * <server> of <t>, offering the kept session. Returns 0, or a negative
+/* Attaches a new client SSL to <u> (socket and state set) for server
+ * <server> of <t>, offering the session kept for it. Returns 0, or a negative
  * error with *why set: WEIR_ERR(NOMEM), or WEIR_ERR(UPSTREAM_TLS) when this
  * worker has no context for the group (it started before a reload that
  * added it: the new workers have one). */
-int tls_client_attach(struct upconn *u, const struct route_table *t, const char **why);
+int tls_client_attach(struct upconn *u, const struct route_table *t, uint32_t server, const char **why);
 
 /* One step of <u>'s handshake. Returns 0 when complete (and counted),
  * WEIR_EAGAIN with *events (EV_READ or EV_WRITE) to wait for, or

@@ -15,20 +15,10 @@
 
 static const char chunk_end[] = "0\r\n\r\n";
 
-/* What a side's timer is waiting for; TXN_NO_DEADLINE (a day) while the
- * other side's timer rules. */
-enum { WAIT_NONE, WAIT_SEND, WAIT_READ };
-#define TXN_NO_DEADLINE 86400000u
-
-/* The deadline of a side waiting for <wait>: <send_ms> or <read_ms> from
- * now, or TXN_NO_DEADLINE while it waits on nothing. */
-static ev_tstamp txn_wait_until(uint8_t wait, uint32_t send_ms, uint32_t read_ms)
-{
-	return worker_after(wait == WAIT_SEND ? send_ms : wait == WAIT_READ ? read_ms : TXN_NO_DEADLINE);
-}
-
 static int txn_fill_up(struct txn *t);
 static int txn_fill_down(struct txn *t);
+static int txn_idempotent(const struct txn *t);
+static void txn_upstream_begin(struct txn *t);
 static const char crlf[] = "\r\n";
 
 size_t txn_size(uint32_t nheaders)
@@ -46,6 +36,9 @@ struct txn *txn_new(struct conn *c)
 	t->c = c;
 	t->server = -1;
 	t->start = ev_now(wk.loop);
+	/* no client deadline of the transaction's own yet: the first pump sets
+	 * one whatever it waits for (the head's would otherwise stay) */
+	t->cl_wait = 0xff;
 	http_request_init(&t->req, t->headers, &wk.cfg->limits);
 	c->txn = t;
 	return t;
@@ -59,6 +52,7 @@ void txn_free(struct txn *t)
 		buf_put(t->head_up);
 	if (t->head_down)
 		buf_put(t->head_down);
+	txn_body_put(t);
 	t->c->txn = NULL;
 	slab_free(&wk.slab, wk.cls_txn, t);
 }
@@ -180,6 +174,8 @@ static ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int 
 			return -errno;
 		}
 		total += n;
+		if (n > 0)
+			q->sent = 1;
 		while (n > 0 && q->count) {
 			struct iovec *v = &q->iov[q->first];
 			if ((size_t)n >= v->iov_len) {
@@ -281,7 +277,7 @@ static void txn_finish(struct txn *t)
 		 * on framing; never reuse that connection */
 		worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
 		log_warn("upstream %s sent %u bytes after the end of a response; closing it",
-		         t->table->servers[u->server].text, buf_len(u->in));
+		         t->table->servers[t->server].text, buf_len(u->in));
 		up_keep = 0;
 	}
 	txn_detach_upstream(t, up_keep);
@@ -289,6 +285,13 @@ static void txn_finish(struct txn *t)
 	SHM_ADD(wk.cnt, responses[t->status / 100], 1);
 	txn_count_end(t, t->status);
 	txn_log_access(t, t->status);
+	if (!t->req_body_done && !c->eof) {
+		/* answered before the body was read to its end: the client may
+		 * still be sending it, and a close now would reset the answer */
+		txn_free(t);
+		conn_linger(c);
+		return;
+	}
 	txn_free(t);
 	conn_txn_done(c, keep);
 }
@@ -305,14 +308,35 @@ static void txn_body_reset(struct txn *t)
 
 /* ---- connecting ------------------------------------------------------ */
 
+/* Queues the request head for the upstream, and the buffered body when
+ * there is one (as one chunk, and the last, if it came chunked). */
+static void txn_queue_request(struct txn *t)
+{
+	int chunked = t->req.body == HTTP_BODY_CHUNKED;
+
+	outq_reset(&t->up);
+	outq_add(&t->up, t->head_up->data, t->head_up->end);
+	if (t->body)
+		outq_body(&t->up, NULL, 0, t->body->data, t->body->end, chunked);
+	if (chunked && t->body_buffered)
+		outq_add(&t->up, chunk_end, sizeof(chunk_end) - 1);
+}
+
 static int txn_replay_request(struct txn *t)
 {
 	struct conn *c = t->c;
 
 	if (!t->replayable)
 		return -1;
+	if (t->body) {
+		/* the body is held whole in t->body */
+		t->req_done = 0;
+		txn_queue_request(t);
+		return 0;
+	}
 	outq_reset(&t->up);
-	c->in->start = t->req_head_start;
+	if (c->in) /* else it was given back holding no byte of this request */
+		c->in->start = t->req_head_start;
 	t->req_done = 0;
 	txn_body_reset(t);
 	outq_add(&t->up, t->head_up->data, t->head_up->end);
@@ -323,9 +347,10 @@ static void txn_attach(struct txn *t, struct upconn *u)
 {
 	t->u = u;
 	u->txn = t;
+	t->up.sent = 0;
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
-	SHM_ADD(&wk.scnt[t->table->servers[u->server].stat], requests, 1);
+	SHM_ADD(&wk.scnt[t->table->servers[t->server].stat], requests, 1);
 	upstream_set_deadline(u, worker_after(u->connecting ? wk.cfg->timeouts.upstream_connect
 	                                                    : wk.cfg->timeouts.upstream_send));
 }
@@ -345,7 +370,13 @@ static int txn_connect(struct txn *t, int last_rc)
 			return t->tried ? last_rc : WEIR_ERR(NO_SERVER);
 		t->tried |= 1ull << ((uint32_t)s - up->first_server);
 		t->server = s;
-		u = upstream_pool_get((uint32_t)s);
+		u = upstream_pool_get(t->table, (uint32_t)s);
+		while (u && !txn_idempotent(t) && !upstream_pool_alive(u)) {
+			/* closed as it idled, its event not seen yet: such a request
+			 * is not sent again if the connection dies under it */
+			upstream_close(u);
+			u = upstream_pool_get(t->table, (uint32_t)s);
+		}
 		if (u) {
 			SHM_ADD(wk.cnt, upstream_reuses, 1);
 			SHM_ADD(&wk.scnt[t->table->servers[s].stat], reuses, 1);
@@ -357,23 +388,49 @@ static int txn_connect(struct txn *t, int last_rc)
 			txn_attach(t, u);
 			return 0;
 		}
-		if (rc == WEIR_ERR(NOMEM))
-			return rc;
+		if (rc == WEIR_ERR(NOMEM) || rc == WEIR_ERR(LOCAL_CONNECT_ERROR))
+			return rc; /* ours: another server would fare no better */
 		last_rc = rc;
 		log_warn("upstream %s refused the connection; trying another server", t->table->servers[s].text);
 	}
 }
 
-/* The upstream connection failed before any answer came back. Tries a
- * fresh connection (a stale pooled one, once), then the other servers. */
+/* RFC 9110 9.2.2: methods whose effect, repeated, is that of one request
+ * (a mask: asked on every request taken from a pool). */
+static int txn_idempotent(const struct txn *t)
+{
+	const uint64_t idempotent = 1ull << HTTP_GET | 1ull << HTTP_HEAD | 1ull << HTTP_OPTIONS |
+	                            1ull << HTTP_TRACE | 1ull << HTTP_PUT | 1ull << HTTP_DELETE;
+
+	return (unsigned)t->req.method_id < 64 && (idempotent >> t->req.method_id & 1);
+}
+
+/*
+ * The upstream connection failed before any answer came back. Tries a
+ * fresh connection (a stale pooled one, once), then the other servers.
+ *
+ * A pooled connection that closes under a request is either the race every
+ * keep-alive pool has (the server closed it idle as we sent) or a server
+ * that crashed or timed out running the request: the two look the same. So
+ * the request is sent again only if repeating it is harmless (an
+ * idempotent method) or none of it reached the server (the write failed
+ * before its first byte). A body read whole before a server was picked
+ * changes nothing here: it makes a replay possible, not safe.
+ */
 static void txn_upstream_lost(struct txn *t, int rc)
 {
 	struct upconn *u = t->u;
 	int was_reused = u->reused;
 	int server = t->server;
+	int sent = t->up.sent;
 
 	txn_detach_upstream(t, 0);
 	if (t->resp_started || t->up_first > 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	if (was_reused && !t->retried && sent && !txn_idempotent(t)) {
+		SHM_ADD(wk.cnt, upstream_replays_refused, 1);
 		txn_fail(t, rc);
 		return;
 	}
@@ -476,34 +533,95 @@ void txn_start(struct txn *t)
 		txn_fail(t, rc);
 		return;
 	}
-	rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+	if (txn_buffer_wanted(t)) {
+		/* read the body whole before a server is picked: a slow or
+		 * malformed body then never holds or reaches an upstream */
+		t->buffering = 1;
+		if (txn_send_continue(t) < 0)
+			return;
+		t->continued = 1; /* never later, with the body under way */
+		txn_pump(t);
+		return;
+	}
+	txn_upstream_begin(t);
+}
+
+/* Picks a server, connects and sends what there is of the request. */
+static void txn_upstream_begin(struct txn *t)
+{
+	int rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+
 	if (rc < 0) {
 		txn_fail(t, rc);
 		return;
 	}
-	if (t->req.expect_continue && !t->req_body_done && buf_len(c->in) == 0) {
-		/* the client waits for our word before sending the body; a
-		 * fresh socket always takes these 25 bytes */
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		struct iovec v = {.iov_base = (void *)cont, .iov_len = sizeof(cont) - 1};
-		if (conn_sendv(c, &v, 1, 0) != (ssize_t)sizeof(cont) - 1) {
-			txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
-			conn_close(c);
+	if (txn_send_continue(t) < 0)
+		return;
+	txn_queue_request(t);
+	if (!t->body) {
+		/* the first body bytes leave with the head (a queued buffered
+		 * body fills the queue: the rest follows once it is written) */
+		rc = txn_fill_up(t);
+		if (rc < 0) {
+			txn_fail(t, rc);
 			return;
 		}
-		SHM_ADD(wk.cnt, bytes_out, sizeof(cont) - 1);
-	}
-	outq_reset(&t->up);
-	outq_add(&t->up, t->head_up->data, t->head_up->end);
-	rc = txn_fill_up(t);
-	if (rc < 0) {
-		txn_fail(t, rc);
-		return;
 	}
 	txn_pump(t);
 }
 
 /* ---- the two directions ---------------------------------------------- */
+
+/*
+ * Decodes the chunked body bytes in <in> (strictly: <ch> keeps the state
+ * across calls) into <q>, re-encoded as one chunk when <chunked_out>, else
+ * as the bare data. The data of every chunk the buffer holds is gathered
+ * into one span by moving each chunk's data down over the framing before
+ * it (only bytes already decoded are overwritten), so a body of tiny
+ * chunks costs one write per buffer, not one per chunk; *<moved> says
+ * whether that happened. <total> counts decoded bytes against <limit>
+ * (0: none). Returns 1 if something was queued or the body ended, 0 if
+ * more input is needed, or a framing error (WEIR_ESMUGGLING) or
+ * WEIR_EBODY_TOO_LARGE.
+ */
+static int txn_fill_chunked(struct outq *q, struct http_chunked *ch, struct buf *in, int chunked_out,
+                            uint64_t *total, uint64_t limit, int *moved)
+{
+	char *base = in->data + in->start, *span = NULL;
+	size_t avail = buf_len(in), off = 0, len = 0;
+
+	*moved = 0;
+	while (off < avail && !ch->done) {
+		size_t used, dlen;
+		const char *data;
+		int rc = http_chunked_feed(ch, base + off, avail - off, &used, &data, &dlen);
+
+		if (rc < 0)
+			return rc;
+		off += used;
+		*total += dlen;
+		if (limit && *total > limit)
+			return WEIR_ERR(BODY_TOO_LARGE);
+		if (dlen == 0)
+			continue;
+		if (!span) {
+			span = (char *)data;
+		} else if (data != span + len) {
+			memmove(span + len, data, dlen);
+			*moved = 1;
+		}
+		len += dlen;
+	}
+	if (len == 0 && !(ch->done && chunked_out)) {
+		/* framing only: consumed now, since no write will */
+		in->start += (uint32_t)off;
+		return ch->done;
+	}
+	outq_body(q, in, (uint32_t)off, span, len, chunked_out);
+	if (ch->done && chunked_out)
+		outq_add(q, chunk_end, sizeof(chunk_end) - 1);
+	return 1;
+}
 
 /* Queues the next piece of request body from c->in. Returns 1 if something
  * was queued or state advanced, 0 if client bytes are needed, or an error. */
@@ -527,30 +645,14 @@ static int txn_fill_up(struct txn *t)
 		return 1;
 	}
 	/* chunked: decode strictly, encode anew */
-	for (;;) {
-		size_t used, dlen;
-		const char *data;
-		int rc = http_chunked_feed(&t->req_chunks, in->data + in->start, buf_len(in), &used, &data, &dlen);
+	int moved = 0;
+	int rc = txn_fill_chunked(&t->up, &t->req_chunks, in, 1, &t->req_body_total, wk.cfg->limits.body_size,
+	                          &moved);
 
-		if (rc < 0)
-			return rc;
-		t->req_body_total += dlen;
-		if (wk.cfg->limits.body_size && t->req_body_total > wk.cfg->limits.body_size)
-			return WEIR_ERR(BODY_TOO_LARGE);
-		if (t->req_chunks.done) {
-			outq_body(&t->up, in, (uint32_t)used, data, dlen, 1);
-			outq_add(&t->up, chunk_end, sizeof(chunk_end) - 1);
-			t->req_body_done = 1;
-			return 1;
-		}
-		if (dlen) {
-			outq_body(&t->up, in, (uint32_t)used, data, dlen, 1);
-			return 1;
-		}
-		in->start += (uint32_t)used; /* framing only */
-		if (buf_len(in) == 0)
-			return 0;
-	}
+	if (moved)
+		t->replayable = 0; /* the body bytes sent are no longer as received */
+	t->req_body_done = t->req_chunks.done;
+	return rc;
 }
 
 /* Makes room in c->in for more request body. */
@@ -694,29 +796,13 @@ static int txn_fill_down(struct txn *t)
 	case HTTP_BODY_CLOSE:
 		outq_body(&t->down, in, avail, in->data + in->start, avail, chunked);
 		return 1;
-	case HTTP_BODY_CHUNKED:
-		for (;;) {
-			size_t used, dlen;
-			const char *data;
-			int rc = http_chunked_feed(&t->resp_chunks, in->data + in->start, buf_len(in), &used, &data,
-			                           &dlen);
-			if (rc < 0)
-				return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-			if (t->resp_chunks.done) {
-				outq_body(&t->down, in, (uint32_t)used, data, dlen, chunked);
-				if (chunked)
-					outq_add(&t->down, chunk_end, sizeof(chunk_end) - 1);
-				t->resp_done = 1;
-				return 1;
-			}
-			if (dlen) {
-				outq_body(&t->down, in, (uint32_t)used, data, dlen, chunked);
-				return 1;
-			}
-			in->start += (uint32_t)used;
-			if (buf_len(in) == 0)
-				return 0;
-		}
+	case HTTP_BODY_CHUNKED: {
+		uint64_t total = 0;
+		int moved, rc = txn_fill_chunked(&t->down, &t->resp_chunks, in, chunked, &total, 0, &moved);
+
+		t->resp_done = t->resp_chunks.done;
+		return rc < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : rc;
+	}
 	default:
 		return 0;
 	}
@@ -737,6 +823,45 @@ static int txn_upstream_eof(struct txn *t)
 	return WEIR_ERR(UPSTREAM_CLOSED);
 }
 
+/* The body is being read whole before connecting (t->buffering). */
+static void txn_pump_buffer(struct txn *t)
+{
+	struct conn *c = t->c;
+	int io = 0, rc;
+
+	for (;;) {
+		rc = txn_buffer_step(t);
+		if (rc < 0) {
+			txn_fail(t, rc);
+			return;
+		}
+		if (rc > 0) {
+			t->buffering = 0;
+			t->rate_in.since = 0; /* streaming measures its own waits */
+			txn_upstream_begin(t);
+			return;
+		}
+		if (!c->readable)
+			break;
+		rc = conn_read(c);
+		if (rc > 0) {
+			io = 1;
+			t->body_in += (uint64_t)rc;
+			continue;
+		}
+		if (rc == WEIR_EAGAIN)
+			break;
+		txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
+		log_info("%s: client closed the connection during the request body", c->peer);
+		conn_close(c);
+		return;
+	}
+	conn_io_set(c, EV_READ);
+	rc = txn_client_clock(t, WAIT_READ, io);
+	if (rc < 0)
+		txn_client_fail(t, rc);
+}
+
 void txn_pump(struct txn *t)
 {
 	struct conn *c = t->c;
@@ -745,6 +870,10 @@ void txn_pump(struct txn *t)
 	ssize_t n;
 	int rc;
 
+	if (t->buffering) {
+		txn_pump_buffer(t);
+		return;
+	}
 	while (progress) {
 		struct upconn *u = t->u;
 
@@ -755,11 +884,17 @@ void txn_pump(struct txn *t)
 				n = outq_write(u, NULL, &t->up, 0);
 				if (n < 0) {
 					if (t->resp_started) {
-						/* it answered and stopped listening: keep the answer */
+						/* it answered and stopped listening: keep the
+						 * answer, drop the rest of the body */
 						outq_reset(&t->up);
 						t->req_done = 1;
 						t->client_close = 1;
 						t->up_reusable = 0;
+						if (!t->req_body_done) {
+							t->body_discard = 1;
+							if (c->in)
+								c->in->start = c->in->end;
+						}
 					} else {
 						txn_upstream_lost(t, WEIR_ERR(UPSTREAM_CLOSED));
 						return;
@@ -781,6 +916,7 @@ void txn_pump(struct txn *t)
 					rc = conn_read(c);
 					if (rc > 0) {
 						progress = cl_io = 1;
+						t->body_in += (uint64_t)rc;
 					} else if (rc != WEIR_EAGAIN) {
 						txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 						log_info("%s: client closed the connection during the request body", c->peer);
@@ -812,7 +948,7 @@ void txn_pump(struct txn *t)
 			rc = t->resp_started ? txn_fill_down(t) : txn_response_head(t);
 			if (rc < 0) {
 				if (!t->resp_started && rc == WEIR_ERR(UPSTREAM_BAD_RESPONSE))
-					log_warn("upstream %s sent an invalid response", t->table->servers[u->server].text);
+					log_warn("upstream %s sent an invalid response", t->table->servers[t->server].text);
 				txn_fail(t, rc);
 				return;
 			}
@@ -847,7 +983,9 @@ void txn_pump(struct txn *t)
 
 	/* arm exactly what we wait for */
 	struct upconn *u = t->u;
-	if (!t->req_body_done && !t->up.count)
+	if (t->body_discard)
+		want_client_read = txn_discard_client(t);
+	else if (!t->req_body_done && !t->up.count)
 		want_client_read = 1; /* more request body */
 	else if (t->req_body_done && !c->eof && (!c->in || c->in->end < wk.buf_size))
 		want_client_read = 1; /* pipelined requests or the client's close */
@@ -856,6 +994,22 @@ void txn_pump(struct txn *t)
 		rc = conn_read(c);
 		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED))
 			want_client_read = 0;
+	}
+	if (c->in && buf_len(c->in) == 0 && t->head_up && t->req_body_done &&
+	    (c->in->start == t->req_head_start || !t->replayable)) {
+		/* nothing pipelined and nothing a replay would read again: the
+		 * input buffer goes back while the answer is awaited (a request
+		 * waiting on a slow upstream holds none); the head's spans in it
+		 * were all copied into head_up */
+		buf_put(c->in);
+		c->in = NULL;
+		t->req_head_start = 0;
+	}
+	if (u && u->in && buf_len(u->in) == 0 && !t->down.count) {
+		/* the same on the upstream side: a stream that drips (long
+		 * polling, server-sent events) holds no buffer between bytes */
+		buf_put(u->in);
+		u->in = NULL;
 	}
 	conn_io_set(c, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
 	if (u) {
@@ -878,11 +1032,12 @@ void txn_pump(struct txn *t)
 		}
 	}
 	{
-		uint8_t wait = t->down.count ? WAIT_SEND : (!t->req_body_done && !t->up.count) ? WAIT_READ : WAIT_NONE;
-		if (wait != t->cl_wait || cl_io) {
-			t->cl_wait = wait;
-			conn_set_deadline(c, txn_wait_until(wait, wk.cfg->timeouts.client_send, wk.cfg->timeouts.client_body));
-		}
+		uint8_t wait = t->down.count                                          ? WAIT_SEND
+		               : (!t->req_body_done && !t->body_discard && !t->up.count) ? WAIT_READ
+		                                                                       : WAIT_NONE;
+		rc = txn_client_clock(t, wait, cl_io);
+		if (rc < 0)
+			txn_client_fail(t, rc);
 	}
 }
 
@@ -901,9 +1056,9 @@ void txn_on_upstream_event(struct txn *t, int revents)
 
 			getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &err, &len);
 			if (err) {
-				log_warn("upstream %s: connect failed: %s", t->table->servers[u->server].text,
+				log_warn("upstream %s: connect failed: %s", t->table->servers[t->server].text,
 				         strerror(err));
-				rc = WEIR_ERR(UPSTREAM_REFUSED);
+				rc = upstream_errno_local(err) ? WEIR_ERR(LOCAL_CONNECT_ERROR) : WEIR_ERR(UPSTREAM_REFUSED);
 			} else if (u->ssl) {
 				u->handshaking = 1;
 			}
@@ -920,21 +1075,24 @@ void txn_on_upstream_event(struct txn *t, int revents)
 				return;
 			}
 			if (rc < 0)
-				log_warn("upstream %s: TLS handshake failed: %s", t->table->servers[u->server].text, why);
+				log_warn("upstream %s: TLS handshake failed: %s", t->table->servers[t->server].text, why);
 			else
 				u->handshaking = 0;
 		}
 		if (rc < 0) {
-			upstream_mark_down(u->server);
+			if (rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
+				upstream_fail(t->table, (uint32_t)t->server);
 			txn_detach_upstream(t, 0);
 			same = 0;
-			rc = txn_connect(t, rc);
+			if (rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
+				rc = txn_connect(t, rc);
 			if (rc < 0) {
 				txn_fail(t, rc);
 				return;
 			}
 		} else {
 			u->connecting = 0;
+			upstream_connected(u);
 			upstream_set_deadline(u, worker_after(wk.cfg->timeouts.upstream_send));
 		}
 	}
@@ -948,9 +1106,9 @@ void txn_on_upstream_timeout(struct txn *t)
 	struct upconn *u = t->u;
 
 	if (u->connecting) {
-		log_warn("upstream %s: %s timed out", t->table->servers[u->server].text,
+		log_warn("upstream %s: %s timed out", t->table->servers[t->server].text,
 		         u->handshaking ? "TLS handshake" : "connect");
-		upstream_mark_down(u->server);
+		upstream_fail(t->table, (uint32_t)t->server);
 		txn_detach_upstream(t, 0);
 		int rc = txn_connect(t, WEIR_ERR(UPSTREAM_TIMEOUT));
 		if (rc < 0)
@@ -959,21 +1117,6 @@ void txn_on_upstream_timeout(struct txn *t)
 			txn_pump(t);
 		return;
 	}
-	log_warn("upstream %s did not answer in time", t->table->servers[u->server].text);
+	log_warn("upstream %s did not answer in time", t->table->servers[t->server].text);
 	txn_fail(t, WEIR_ERR(UPSTREAM_TIMEOUT));
-}
-
-void txn_on_client_timeout(struct txn *t)
-{
-	struct conn *c = t->c;
-
-	if (t->down.count) {
-		txn_abort(t, WEIR_ERR(CLIENT_TIMEOUT));
-		log_info("%s: client stopped reading the response", c->peer);
-		conn_close(c);
-	} else if (!t->req_body_done) {
-		txn_fail(t, WEIR_ERR(BODY_TIMEOUT));
-	} else {
-		conn_set_deadline(c, worker_after(TXN_NO_DEADLINE));
-	}
 }

@@ -29,7 +29,18 @@ struct outq {
 	int first, count;       /* iov[first .. first+count) still to write */
 	struct buf *src;        /* buffer the body span points into */
 	uint32_t src_consume;   /* bytes of src to consume once all is written */
+	uint8_t sent;           /* some of it reached the peer (cleared per connection) */
 	char pre[24];           /* chunk size line */
+};
+
+/* A minimum data rate on the client side: bytes moved per second of
+ * waiting on the client, judged once per timeouts.rate_window of waiting.
+ * Only time spent waiting on the client counts, so a slow upstream never
+ * makes the client look slow. */
+struct txn_rate {
+	ev_tstamp since;  /* start of the current wait, 0 while not waiting */
+	ev_tstamp waited; /* waiting time in the current window */
+	uint64_t mark;    /* byte count when the window began */
 };
 
 struct txn {
@@ -50,6 +61,13 @@ struct txn {
 	uint8_t resp_chunked_out;/* response re-encoded as chunked to the client */
 	uint8_t up_wait, cl_wait; /* what each side's timer now measures */
 	uint8_t early;           /* the request came in TLS early data (0-RTT) */
+	uint8_t buffering;       /* reading the body whole before picking a server */
+	uint8_t body_buffered;   /* the whole body was read before a server was
+	                          * picked and is kept (in c->in or t->body) until
+	                          * the request is sent: a replay resends all of it */
+	uint8_t continued;       /* 100 Continue was sent */
+	uint8_t body_discard;    /* the upstream stopped taking the body: what the
+	                          * client still sends of it is read and dropped */
 
 	struct http_request req;
 	struct http_response resp;
@@ -59,6 +77,14 @@ struct txn {
 	uint64_t req_body_total; /* decoded body bytes read so far */
 	uint64_t resp_body_left;
 	uint32_t req_head_start; /* offset of the request head in c->in */
+	struct buf *body;        /* buffered body that did not fit behind the head
+	                          * in c->in (decoded if it came chunked) */
+	uint32_t body_cap;       /* data bytes t->body holds at most */
+	uint64_t body_in;        /* request body bytes read from the client */
+	uint64_t discarded;      /* body bytes dropped after body_discard */
+	struct txn_rate rate_in; /* the request body (limits.client_body_rate) */
+	struct txn_rate rate_out;/* the response (limits.client_send_rate) */
+	ev_tstamp cl_gap;        /* when the client's gap timer runs out */
 
 	struct buf *head_up;     /* request head written for the upstream */
 	struct buf *head_down;   /* response head written for the client */
@@ -121,6 +147,53 @@ void txn_on_client_timeout(struct txn *t);
 /* head.c: learns the header names weir vouches for from every listener of
  * <cfg> (client_header), before the first request. */
 void head_init(const struct config *cfg);
+
+/* ---- txn_client.c: body buffering and the client's clocks ---------- */
+
+/* What a side's timer is waiting for; TXN_NO_DEADLINE (a day) while the
+ * other side's timer rules. */
+enum { WAIT_NONE, WAIT_SEND, WAIT_READ };
+#define TXN_NO_DEADLINE 86400000u
+
+/* The deadline of a side waiting for <wait>: <send_ms> or <read_ms> from
+ * now, or TXN_NO_DEADLINE while it waits on nothing. */
+static inline ev_tstamp txn_wait_until(uint8_t wait, uint32_t send_ms, uint32_t read_ms)
+{
+	return worker_after(wait == WAIT_SEND ? send_ms : wait == WAIT_READ ? read_ms : TXN_NO_DEADLINE);
+}
+
+/* Gives back t->body, if any. */
+void txn_body_put(struct txn *t);
+
+/* Whether the body of <t> is to be read whole before connecting: every
+ * Content-Length body up to limits.body_buffer, and chunked ones until
+ * they pass it. */
+int txn_buffer_wanted(const struct txn *t);
+
+/* Moves what c->in holds of the body into the buffer (or leaves it there
+ * when it fits behind the head). Returns 1 when the body is complete, or
+ * when it must stream after all (past body_buffer, or no memory), 0 when
+ * more bytes are needed, or an error (400, 413). */
+int txn_buffer_step(struct txn *t);
+
+/* Sends 100 Continue when the client waits for it before its body.
+ * Returns 0, or -1 when the connection is gone (t freed, c closed). */
+int txn_send_continue(struct txn *t);
+
+/* The request cap and the rate windows as they stand now, <wait> going
+ * on. Returns 0 or the error to end the request with. */
+int txn_client_check(struct txn *t, uint8_t wait);
+
+/* Sets the client's deadline for <wait> (after <io> with the client, the
+ * gap timer starts again). Returns 0, or an error from txn_client_check(). */
+int txn_client_clock(struct txn *t, uint8_t wait, int io);
+
+/* Ends <t> for a client too slow or a request over its cap. */
+void txn_client_fail(struct txn *t, int rc);
+
+/* Drops what the client still sends of a body the upstream no longer
+ * takes. Returns whether to keep reading. */
+int txn_discard_client(struct txn *t);
 
 /* head.c: writes the upstream request head of <t> into t->head_up. Returns
  * 0 or WEIR_EHEADERS_TOO_LARGE if it does not fit. */

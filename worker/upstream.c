@@ -13,7 +13,7 @@
 
 static void upstream_pool_remove(struct upconn *u)
 {
-	struct up_server *s = &wk.servers[u->server];
+	struct up_server *s = u->srv;
 
 	for (struct upconn **p = &s->idle; *p; p = &(*p)->next)
 		if (*p == u) {
@@ -57,12 +57,6 @@ static void upstream_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		upstream_close(u); /* idle too long in the pool */
 }
 
-/* The table wk.servers[] and the pools were last reset for (pooled
- * connections all belong to it). Read without route_acquire(), so that
- * neither a tick nor a pool operation moves the generation this worker
- * reports in use under a request still running on an older one. */
-static const struct route_table *synced;
-
 static void upstream_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct upconn *u = w->data;
@@ -84,15 +78,63 @@ static void upstream_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	if (n < 0 && errno == EAGAIN)
 		return;
 	if (n > 0) {
-		log_warn("upstream %s sent bytes on an idle connection; closing it", synced->servers[u->server].text);
+		log_warn("upstream %s sent bytes on an idle connection; closing it", u->srv->addr);
 		worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
 	}
 	upstream_close(u);
 }
 
-void upstream_mark_down(uint32_t server)
+void upstream_fail(const struct route_table *t, uint32_t si)
 {
-	wk.servers[server].down_until = ev_now(wk.loop) + UPSTREAM_FAIL_SKIP;
+	const struct route_upstream *up = &t->upstreams[t->servers[si].upstream];
+	struct up_server *s = upstream_state(t, si);
+	ev_tstamp now = ev_now(wk.loop), window = up->fail_timeout / 1000.0;
+
+	if (!up->max_fails || s == &wk.servers[UPSTREAM_STATE_OVERFLOW])
+		return;
+	if (s->fails && now - s->last_fail > window)
+		s->fails = 0; /* the last failure is too old to make a run with this one */
+	s->fails++;
+	s->last_fail = now;
+	if (s->fails < up->max_fails || s->down_until > now)
+		return;
+	s->down_until = now + window;
+	SHM_ADD(wk.cnt, upstream_marked_down, 1);
+	log_warn("upstream %s server %s: %u failures in a row; skipped for %.3g s", up->name, s->addr, s->fails,
+	         window);
+}
+
+/* A log line at most once a second per kind, with the count left out. */
+struct upstream_quiet {
+	ev_tstamp last;
+	uint64_t more;
+};
+
+/* 1 when a line is due (*more: how many were left out since the last one). */
+static int upstream_log_due(struct upstream_quiet *q, uint64_t *more)
+{
+	ev_tstamp now = ev_now(wk.loop);
+
+	if (now - q->last < 1.0) {
+		q->more++;
+		return 0;
+	}
+	*more = q->more;
+	q->last = now;
+	q->more = 0;
+	return 1;
+}
+
+/* Every server of a group is marked down. */
+static void upstream_log_panic(const struct route_upstream *up)
+{
+	static struct upstream_quiet q;
+	uint64_t more;
+
+	if (upstream_log_due(&q, &more))
+		log_warn("upstream %s: every server is marked down; trying them anyway (panic; %llu more since "
+		         "the last such line)",
+		         up->name, (unsigned long long)more);
 }
 
 /*
@@ -101,45 +143,63 @@ void upstream_mark_down(uint32_t server)
  * sees it one request late does no harm. A server set to drain or down is
  * never picked for a new request; its weight, when set, replaces the
  * configured one. The "other" stat index never carries an override.
+ *
+ * <panic>: down marks are ignored (every untried server that is up by
+ * admin state is marked down).
  */
-int upstream_pick(const struct route_table *t, const struct route_upstream *up, uint64_t tried)
+static int upstream_pick_among(const struct route_table *t, const struct route_upstream *up, uint64_t tried,
+                               int panic, int *marked)
 {
 	ev_tstamp now = ev_now(wk.loop);
 	int64_t total = 0;
+	struct up_server *best_s = NULL;
 	int best = -1;
 	uint32_t n = up->nservers < 64 ? up->nservers : 64;
 
-	if (n == 1) { /* the common case needs no arithmetic */
-		uint32_t si = up->first_server;
-		return !(tried & 1) && wk.servers[si].down_until <= now &&
-		               SHM_ADMIN_STATE(shm_admin(wk.seg, t->servers[si].stat)) == SHM_ADMIN_UP
-		           ? (int)si
-		           : -1;
-	}
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t si = up->first_server + i;
-		struct up_server *s = &wk.servers[si];
+		struct up_server *s = upstream_state(t, si);
 		uint32_t admin, w;
 
-		if ((tried >> i) & 1 || s->down_until > now)
+		if ((tried >> i) & 1)
 			continue;
 		admin = shm_admin(wk.seg, t->servers[si].stat);
 		if (SHM_ADMIN_STATE(admin) != SHM_ADMIN_UP)
 			continue;
+		if (s->down_until > now && !panic) {
+			*marked = 1;
+			continue;
+		}
+		if (n == 1) /* the common case needs no arithmetic */
+			return (int)si;
 		w = SHM_ADMIN_WEIGHT(admin) ? SHM_ADMIN_WEIGHT(admin) : t->servers[si].weight;
 		s->cw += w;
 		total += w;
-		if (best < 0 || s->cw > wk.servers[best].cw)
+		if (best < 0 || s->cw > best_s->cw) {
 			best = (int)si;
+			best_s = s;
+		}
 	}
 	if (best >= 0)
-		wk.servers[best].cw -= total;
+		best_s->cw -= total;
 	return best;
 }
 
-struct upconn *upstream_pool_get(uint32_t server)
+int upstream_pick(const struct route_table *t, const struct route_upstream *up, uint64_t tried)
 {
-	struct up_server *s = &wk.servers[server];
+	int marked = 0;
+	int si = upstream_pick_among(t, up, tried, 0, &marked);
+
+	if (si >= 0 || !marked)
+		return si;
+	SHM_ADD(wk.cnt, upstream_panics, 1);
+	upstream_log_panic(up);
+	return upstream_pick_among(t, up, tried, 1, &marked);
+}
+
+struct upconn *upstream_pool_get(const struct route_table *t, uint32_t si)
+{
+	struct up_server *s = upstream_state(t, si);
 	struct upconn *u = s->idle;
 
 	if (!u)
@@ -152,6 +212,26 @@ struct upconn *upstream_pool_get(uint32_t server)
 	return u;
 }
 
+int upstream_pool_alive(struct upconn *u)
+{
+	char b;
+	ssize_t n = recv(u->io.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n < 0 && errno == EAGAIN;
+}
+
+/* A socket() or connect() that failed for want of something of ours. */
+static void upstream_log_local(const struct route_server *rs, const char *call, int err)
+{
+	static struct upstream_quiet q;
+	uint64_t more;
+
+	if (upstream_log_due(&q, &more))
+		log_error("upstream %s: %s failed: %s (a local shortage, not counted against the server; %llu more "
+		          "since the last such line)",
+		          rs->text, call, strerror(err), (unsigned long long)more);
+}
+
 struct upconn *upstream_connect(const struct route_table *t, uint32_t server, int *rc)
 {
 	const struct route_server *rs = &t->servers[server];
@@ -160,15 +240,22 @@ struct upconn *upstream_connect(const struct route_table *t, uint32_t server, in
 
 	fd = socket(rs->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		log_error("upstream socket: %s", strerror(errno));
-		*rc = WEIR_ERR(NOMEM);
+		upstream_log_local(rs, "socket", errno);
+		*rc = WEIR_ERR(LOCAL_CONNECT_ERROR);
 		return NULL;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 	if (connect(fd, (const struct sockaddr *)&rs->sa, rs->len) < 0 && errno != EINPROGRESS) {
-		log_warn("upstream %s: connect failed: %s", rs->text, strerror(errno));
+		int err = errno;
+
 		close(fd);
-		upstream_mark_down(server);
+		if (upstream_errno_local(err)) {
+			upstream_log_local(rs, "connect", err);
+			*rc = WEIR_ERR(LOCAL_CONNECT_ERROR);
+			return NULL;
+		}
+		log_warn("upstream %s: connect failed: %s", rs->text, strerror(err));
+		upstream_fail(t, server);
 		*rc = WEIR_ERR(UPSTREAM_REFUSED);
 		return NULL;
 	}
@@ -179,13 +266,12 @@ struct upconn *upstream_connect(const struct route_table *t, uint32_t server, in
 		return NULL;
 	}
 	memset(u, 0, sizeof(*u));
-	u->server = server;
-	u->table_id = t->id;
+	u->srv = upstream_state(t, server);
 	u->connecting = EV_WRITE;
 	ev_io_init(&u->io, upstream_io_cb, fd, EV_WRITE);
 	if (tls_client_wanted(t, server)) {
 		const char *why;
-		int trc = tls_client_attach(u, t, &why);
+		int trc = tls_client_attach(u, t, server, &why);
 
 		if (trc < 0) {
 			log_warn("upstream %s: TLS: %s", rs->text, why);
@@ -207,12 +293,13 @@ struct upconn *upstream_connect(const struct route_table *t, uint32_t server, in
 
 void upstream_release(struct upconn *u)
 {
-	struct up_server *s = &wk.servers[u->server];
+	struct up_server *s = u->srv;
 
-	/* a connection of the table in force is read in that table (synced);
-	 * TLS bytes already read ahead past the response would raise no event
-	 * while pooled, and be taken for the next response: not fit to keep */
-	if (u->table_id != wk.table_id || s->nidle >= synced->servers[u->server].keepalive ||
+	/* only a server of the newest table has a pool (a sync closed those of
+	 * servers that left it); TLS bytes already read ahead past the
+	 * response would raise no event while pooled, and be taken for the
+	 * next response: not fit to keep */
+	if (s->gen != wk.table_id || s->nidle >= s->keepalive ||
 	    (u->ssl && tls_bio_pending(u->ssl))) {
 		upstream_close(u);
 		return;
@@ -229,32 +316,21 @@ void upstream_release(struct upconn *u)
 	upstream_set_deadline(u, worker_after(wk.cfg->timeouts.upstream_keepalive));
 }
 
-void upstream_close_pools(void)
-{
-	for (uint32_t i = 0; i < CONFIG_MAX_SERVERS; i++)
-		while (wk.servers[i].idle)
-			upstream_close(wk.servers[i].idle);
-}
-
 void upstream_admin_sweep(void)
 {
-	const struct route_table *t = synced;
+	uint32_t g = atomic_load_explicit(&wk.seg->gen_current, memory_order_acquire);
+	const struct route_table *t = &wk.seg->gens[g];
 
-	if (!t || t->id != wk.table_id)
-		return; /* the master moved on and may reuse it: the next request syncs */
-	for (uint32_t i = 0; i < t->nservers; i++)
-		if (wk.servers[i].idle && SHM_ADMIN_STATE(shm_admin(wk.seg, t->servers[i].stat)) != SHM_ADMIN_UP)
-			while (wk.servers[i].idle)
-				upstream_close(wk.servers[i].idle);
-}
-
-void upstream_sync_table(const struct route_table *t)
-{
-	if (t->id == wk.table_id)
+	/* only the table this worker synced last, which its gen_seen keeps
+	 * the master from reusing; if the master moved on, the next request
+	 * syncs and the next tick sweeps */
+	if (t->id != wk.table_id)
 		return;
-	upstream_close_pools();
-	memset(wk.servers, 0, sizeof(wk.servers));
-	wk.table_id = t->id;
-	tls_client_sync(t);
-	synced = t;
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		struct up_server *s = upstream_state(t, i);
+
+		if (s->idle && SHM_ADMIN_STATE(shm_admin(wk.seg, t->servers[i].stat)) != SHM_ADMIN_UP)
+			while (s->idle)
+				upstream_close(s->idle);
+	}
 }

@@ -23,10 +23,17 @@
 #define ACCEPT_BATCH 64
 
 struct worker wk;
+static ev_prepare log_prepare;
+_Static_assert(sizeof(((struct shm_counters *)0)->log_dropped) / sizeof(uint64_t) == LOG_DROP_COUNT,
+               "shm_counters.log_dropped has one counter per enum log_drop");
 
 void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at)
 {
-	if (!ev_is_active(tm) || at < *dl) {
+	/* a deadline moved later is only a store, so the timer may be armed
+	 * before the deadline it serves: re-arm only when the new deadline
+	 * comes before the timer fires (a request's "no deadline" followed by
+	 * the keep-alive one then costs nothing) */
+	if (!ev_is_active(tm) || at < ev_now(wk.loop) + ev_timer_remaining(wk.loop, tm)) {
 		ev_timer_stop(wk.loop, tm);
 		ev_timer_set(tm, at - ev_now(wk.loop), 0);
 		ev_timer_start(wk.loop, tm);
@@ -54,17 +61,32 @@ ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags)
 	return sendmsg(fd, &mh, flags);
 }
 
+static struct buf *buf_get_class(int cls)
+{
+	struct buf *b = slab_alloc(&wk.slab, cls);
+	if (b) {
+		b->start = b->end = 0;
+		b->cls = (uint32_t)cls;
+	}
+	return b;
+}
+
 struct buf *buf_get(void)
 {
-	struct buf *b = slab_alloc(&wk.slab, wk.cls_buf);
-	if (b)
-		b->start = b->end = 0;
-	return b;
+	return buf_get_class(wk.cls_buf);
+}
+
+struct buf *buf_get_fit(uint32_t len)
+{
+	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
+		if (len <= (WORKER_SMALL_MIN << i) - sizeof(struct buf))
+			return buf_get_class(wk.cls_small[i]);
+	return len <= wk.buf_size ? buf_get_class(wk.cls_buf) : NULL;
 }
 
 void buf_put(struct buf *b)
 {
-	slab_free(&wk.slab, wk.cls_buf, b);
+	slab_free(&wk.slab, (int)b->cls, b);
 }
 
 static void worker_table_publish_min(void)
@@ -128,6 +150,58 @@ void worker_io_set(ev_io *w, int events)
 	}
 }
 
+/*
+ * Out of descriptors or kernel memory, accept4 fails while the connection
+ * stays queued, so the listening socket stays readable: retrying at once
+ * would spin the loop at 100% and log a line per pass. Like nginx and
+ * HAProxy, stop accepting for a moment instead (connections wait in the
+ * backlog; the ones we hold finish and free descriptors), count each
+ * failure, and log at most once a second with how many there were.
+ */
+#define ACCEPT_PAUSE 0.5
+
+static struct {
+	ev_timer resume;
+	uint64_t failures; /* since the last line logged */
+	ev_tstamp log_after;
+} acc;
+
+static void worker_accept_set(int on)
+{
+	for (int i = 0; i < wk.nlisten; i++)
+		if (on)
+			ev_io_start(wk.loop, &wk.accept_io[i]);
+		else
+			ev_io_stop(wk.loop, &wk.accept_io[i]);
+}
+
+static void worker_accept_resume_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)t;
+	(void)revents;
+	worker_accept_set(1); /* after a drain nlisten is 0: nothing to start */
+}
+
+static void worker_accept_pause(int err)
+{
+	ev_tstamp now = ev_now(wk.loop);
+
+	worker_count_error(WEIR_ERR(ACCEPT_FAILED));
+	acc.failures++;
+	if (now >= acc.log_after) {
+		log_error("accept: %s (%llu time(s) since the last report); not accepting for %d ms: raise the open "
+		          "files limit or lower limits.connections",
+		          strerror(err), (unsigned long long)acc.failures, (int)(ACCEPT_PAUSE * 1000));
+		acc.failures = 0;
+		acc.log_after = now + 1.0;
+	}
+	worker_accept_set(0);
+	ev_timer_stop(wk.loop, &acc.resume);
+	ev_timer_set(&acc.resume, ACCEPT_PAUSE, 0);
+	ev_timer_start(wk.loop, &acc.resume);
+}
+
 static void worker_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)loop;
@@ -138,8 +212,10 @@ static void worker_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		int fd = accept4(w->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				log_error("accept: %s; raise the open files limit", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+				worker_accept_pause(errno);
+			else if (errno == EINTR || errno == ECONNABORTED)
+				continue; /* that one is gone; the next may be there */
 			return;
 		}
 		if (wk.nconns >= wk.cfg->limits.connections) {
@@ -155,6 +231,7 @@ static void worker_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 static void worker_stop_accepting(void)
 {
+	ev_timer_stop(wk.loop, &acc.resume);
 	for (int i = 0; i < wk.nlisten; i++) {
 		ev_io_stop(wk.loop, &wk.accept_io[i]);
 		close(wk.accept_io[i].fd);
@@ -201,13 +278,44 @@ static void worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 	}
 }
 
+/* Error lines of this pass go out in one write, without blocking, just
+ * before the loop waits (common/log.h). */
+static void worker_log_cb(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+	(void)loop;
+	(void)p;
+	(void)revents;
+	log_flush_errors();
+}
+
+/* The slab's gauges, whole and per class, into this worker's slot. */
+static void worker_publish_slab(void)
+{
+	struct shm_slot *slot = &wk.seg->slots[wk.slot];
+
+	SHM_SET(wk.cnt, slab_in_use, wk.slab.in_use_bytes);
+	SHM_SET(wk.cnt, slab_free, slab_free_bytes(&wk.slab));
+	for (int i = 0; i < wk.slab.nclasses; i++) {
+		const struct slab_class *c = &wk.slab.classes[i];
+
+		SHM_SET(wk.cnt, slab_class_in_use[i], c->in_use * c->size);
+		SHM_SET(wk.cnt, slab_class_held[i], c->held);
+		SHM_SET(wk.cnt, slab_class_high_water[i], c->high_water);
+		SHM_SET(wk.cnt, slab_class_unusable[i], slab_class_unusable(&wk.slab, i));
+		atomic_store_explicit(&slot->slab_size[i], (uint32_t)c->size, memory_order_relaxed);
+	}
+}
+
 static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	(void)t;
 	(void)revents;
 	log_flush();
-	SHM_SET(wk.cnt, slab_in_use, wk.slab.in_use_bytes);
-	SHM_SET(wk.cnt, slab_free, slab_free_bytes(&wk.slab));
+	for (int i = 0; i < LOG_DROP_COUNT; i++)
+		SHM_SET(wk.cnt, log_dropped[i], log_dropped((enum log_drop)i));
+	/* chunks a surge left wholly free go back to the kernel */
+	slab_release_idle(&wk.slab, (uint64_t)(ev_now(loop) * 1000.0), wk.cfg->timeouts.slab_idle);
+	worker_publish_slab();
 	{
 		struct secmem_stats st;
 		secmem_get_stats(&st);
@@ -245,6 +353,7 @@ static int worker_setup(const struct worker_start *ws)
 
 	snprintf(who, sizeof(who), "worker %d", ws->index);
 	log_set_who(who);
+	log_set_deferred();
 
 	/* one size serves heads and bodies: large enough for the biggest
 	 * allowed head, and at least 16 KiB so bodies move in few calls */
@@ -257,6 +366,14 @@ static int worker_setup(const struct worker_start *ws)
 	wk.cls_txn = slab_add_class(&wk.slab, txn_size(cfg->limits.headers));
 	wk.cls_upconn = slab_add_class(&wk.slab, sizeof(struct upconn));
 	wk.cls_buf = slab_add_class(&wk.slab, sizeof(struct buf) + wk.buf_size);
+	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
+		wk.cls_small[i] = slab_add_class(&wk.slab, (size_t)WORKER_SMALL_MIN << i);
+	/* a request body buffered before connecting fits in one object: a
+	 * plain buffer when it is small, this class (taken only while such a
+	 * body is held) when limits.body_buffer is larger */
+	wk.cls_body = cfg->limits.body_buffer > wk.buf_size
+	                      ? slab_add_class(&wk.slab, sizeof(struct buf) + cfg->limits.body_buffer)
+	                      : -1;
 
 	signal(SIGPIPE, SIG_IGN);
 	/* reload and upgrade are the master's business (and without a master,
@@ -273,7 +390,10 @@ static int worker_setup(const struct worker_start *ws)
 	ev_signal_start(wk.loop, &wk.sig_usr1);
 	ev_timer_init(&wk.tick, worker_tick_cb, 1.0, 1.0);
 	ev_timer_start(wk.loop, &wk.tick);
+	ev_prepare_init(&log_prepare, worker_log_cb);
+	ev_prepare_start(wk.loop, &log_prepare);
 
+	ev_timer_init(&acc.resume, worker_accept_resume_cb, ACCEPT_PAUSE, 0);
 	wk.nlisten = ws->nlisten;
 	for (int i = 0; i < ws->nlisten; i++) {
 		ev_io_init(&wk.accept_io[i], worker_accept_cb, ws->listen_fds[i], EV_READ);
@@ -293,8 +413,10 @@ static int worker_setup(const struct worker_start *ws)
 
 int worker_main(const struct worker_start *ws)
 {
-	if (worker_setup(ws) < 0)
+	if (worker_setup(ws) < 0) {
+		log_flush(); /* why: error lines wait for the loop, which will not run */
 		return WORKER_EXIT_STARTUP;
+	}
 	ev_run(wk.loop, 0);
 
 	while (wk.conns)

@@ -9,6 +9,8 @@
  *   worker.c    start-up, accept, signals, the 1 s tick, drain
  *   conn.c      client connections: idle, reading a head, error answers,
  *               keep-alive, lingering close
+ *   conn_proxy.c the PROXY protocol header on a proxy_protocol listener
+ *               (proxy_proto.c parses it)
  *   txn.c       one request in flight: forwarding both ways with
  *               back-pressure, framing, retries, the access log
  *   head.c      writing request and response heads anew
@@ -31,13 +33,40 @@
 struct conn;
 struct upconn;
 
-/* Per-worker state of one upstream server (index into route_table.servers). */
+/* Buffer size classes below the I/O buffer, for heads weir writes: 512,
+ * 1024, 2048 and 4096 bytes with their struct buf, so a head of a few
+ * hundred bytes holds half a kilobyte, not a 16 KiB buffer. */
+#define WORKER_SMALL_CLASSES 4
+#define WORKER_SMALL_MIN 512
+
+/*
+ * Per-worker state of one upstream server, keyed by its identity (group
+ * name and address), never by its place in a table: a reload may reorder,
+ * add or remove servers while requests on the older table are in flight,
+ * and those must keep reaching the server they picked (upstream_state.c).
+ */
 struct up_server {
+	char group[CONFIG_NAME_MAX];    /* identity: the upstream group's name */
+	char addr[CONFIG_ADDR_STR_MAX]; /* and the address, as route_server.text */
+	uint64_t gen;           /* newest table id that maps it; 0: free slot */
+	uint8_t tomb;           /* freed slot a probe must walk past */
+	uint32_t keepalive;     /* pool size, from the newest table */
 	int64_t cw;             /* smooth WRR current weight */
-	ev_tstamp down_until;   /* skipped until then after a failure */
+	ev_tstamp down_until;   /* skipped until then after max_fails failures */
+	ev_tstamp last_fail;    /* time of the latest counted failure */
+	uint32_t fails;         /* consecutive failures counted */
 	struct upconn *idle;    /* pooled idle connections (LIFO) */
 	uint32_t nidle;
+	void *session;          /* SSL_SESSION offered on the next TLS connect */
+	void *session_ctx;      /* the SSL_CTX it came from */
 };
+
+/* Slots of the identity hash: the servers of the newest table (at most
+ * CONFIG_MAX_SERVERS) and those of older tables still held by requests in
+ * flight, at a load that keeps probes short. One more slot at the end is
+ * the shared overflow state (never pools, never marked down). */
+#define UPSTREAM_STATES 4096
+#define UPSTREAM_STATE_OVERFLOW UPSTREAM_STATES
 
 struct worker {
 	struct ev_loop *loop;
@@ -51,6 +80,8 @@ struct worker {
 
 	struct slab slab;
 	int cls_conn, cls_txn, cls_upconn, cls_buf;
+	int cls_small[WORKER_SMALL_CLASSES]; /* buffers for heads, by size */
+	int cls_body;      /* buffered request bodies past buf_size, -1 when none */
 	uint32_t buf_size; /* data bytes of one buffer */
 
 	ev_io accept_io[CONFIG_MAX_LISTENERS];
@@ -63,12 +94,17 @@ struct worker {
 	int draining;
 	ev_tstamp drain_deadline;
 
-	uint64_t table_id; /* generation the servers[] state belongs to */
+	uint64_t table_id; /* newest generation synced (upstream_sync_table) */
 	struct {
 		uint64_t id;
 		uint32_t refs;
 	} held[SHM_GENS]; /* tables held by requests in flight */
-	struct up_server servers[CONFIG_MAX_SERVERS];
+	/* server states by identity, and per route generation slot (index
+	 * into seg->gens) the state of each of its servers, resolved once when
+	 * the worker first meets the generation: the request path does one
+	 * array load, never a hash lookup */
+	struct up_server servers[UPSTREAM_STATES + 1];
+	uint16_t server_map[SHM_GENS][CONFIG_MAX_SERVERS];
 };
 
 extern struct worker wk;
@@ -94,6 +130,8 @@ void worker_check_drained(void);
 struct buf {
 	uint32_t start;
 	uint32_t end;
+	uint32_t cls; /* slab class it came from, where buf_put gives it back */
+	uint32_t pad; /* data stays 16-byte aligned, as string functions like */
 	char data[];
 };
 
@@ -116,7 +154,14 @@ void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at);
  * re-armed for it, and the callback returns), 0 when the deadline passed. */
 int worker_deadline_early(ev_timer *tm, ev_tstamp dl);
 
+/* An I/O buffer of wk.buf_size data bytes, or NULL when the slab is out. */
 struct buf *buf_get(void);
+
+/* The smallest buffer with room for <len> data bytes (an I/O buffer when
+ * no smaller class fits, NULL above wk.buf_size or when the slab is out). */
+struct buf *buf_get_fit(uint32_t len);
+
+/* Gives back a buffer of either kind. */
 void buf_put(struct buf *b);
 
 static inline uint32_t buf_len(const struct buf *b)

@@ -9,6 +9,9 @@ idle, and prints the serving process's RSS growth per connection:
 """
 import os, resource, selectors, socket, subprocess, sys, tempfile, time
 
+import benchlib
+from benchlib import rss_kb, wait_port
+
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 W = tempfile.mkdtemp(prefix="weir-idle.")
@@ -18,29 +21,7 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_N
 
 
 def write(name, text):
-    path = os.path.join(W, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def wait_port(port, deadline=10.0):
-    end = time.time() + deadline
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
+    return benchlib.write(W, name, text)
 
 
 def open_idle(port, n, batch=200):

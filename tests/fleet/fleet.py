@@ -27,8 +27,9 @@ an operator would drive it (run as root; `make fleet`):
      wait for it to exit; zero failed requests.
   5. HAProxy in TCP mode (its own listener on the nodes, port 8088):
      `set server be/n2 state drain` over its runtime API, then QUIT the
-     node; zero failed requests. weir sees HAProxy's address as the client
-     until PROXY_PROTOCOL (below) is turned on.
+     node; zero failed requests. HAProxy sends the PROXY protocol
+     (send-proxy-v2) and weir sees the client's own address behind it
+     (PROXY_PROTOCOL below; False shows HAProxy's address instead).
 
 Everything lives in namespaces this script creates (names carry its pid) and
 is removed in a finally block; every wait is bounded. Figures (requests,
@@ -73,11 +74,11 @@ PROM_ADDR = "127.0.0.1:9090"  # Prometheus, inside the lb netns
 TOKEN = "fleet-test-token-0123456789abcdef"
 NODES = ("n1", "n2", "n3")
 
-# The one line to change when weir reads the PROXY protocol (issue 15):
-# True makes HAProxy send it (send-proxy-v2 on each server line), gives the
-# nodes' HAProxy listener `proxy_protocol = true`, and expects weir to see
-# the client's own address behind HAProxy instead of HAProxy's.
-PROXY_PROTOCOL = False
+# True (weir reads the PROXY protocol, issue 15) makes HAProxy send it
+# (send-proxy-v2 on each server line), gives the nodes' HAProxy listener
+# `proxy_protocol = true`, and expects weir to see the client's own address
+# behind HAProxy instead of HAProxy's; False, HAProxy's.
+PROXY_PROTOCOL = True
 HAPROXY_SERVER_OPTS = "check inter 500ms" + (" send-proxy-v2" if PROXY_PROTOCOL else "")
 
 # Established ECMP flows keep their node when the multipath route changes:

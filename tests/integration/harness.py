@@ -579,6 +579,9 @@ def header_values(entry, name):
 # weir
 # ---------------------------------------------------------------------------
 
+# every harness config sets it: admin POSTs over TCP need a token
+STATS_TOKEN = "harness-admin-token-0123456789"
+
 DEFAULT_TIMEOUTS = {
     "client_header": "2s",
     "client_body": "2s",
@@ -591,7 +594,8 @@ DEFAULT_TIMEOUTS = {
 def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=None,
                   limits=None, level="info", extra=""):
     """A libconfig text for weir. <upstreams> is a list of dicts
-    {name, servers: [(addr, weight or None)], keepalive (optional)};
+    {name, servers: [(addr, weight or None)], keepalive, max_fails, fail_timeout
+    (optional)};
     <routes> a list of dicts {host (optional), path, upstream}."""
     t = dict(DEFAULT_TIMEOUTS)
     t.update(timeouts or {})
@@ -599,7 +603,7 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
     out.append("workers = %s;" % (workers if isinstance(workers, int) else '"%s"' % workers))
     out.append('log = { error = "%s/error.log"; access = "%s/access.log"; level = "%s"; };'
                % (d, d, level))
-    out.append('stats = { listen = "127.0.0.1:%d"; };' % stats_port)
+    out.append('stats = { listen = "127.0.0.1:%d"; admin_token = "%s"; };' % (stats_port, STATS_TOKEN))
     out.append('listeners = ( { address = "127.0.0.1:%d"; } );' % port)
     ups = []
     for u in upstreams:
@@ -611,6 +615,10 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
             else:
                 servers.append('{ address = "%s"; weight = %d; }' % (addr, weight))
         ka = "keepalive = %d; " % u["keepalive"] if "keepalive" in u else ""
+        if "max_fails" in u:
+            ka += "max_fails = %d; " % u["max_fails"]
+        if "fail_timeout" in u:
+            ka += 'fail_timeout = "%s"; ' % u["fail_timeout"]
         ups.append('  { name = "%s"; %sservers = ( %s ); }' % (u["name"], ka, ", ".join(servers)))
     out.append("upstreams = (\n%s\n);" % ",\n".join(ups))
     rs = []
@@ -642,6 +650,8 @@ class Weir:
         self.proc = None
         self.pgid = None
         self.workers = 2
+        self.nofile = None  # an open files limit (soft and hard) to start under
+        self.stderr = None  # a file object for stderr instead of weir.stderr
 
     # -- lifecycle --
     def write_config(self, **kw):
@@ -665,13 +675,18 @@ class Weir:
         self.proc = subprocess.Popen(
             [WEIR_BIN, "-c", self.conf], cwd=self.dir, env=env,
             stdin=subprocess.DEVNULL,
-            stdout=open(self.stdout_path, "ab"), stderr=open(self.stderr_path, "ab"),
-            start_new_session=True)
+            stdout=open(self.stdout_path, "ab"),
+            stderr=self.stderr if self.stderr is not None else open(self.stderr_path, "ab"),
+            start_new_session=True, preexec_fn=self._limits if self.nofile else None)
         self.pgid = self.proc.pid
         self.probes = 0
         if wait:
             self.wait_ready()
         return self
+
+    def _limits(self):
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     @property
     def pid(self):

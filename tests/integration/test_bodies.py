@@ -3,9 +3,14 @@
 
 import hashlib
 import os
+import shutil
+import signal
+import subprocess
 import time
 
-from harness import Client, build_request, chunked, header_values, settle, simple, slack
+import pytest
+
+from harness import Client, build_request, chunked, header_values, settle, simple, slack, wait_until
 
 
 def sha(b):
@@ -238,3 +243,87 @@ def test_a_chunked_response_with_extensions_and_trailers_arrives_with_the_right_
         r = c.request("GET", "/chunked-ext")
         assert r.status == 200 and r.body == b"hello world"
         assert c.request("GET", "/bytes/1").body == b"x"
+
+
+def writes_during(pid, action):
+    """Runs <action>() with strace counting the write calls of process
+    <pid>; returns (action's result, number of calls)."""
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".strace.%d" % os.getpid())
+    st = subprocess.Popen(["strace", "-qq", "-c", "--seccomp-bpf", "-o", out, "-e", "trace=sendmsg,sendto,writev,write",
+                           "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: proc_status_line(pid, "TracerPid") not in (None, "0"), slack(5),
+                   what="strace attached")
+        result = action()
+    finally:
+        st.send_signal(signal.SIGINT)
+        st.wait(timeout=slack(10))
+    with open(out) as f:
+        text = f.read()
+    os.unlink(out)
+    calls = 0
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[-1] in ("sendmsg", "sendto", "writev", "write"):
+            calls += int(parts[3])  # % time, seconds, usecs/call, calls, [errors], name
+    return result, calls
+
+
+def proc_status_line(pid, key):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return line.split()[1]
+    except OSError:
+        return None
+    return None
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_a_body_of_one_byte_chunks_goes_upstream_in_few_writes(weir_factory, origin):
+    """64 KiB in 1-byte chunks is 384 KiB of framing and data: the decoded
+    bytes of many chunks leave in one write, not one write per chunk."""
+    # strace slows the worker down: the body must not time out under it
+    w = simple(weir_factory, origin, workers=1,
+               timeouts={"client_header": "60s", "client_body": "60s", "upstream_send": "60s"})
+    data = os.urandom(65536)
+    body = chunked(data, size=1)
+    (worker,) = w.worker_pids()
+
+    def upload():
+        with w.client(timeout=slack(20)) as c:
+            c.send(build_request("POST", "/upload", headers=[("Transfer-Encoding", "chunked")]) + body)
+            return c.read_response(timeout=slack(20))
+
+    r, writes = writes_during(worker, upload)
+    assert r.status == 200
+    assert r.json() == {"body_len": len(data), "body_sha256": sha(data)}
+    assert writes < 64, "%d writes for 64 KiB of body" % writes
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_a_response_of_one_byte_chunks_reaches_the_client_in_few_writes(weir_factory, origin):
+    w = simple(weir_factory, origin, workers=1, timeouts={"upstream_read": "60s"})
+    (worker,) = w.worker_pids()
+
+    def download():
+        with w.client(timeout=slack(20)) as c:
+            return c.request("GET", "/tiny-chunks/65536", timeout=slack(20))
+
+    r, writes = writes_during(worker, download)
+    assert r.status == 200 and r.body == b"x" * 65536
+    assert writes < 64, "%d writes for 64 KiB of body" % writes
+
+
+def test_a_chunked_response_ending_in_a_read_of_its_own_ends_cleanly_for_http10(weir_factory, origin):
+    """To an HTTP/1.0 client the body goes bare: the last chunk alone adds
+    nothing to write, and its framing must still be consumed, not left in
+    the buffer to look like bytes past the response."""
+    w = simple(weir_factory, origin, workers=1)
+    m0 = w.metrics()
+    with w.client() as c:
+        r = c.request("GET", "/drip/2/100/end-late", version="1.0")
+    assert r.status == 200 and r.body == b"tick 0\ntick 1\n"
+    settle()
+    assert w.metrics().error("upstream_bad_response") == m0.error("upstream_bad_response")

@@ -111,6 +111,25 @@ def test_a_server_weight_out_of_range_is_reported(tmp_path, weight):
     assert_error_at(err, p, line_of(text, "weight = %d" % weight))
 
 
+@pytest.mark.parametrize("key,value,needle", [("max_fails", -1, "max_fails = -1"),
+                                               ("max_fails", 1001, "max_fails = 1001"),
+                                               ("fail_timeout", "ten", 'fail_timeout = "ten"'),
+                                               ("fail_timeout", "0s", 'fail_timeout = "0s"')])
+def test_a_bad_max_fails_or_fail_timeout_is_reported(tmp_path, key, value, needle):
+    text = good_text(tmp_path, upstreams=[{"name": "a", "servers": ["127.0.0.1:9"], key: value}])
+    rc, out, err, p = check(tmp_path, text)
+    assert rc == 1, (out, err)
+    assert_error_at(err, p, line_of(text, needle))
+    assert "upstreams." + key in err
+
+
+def test_max_fails_0_and_a_fail_timeout_check(tmp_path):
+    text = good_text(tmp_path, upstreams=[{"name": "a", "servers": ["127.0.0.1:9"], "max_fails": 0,
+                                           "fail_timeout": "30s"}])
+    rc, out, err, _ = check(tmp_path, text)
+    assert rc == 0, (out, err)
+
+
 def test_an_upstream_without_servers_is_reported(tmp_path):
     text = good_text(tmp_path).replace('servers = ( { address = "127.0.0.1:9"; } )', "servers = ( )")
     assert "servers = ( )" in text
@@ -171,3 +190,27 @@ def test_weir_refuses_to_start_on_a_bad_config_and_binds_nothing(tmp_path):
         assert s.connect_ex(("127.0.0.1", port)) != 0
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("group,key,value", [
+    ("limits", "body_buffer", "2m"),          # past the 1 MiB bound
+    ("limits", "client_body_rate", "fast"),
+    ("limits", "client_send_rate", -1),
+    ("timeouts", "rate_window", "20 parsecs"),
+    ("timeouts", "request", "soon"),
+])
+def test_a_bad_buffering_or_rate_value_is_reported(tmp_path, group, key, value):
+    text = good_text(tmp_path, **{group: {key: value}})
+    rc, out, err, p = check(tmp_path, text)
+    assert rc == 1, err
+    assert_error_at(err, p, line_of(text, key))
+    assert key in err
+
+
+@pytest.mark.parametrize("group,key,value", [
+    ("limits", "body_buffer", 0), ("limits", "client_body_rate", 0), ("timeouts", "rate_window", 0),
+    ("timeouts", "request", "off"), ("timeouts", "request", "30s"), ("limits", "body_buffer", "1m"),
+])
+def test_buffering_and_rate_keys_take_their_off_and_edge_values(tmp_path, group, key, value):
+    rc, out, err, p = check(tmp_path, good_text(tmp_path, **{group: {key: value}}))
+    assert rc == 0, err

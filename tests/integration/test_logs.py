@@ -1,6 +1,10 @@
 """Access log (one line per request) and error log."""
 
+import os
 import re
+import time
+
+import pytest
 
 from harness import build_request, closed_port, simple, slack, wait_until
 
@@ -73,3 +77,67 @@ def test_a_successful_request_writes_nothing_to_the_error_log_at_level_warn(weir
         assert w.get("/echo").status == 200
     wait_lines(w, 5)
     assert w.error_lines()[n0:] == []
+
+
+def with_logs_on_stderr(w, access="off"):
+    """Points w's error log (and <access>) at stderr in its config."""
+    with open(w.conf) as f:
+        text = f.read()
+    text, n = re.subn(r'log = \{[^}]*\};', 'log = { error = "stderr"; access = "%s"; level = "info"; };'
+                      % access, text)
+    assert n == 1, text
+    with open(w.conf, "w") as f:
+        f.write(text)
+
+
+def fill_pipe(wfd):
+    """Fills the pipe of write end <wfd> through a description of our own
+    (O_NONBLOCK on <wfd> itself would be shared with weir's stderr)."""
+    fd = os.open("/proc/self/fd/%d" % wfd, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(fd, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def log_dropped(w):
+    m = w.metrics()
+    return sum(v for (name, _), v in m.samples.items() if name == "weir_log_dropped_total")
+
+
+@pytest.mark.parametrize("access", ["off", "stderr"])
+def test_a_log_reader_that_never_reads_does_not_stall_the_workers(weir_factory, access):
+    """The error log (and the access log, in the second run) is stderr, a
+    pipe nobody reads, full before the first request; the only server
+    refuses connections, so every request is an error with a log line. A
+    worker that waits for the pipe answers none."""
+    down = "127.0.0.1:%d" % closed_port()
+    w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [down]}],
+                     routes=[{"path": "/", "upstream": "a"}], workers=1)
+    with_logs_on_stderr(w, access)
+    rfd, wfd = os.pipe()
+    try:
+        w.stderr = wfd
+        w.start()
+        fill_pipe(wfd)
+        answered = 0
+        end = time.monotonic() + slack(20)
+        with w.client(timeout=5) as c:
+            while answered < 3000 and time.monotonic() < end:
+                r = c.request("GET", "/down/%d" % answered)
+                assert r.status in (502, 503), r
+                answered += 1
+        assert answered == 3000, "only %d requests answered in %.0f s" % (answered, slack(20))
+        # the held-back repeats are counted (and published at the next tick)
+        wait_until(lambda: log_dropped(w) > 0, slack(3), what="weir_log_dropped_total > 0")
+        if access == "stderr":
+            wait_until(lambda: w.metrics()("weir_log_dropped_total", log="access", reason="blocked") > 0,
+                       slack(3), what="access lines dropped")
+        assert w.get("/").status in (502, 503)  # still responsive
+    finally:
+        w.stop()
+        os.close(rfd)
+        os.close(wfd)

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from harness import (WEIR_BIN, Client, free_port, settle, slack, wait_until)
+from harness import (STATS_TOKEN, WEIR_BIN, Client, free_port, settle, slack, wait_until)
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -27,11 +27,14 @@ NEED_PROM = "prometheus and promtool are missing: run tests/install-deps (Debian
 # helpers
 # ---------------------------------------------------------------------------
 
-def stats_request(port, method, target, body=None):
-    """One request to the stats socket; returns (status, text, response)."""
+def stats_request(port, method, target, body=None, token=STATS_TOKEN):
+    """One request to the stats socket (POSTs with the harness's admin
+    token); returns (status, text, response)."""
     headers = [("Connection", "close")]
     if method == "POST" and body is None:
         headers.append(("Content-Length", "0"))
+    if method == "POST" and token:
+        headers.append(("Authorization", "Bearer " + token))
     with Client(port, timeout=5) as c:
         r = c.request(method, target, host="127.0.0.1:%d" % port, headers=headers, body=body)
     return r.status, r.body.decode(), r
@@ -65,11 +68,14 @@ def upstream_line(w, server):
     raise AssertionError("no server %s in /upstreams:\n%s" % (server, text))
 
 
-def replace_stats_block(w, block):
-    """Rewrites the stats line the harness wrote into w's config."""
+def replace_stats_block(w, block, token=True):
+    """Rewrites the stats line the harness wrote into w's config (keeping
+    the harness's admin token in it unless <token> is false)."""
     with open(w.conf) as f:
         text = f.read()
-    old = 'stats = { listen = "127.0.0.1:%d"; };' % w.stats_port
+    old = 'stats = { listen = "127.0.0.1:%d"; admin_token = "%s"; };' % (w.stats_port, STATS_TOKEN)
+    if token and "admin_token" not in block:
+        block = block.replace("stats = { ", 'stats = { admin_token = "%s"; ' % STATS_TOKEN, 1)
     assert old in text, text
     with open(w.conf, "w") as f:
         f.write(text.replace(old, block))
@@ -576,10 +582,10 @@ def test_admin_commands_over_an_open_stats_socket_need_the_token(weir_factory, o
     w.stop()
     sock = str(tmp_path / "stats.sock")
     replace_stats_block(w, 'stats = { listen = "127.0.0.1:%d"; allow_remote = true; unix = "%s"; };'
-                        % (w.stats_port, sock))
+                        % (w.stats_port, sock), token=False)
     w.start()
     down = "/upstreams/g/%s?state=down" % b.addr
-    status, text, _ = stats_request(w.stats_port, "POST", down)
+    status, text, _ = stats_request(w.stats_port, "POST", down, token=None)
     assert status == 403 and "admin_token" in text, (status, text)
     assert upstream_line(w, b.addr)["state"] == "up"
     assert stats_request(w.stats_port, "GET", "/metrics")[0] == 200

@@ -10,6 +10,7 @@ load run is bounded by wrk's -d and every wait by a timeout."""
 import os
 import re
 import shutil
+import select
 import signal
 import subprocess
 import threading
@@ -17,7 +18,7 @@ import time
 
 import pytest
 
-from harness import (ASAN, Client, build_request, can_connect, children_of, fetch_metrics, free_port, kill_and_reap,
+from harness import (Client, build_request, can_connect, children_of, fetch_metrics, free_port, kill_and_reap,
                      pid_alive, render_config, settle, slack, wait_until)
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -181,7 +182,14 @@ class MetricsSampler:
         self.thread.start()
         return self
 
-    def stop(self):
+    def stop(self, after=2):
+        """Stops once <after> more samples were taken (bounded): the state
+        after the last event is always checked, however slow the machine
+        made the sampling meanwhile."""
+        want = self.samples + after
+        end = time.monotonic() + slack(10)
+        while self.samples < want and self.thread.is_alive() and time.monotonic() < end:
+            time.sleep(0.02)
         self.stop_ev.set()
         self.thread.join(10)
 
@@ -332,7 +340,7 @@ def test_a_hundred_reloads_under_keepalive_load_lose_no_request_and_leave_the_la
     assert m1("weir_requests_total") - m0("weir_requests_total") >= res.requests
     assert m1("weir_responses_total", **{"class": "5xx"}) == m0("weir_responses_total", **{"class": "5xx"})
     # counters never went backwards, sampled every 100 ms through it all
-    assert sampler.samples >= 50, (sampler.samples, sampler.scrape_errors[:3])
+    assert sampler.samples >= 10, (sampler.samples, sampler.scrape_errors[:3])
     assert sampler.decreases == [], sampler.decreases[:10]
     assert sampler.scrape_errors == [], sampler.scrape_errors[:3]
 
@@ -394,18 +402,17 @@ def test_slow_requests_started_before_a_reload_complete_in_full(weir_factory, fa
     clients = []
     for _ in range(6):
         c = Client(w.port, timeout=10)
-        c.send(build_request("GET", "/slow/2000"))
+        c.send(build_request("GET", "/slow/5000"))
         clients.append(c)
     time.sleep(slack(0.4))
-    sent_at = time.monotonic()
     write_atomic(w.conf, two_route_config(w, fast_origin, a, b, "B", timeouts=t))
     hup_and_wait(w, "ok")
-    # the reload is done long before the answers: they come from old workers
-    if not ASAN:
-        assert time.monotonic() - sent_at < 1.5
+    # the reload did not wait for the slow answers: none has arrived yet
+    # (5 s each, from the old workers), whatever the machine's load
+    assert select.select([c.sock for c in clients], [], [], 0)[0] == []
     assert which_origin(w) == "B"
     for c in clients:
-        r = c.read_response(timeout=8)
+        r = c.read_response(timeout=10)
         assert r.status == 200, r
         assert r.body == b"slow\n", r
         assert r.get("X-Origin") == "A", r
@@ -414,7 +421,7 @@ def test_slow_requests_started_before_a_reload_complete_in_full(weir_factory, fa
         c.close()
     # the old workers exit once their last request is answered
     wait_until(lambda: not any(pid_alive(p) for p in old), slack(5), what="old workers gone")
-    assert len(a.requests("/slow/2000")) == 6
+    assert len(a.requests("/slow/5000")) == 6
 
 
 def test_a_worker_killed_during_reloads_is_replaced_and_only_its_connections_suffer(
@@ -474,7 +481,7 @@ def test_a_worker_killed_during_reloads_is_replaced_and_only_its_connections_suf
     assert res.socket_errors <= 64, res
     assert m1("weir_responses_total", **{"class": "5xx"}) == m0("weir_responses_total", **{"class": "5xx"})
     assert sampler.decreases == [], sampler.decreases[:10]
-    assert sampler.samples >= 30
+    assert sampler.samples >= 10, sampler.samples
     for _ in range(10):
         assert w.get("/").status == 200
 
@@ -511,7 +518,7 @@ def test_counters_never_go_backwards_across_reloads_restarts_and_scrapes(weir_fa
         sampler.stop()
     assert w.proc.poll() is None
     assert res.requests > 1000, res
-    assert sampler.samples >= 30, (sampler.samples, sampler.scrape_errors[:3])
+    assert sampler.samples >= 10, (sampler.samples, sampler.scrape_errors[:3])
     assert sampler.decreases == [], sampler.decreases[:10]
     m1 = w.metrics()
     assert m1("weir_requests_total") - m0("weir_requests_total") >= res.requests

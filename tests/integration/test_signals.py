@@ -64,24 +64,26 @@ def test_quit_gives_up_on_in_flight_requests_after_the_drain_timeout(weir_factor
     time.sleep(slack(0.3))
     t = time.monotonic()
     w.signal(signal.SIGQUIT)
-    rc = w.wait_exit(6)
+    rc = w.wait_exit(20)
     took = time.monotonic() - t
     c.close()
     assert rc == 0, rc
-    assert 0.8 <= took <= slack(3.5), took
+    # the drain timeout (1 s) cut it, not the upstream's 30 s
+    assert 0.8 <= took <= slack(15), took
 
 
 def test_quit_with_idle_keepalive_connections_exits_promptly(weir_factory, origin):
-    w = simple(weir_factory, origin, timeouts={"drain": "10s", "client_keepalive": "60s"})
+    w = simple(weir_factory, origin, timeouts={"drain": "30s", "client_keepalive": "60s"})
     clients = [Client(w.port) for _ in range(5)]
     for c in clients:
         assert c.request("GET", "/").status == 200
     t = time.monotonic()
     w.signal(signal.SIGQUIT)
-    rc = w.wait_exit(8)
+    rc = w.wait_exit(25)
     assert rc == 0
-    # idle connections have nothing in flight: no need to wait for the drain bound
-    assert time.monotonic() - t < slack(3), time.monotonic() - t
+    # idle connections have nothing in flight: no need to wait for the
+    # drain bound (30 s; they are closed after 1 s idle)
+    assert time.monotonic() - t < slack(15), time.monotonic() - t
     for c in clients:
         assert c.closed_by_peer(1)
         c.close()
@@ -95,10 +97,11 @@ def _fast_stop(weir_factory, origin, sig):
     time.sleep(slack(0.3))
     t = time.monotonic()
     w.signal(sig)
-    rc = w.wait_exit(5)
+    rc = w.wait_exit(15)
     took = time.monotonic() - t
     assert rc is not None, "master still running"
-    assert took < slack(2), took
+    # far below the 30 s drain and upstream_read a graceful stop would take
+    assert took < slack(15), took
     wait_until(lambda: not any(pid_alive(p) for p in workers), slack(2), what="workers gone")
     assert not can_connect(w.port)
     assert c.closed_by_peer(2)

@@ -1,5 +1,7 @@
 """The stats endpoint: Prometheus text, summed over the workers."""
 
+import time
+
 from harness import Client, build_request, settle, simple, slack, wait_until
 
 METRICS = [
@@ -96,3 +98,27 @@ def test_slab_memory_in_use_returns_to_its_level_after_connections_close(weir_fa
         c.close()
     wait_until(lambda: weir.metrics()("weir_slab_bytes_in_use") <= base, slack(3),
                what="slab bytes back to %d" % base)
+
+
+def test_a_request_waiting_on_a_slow_upstream_holds_at_most_8_kib_of_slab(weir_factory, origin):
+    """Memory per request in flight: the connection, the request with its
+    header array, the upstream connection and the heads, sized to what they
+    hold (no 16 KiB buffer per head, no idle input buffer)."""
+    n = 200
+    weir = simple(weir_factory, origin, workers=1)
+    assert weir.get("/echo").status == 200  # the classes a request uses exist
+    time.sleep(slack(1.2))  # the gauge is sampled once a second
+    base = weir.metrics()("weir_slab_bytes_in_use")
+    clients = [Client(weir.port) for _ in range(n)]
+    try:
+        for c in clients:
+            c.send(build_request("GET", "/slow/15000"))
+        wait_until(lambda: len(origin.requests("/slow/15000")) >= n, slack(10),
+                   what="%d requests waiting at the origin" % n)
+        time.sleep(slack(1.2))
+        held = weir.metrics()("weir_slab_bytes_in_use") - base
+    finally:
+        for c in clients:
+            c.close()
+    print("slab bytes per request in flight: %.0f" % (held / n))
+    assert held / n <= 8192, "%.0f slab bytes per request in flight" % (held / n)

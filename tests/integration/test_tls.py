@@ -39,12 +39,14 @@ def tls_listener(port, pairs, tls_extra=""):
     return '{ address = "127.0.0.1:%d"; tls = { certificates = ( %s ); %s }; }' % (port, certs, tls_extra)
 
 
-def start_tls_weir(weir_factory, origin, pairs, plain_port=None, workers=2, extra="", tls_extra=""):
+def start_tls_weir(weir_factory, origin, pairs, plain_port=None, workers=2, extra="", tls_extra="",
+                   timeouts=None):
     """weir whose main port speaks TLS with <pairs> [(cert, key)]; with
     <plain_port>, a plain listener beside it; <tls_extra> goes in the tls
     group (client_ca = ...;)."""
     w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
-                     routes=[{"path": "/", "upstream": "a"}], workers=workers, extra=extra)
+                     routes=[{"path": "/", "upstream": "a"}], workers=workers, extra=extra,
+                     timeouts=timeouts)
     text = open(w.conf).read()
     old = 'listeners = ( { address = "127.0.0.1:%d"; } );' % w.port
     assert old in text
@@ -308,22 +310,54 @@ def test_records_read_ahead_together_are_all_answered(weir_factory, origin, cert
         assert buf == b""
 
 
-def test_tls_bytes_arriving_one_at_a_time_are_put_together(weir_factory, origin, certs):
-    """The handshake and a request reach weir one byte per TCP segment, so
-    every record header and body is read in pieces: the answer is the same
-    as for a whole request."""
-    w = start_tls_weir(weir_factory, origin, [certs["ec"]], workers=1)
+def unread_by_weir(weir_port, client_port):
+    """Bytes in the receive queue of weir's end of our connection (from
+    /proc/net/tcp): what weir has not read yet; None if it is not there."""
+    local, remote = "0100007F:%04X" % weir_port, "0100007F:%04X" % client_port
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            if parts[1] == local and parts[2] == remote:
+                return int(parts[4].split(":")[1], 16)
+    return None
+
+
+def test_tls_bytes_arriving_in_pieces_are_put_together(weir_factory, origin, certs):
+    """The handshake and a request reach weir in pieces (every TLS record
+    header in two, 3 bytes and 2, and its body in pieces of 64 bytes), and
+    each piece is sent only once weir has read the one before (its receive
+    queue is empty), so records really are read in pieces however busy the
+    machine (sleeping between sends does not ensure it: a worker scheduled
+    late reads many at once). The answer is the same as for a whole
+    request, and the handshake is counted, not failed. Each wait reads
+    /proc/net/tcp (milliseconds on a busy machine): the head timeout is
+    generous."""
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], workers=1, timeouts={"client_header": "30s"})
+    before = w.metrics()
     ctx = client_ctx(certs)
     inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
     tls = ctx.wrap_bio(inc, out, server_hostname="app.test")
     raw = socket.create_connection(("127.0.0.1", w.port), timeout=slack(5))
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    me = raw.getsockname()[1]
+    pieces = [0]
+
+    def send_piece(p):
+        raw.sendall(p)
+        pieces[0] += 1
+        wait_until(lambda: unread_by_weir(w.port, me) == 0, slack(5), interval=0.001,
+                   what="weir to read piece %d" % pieces[0])
 
     def flush():
         data = out.read()
-        for i in range(len(data)):
-            raw.sendall(data[i:i + 1])
-            time.sleep(0.0005)  # a segment each, not coalesced by the kernel
+        while data:
+            n = 5 + int.from_bytes(data[3:5], "big")  # one record
+            send_piece(data[:3])
+            send_piece(data[3:5])
+            for i in range(5, n, 64):
+                send_piece(data[i:min(i + 64, n)])
+            data = data[n:]
 
     def pump(op):
         while True:
@@ -337,6 +371,7 @@ def test_tls_bytes_arriving_one_at_a_time_are_put_together(weir_factory, origin,
 
     try:
         pump(tls.do_handshake)
+        handshake_pieces = pieces[0]
         tls.write(b"GET /bytes/300 HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
         flush()
         buf = b""
@@ -351,8 +386,16 @@ def test_tls_bytes_arriving_one_at_a_time_are_put_together(weir_factory, origin,
         head, body = buf.split(b"\r\n\r\n", 1)
         assert head.startswith(b"HTTP/1.1 200"), head
         assert body == b"x" * 300
+        # the ClientHello alone (a few hundred bytes) makes several pieces
+        assert handshake_pieces >= 6, handshake_pieces
     finally:
         raw.close()
+    m = w.metrics()
+    assert m("weir_tls_handshakes_total", resumed="false") - before("weir_tls_handshakes_total", resumed="false") == 1
+    assert sum(m("weir_tls_handshake_failures_total", reason=r) for r in
+               ("protocol", "plain_http", "client_certificate", "timeout", "closed", "other")) == \
+        sum(before("weir_tls_handshake_failures_total", reason=r) for r in
+            ("protocol", "plain_http", "client_certificate", "timeout", "closed", "other"))
 
 
 def test_a_stalled_handshake_is_cut_by_the_header_timeout_and_counted(weir_factory, origin, certs):

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from harness import (can_connect, free_port, settle, slack, wait_until, WEIR_BIN)
+from harness import (Client, can_connect, free_port, settle, slack, wait_until, WEIR_BIN)
 from pki import make_ca, make_leaf, san
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -219,7 +219,9 @@ def test_a_server_that_never_completes_the_handshake_times_out_within_upstream_c
         r = w.get("/", timeout=slack(5))
         assert r.status == 504, r
         assert time.monotonic() - t0 < slack(3)  # upstream_connect is 1s in the suite
-        assert any("TLS handshake timed out" in l for l in w.error_lines()), w.error_lines()
+        # a worker writes its error lines after the pass that answered
+        wait_until(lambda: any("TLS handshake timed out" in l for l in w.error_lines()), slack(3),
+                   what="the handshake timeout logged")
     finally:
         mute.close()
 
@@ -265,6 +267,31 @@ def test_a_reload_keeps_tls_to_the_upstream_working(weir_factory, tls_origin, pk
     for _ in range(4):
         r = w.get("/")
         assert r.status == 200 and b"sni=api.internal" in r.body, r
+
+
+def test_a_reload_that_keeps_the_server_keeps_its_tls_session(weir_factory, tls_origin, pki):
+    """The session is kept in the server's state, by identity: a worker
+    that meets the new table (a draining one, serving a request whose head
+    was arriving at the HUP) still offers it to the same server."""
+    w = tls_weir(weir_factory, tls_origin, verified(pki), keepalive=0)
+    for _ in range(2):
+        assert w.get("/").status == 200
+    # a first answer on the connection proves the worker took it: one still
+    # in the accept queue at the HUP would go to the new worker instead
+    c = Client(w.port, timeout=10)
+    c.send("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    assert c.read_response().status == 200
+    m0 = w.metrics()
+    c.send("GET / HTTP/1.1\r\nHost: localhost\r\n")
+    w.signal(signal.SIGHUP)
+    wait_until(lambda: w.metrics()("weir_reloads_total", result="ok") == 1, slack(5), what="the reload")
+    c.send("\r\n")
+    r = c.read_response()
+    c.close()
+    assert r.status == 200 and b"reused=r" in r.body, r
+    m1 = w.metrics()
+    assert m1("weir_upstream_tls_handshakes_total", resumed="true") - m0(
+        "weir_upstream_tls_handshakes_total", resumed="true") == 1
 
 
 @pytest.mark.parametrize("tls,message", [

@@ -52,11 +52,14 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
 """
 
 import argparse
+import fcntl
 import hashlib
 import json
 import re
 import socket
+import struct
 import sys
+import termios
 import threading
 import time
 
@@ -290,6 +293,12 @@ def read_body(c, r):
     r.body_sha256 = sha.hexdigest()
 
 
+def early_body(n):
+    """The body /answer-early/N sends: a pattern a cut or a shift shows."""
+    pat = bytes(range(251))
+    return (pat * (n // 251 + 1))[:n]
+
+
 class Server:
     def __init__(self, name, log):
         self.name = name
@@ -390,6 +399,13 @@ class Server:
                 n -= k
             c.send(b"0\r\n\r\n")
             return not close
+        if parts[1:2] == ["tiny-chunks"]:
+            # a body of N one-byte chunks, all sent at once
+            n = num(2)
+            c.send(self.head_bytes(200, [("Transfer-Encoding", "chunked")]))
+            if not head_only:
+                c.send(b"1\r\nx\r\n" * n + b"0\r\n\r\n")
+            return not close
         if parts[1:2] == ["close"]:
             n = num(2)
             c.send(self.head_bytes(200, [("Connection", "close")]))
@@ -407,6 +423,8 @@ class Server:
                     time.sleep(min(ms, 60000) / 1000.0)
                 piece = b"tick %d\n" % i
                 c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+            if parts[4:5] == ["end-late"]:  # the last chunk in a read of its own
+                time.sleep(min(ms, 60000) / 1000.0)
             c.send(b"0\r\n\r\n")
             return not close
         if path == "/stall":
@@ -494,6 +512,36 @@ class Server:
         return self.respond(c, r, 200, b"hello from origin\n", (), close)
 
     # ---- one connection --------------------------------------------------
+    def unread_body(self, c, r, cid):
+        """Endpoints that never read the request body; True when the
+        connection is done with. /answer-early/N answers N bytes at once
+        and closes (as an upload handler refusing a file does);
+        /hold-body/MS waits MS ms without reading, then closes."""
+        parts = r.target.split("?", 1)[0].split("/")
+        if parts[1:2] not in (["answer-early"], ["hold-body"]):
+            return False
+        self.log.write({"method": r.method, "target": r.target, "unread": True,
+                        "conn": cid, "seq": c.seq, "t": round(time.time(), 4)})
+        try:
+            n = int(parts[2])
+        except (IndexError, ValueError):
+            n = 1000
+        if parts[1] == "hold-body":
+            stopping.wait(min(n, 60000) / 1000.0)
+            return True
+        c.send(self.head_bytes(200, [("Content-Length", str(n)), ("Connection", "close")])
+               + early_body(n))
+        # the answer must reach weir whole before the close, which resets
+        # the connection (the body is unread): FIN, then wait for the ack
+        c.sock.shutdown(socket.SHUT_WR)
+        end = time.monotonic() + 20
+        while time.monotonic() < end and not stopping.is_set():
+            if struct.unpack("i", fcntl.ioctl(c.sock, termios.TIOCOUTQ, b"\0" * 4))[0] == 0:
+                break
+            time.sleep(0.01)
+        self.log.write({"target": r.target, "closed": True, "conn": cid, "t": round(time.time(), 4)})
+        return True
+
     def serve(self, sock, peer):
         with self.lock:
             self.next_cid += 1
@@ -509,6 +557,8 @@ class Server:
                 c.seq += 1
                 try:
                     r = parse_head(head)
+                    if self.unread_body(c, r, cid):
+                        return
                     read_body(c, r)
                 except BadRequest as e:
                     self.log.write({"error": str(e), "conn": cid, "seq": c.seq,

@@ -8,6 +8,7 @@
 
 #include <CUnit/Basic.h>
 #include <stddef.h>
+#include <stdio.h>
 
 struct unit_test {
 	const char *name;
@@ -21,11 +22,25 @@ static inline int unit_run(const char *suite, const struct unit_test *tests, siz
 	CU_pSuite s;
 	unsigned fails;
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
+	/* a suite or test that fails to register must fail the run: otherwise
+	 * it reports zero failures for tests that never ran */
+	if (CU_initialize_registry() != CUE_SUCCESS) {
+		fprintf(stderr, "%s: cannot initialise the CUnit registry: %s\n", suite, CU_get_error_msg());
 		return 1;
+	}
 	s = CU_add_suite(suite, init, clean);
-	for (size_t i = 0; s && i < n; i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
+	if (!s) {
+		fprintf(stderr, "%s: cannot add the suite: %s\n", suite, CU_get_error_msg());
+		CU_cleanup_registry();
+		return 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!CU_add_test(s, tests[i].name, tests[i].fn)) {
+			fprintf(stderr, "%s: cannot add test \"%s\": %s\n", suite, tests[i].name ? tests[i].name : "(null)",
+			        CU_get_error_msg());
+			CU_cleanup_registry();
+			return 1;
+		}
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

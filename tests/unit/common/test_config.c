@@ -124,7 +124,7 @@ static const char full_example[] =
 	"pid_file = \"/run/weir.pid\";\n"
 	"log = { error = \"/var/log/weir/error.log\"; access = \"off\"; level = \"warn\"; };\n"
 	"stats = { listen = \"127.0.0.1:9901\"; };\n"
-	"listeners = ( { address = \"127.0.0.1:8080\"; backlog = 1024; }, { address = \"[::1]:8080\"; } );\n"
+	"listeners = ( { address = \"127.0.0.1:8080\"; backlog = 1024; }, { address = \"[::1]:8080\"; proxy_protocol = true; } );\n"
 	"upstreams = (\n"
 	"  { name = \"app\"; keepalive = 16;\n"
 	"    servers = ( { address = \"127.0.0.1:9000\"; weight = 2; }, { address = \"127.0.0.1:9001\"; } ); },\n"
@@ -138,7 +138,7 @@ static const char full_example[] =
 	"timeouts = { client_header = \"11s\"; client_body = \"31s\"; client_keepalive = \"61s\"; client_send = "
 	"\"32s\";\n"
 	"             upstream_connect = \"250ms\"; upstream_send = \"2m\"; upstream_read = \"1h\";\n"
-	"             upstream_keepalive = 7000; drain = \"33s\"; };\n"
+	"             upstream_keepalive = 7000; drain = \"33s\"; slab_idle = \"5s\"; proxy_protocol = \"4s\"; };\n"
 	"limits = { header_size = \"32k\"; headers = 50; uri_size = \"4K\"; body_size = \"1g\";\n"
 	"           connections = 1000; response_header_size = 20000; };\n";
 
@@ -162,6 +162,8 @@ static void test_full_example(void)
 	CU_ASSERT_EQUAL(cfg.listeners[0].line, 5);
 	CU_ASSERT_STRING_EQUAL(cfg.listeners[1].addr.text, "[::1]:8080");
 	CU_ASSERT_EQUAL(cfg.listeners[1].backlog, 511);
+	CU_ASSERT_EQUAL(cfg.listeners[0].proxy_protocol, 0);
+	CU_ASSERT_EQUAL(cfg.listeners[1].proxy_protocol, 1);
 	v6 = (const struct sockaddr_in6 *)&cfg.listeners[1].addr.sa;
 	CU_ASSERT_EQUAL(v6->sin6_family, AF_INET6);
 	CU_ASSERT_EQUAL(ntohs(v6->sin6_port), 8080);
@@ -206,6 +208,8 @@ static void test_full_example(void)
 	CU_ASSERT_EQUAL(cfg.timeouts.upstream_read, 3600000);
 	CU_ASSERT_EQUAL(cfg.timeouts.upstream_keepalive, 7000);
 	CU_ASSERT_EQUAL(cfg.timeouts.drain, 33000);
+	CU_ASSERT_EQUAL(cfg.timeouts.slab_idle, 5000);
+	CU_ASSERT_EQUAL(cfg.timeouts.proxy_protocol, 4000);
 
 	CU_ASSERT_EQUAL(cfg.limits.header_size, 32768);
 	CU_ASSERT_EQUAL(cfg.limits.headers, 50);
@@ -229,6 +233,8 @@ static void check_defaults(const struct config *c)
 	CU_ASSERT_EQUAL(c->timeouts.upstream_read, 60000);
 	CU_ASSERT_EQUAL(c->timeouts.upstream_keepalive, 60000);
 	CU_ASSERT_EQUAL(c->timeouts.drain, 30000);
+	CU_ASSERT_EQUAL(c->timeouts.slab_idle, 30000);
+	CU_ASSERT_EQUAL(c->timeouts.proxy_protocol, 5000);
 	CU_ASSERT_EQUAL(c->limits.header_size, 16384);
 	CU_ASSERT_EQUAL(c->limits.headers, 100);
 	CU_ASSERT_EQUAL(c->limits.uri_size, 8192);

@@ -63,6 +63,15 @@ static void test_last_entry(void)
 	/* whichever row comes last (rows are added at the end) */
 	CU_ASSERT_EQUAL(weir_err_index(codes[NCODES - 1]), WEIR_ERR_COUNT - 1);
 	CU_ASSERT_PTR_NOT_NULL(weir_err_counter(codes[NCODES - 1]));
+	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(ACCEPT_FAILED)), "accept_failed");
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(ACCEPT_FAILED)), 0);
+	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(LOCAL_CONNECT_ERROR)), "local_connect_error");
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(LOCAL_CONNECT_ERROR)), 503);
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(BODY_TOO_SLOW)), 408);
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(SEND_TOO_SLOW)), 0);
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(REQUEST_TIMEOUT)), 408);
+	CU_ASSERT_STRING_EQUAL(weir_err_counter(WEIR_ERR(REQUEST_TIMEOUT_UPSTREAM)), "request_timeout_upstream");
+	CU_ASSERT_EQUAL(weir_err_status(WEIR_ERR(REQUEST_TIMEOUT_UPSTREAM)), 504);
 }
 
 static void test_eagain(void)

@@ -1,9 +1,16 @@
 /*
- * test_slab.c: common/slab: reuse of freed objects, the byte limit, and the
- * in-use accounting the stats socket reports.
+ * test_slab.c: common/slab: reuse of freed objects, the byte limit, the
+ * per-class accounting the stats socket reports (in use, held, high-water,
+ * unusable), giving idle chunks back, and the guard pages of the ASan
+ * build.
  */
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/slab.h"
 #include "tests/unit/unit.h"
@@ -148,7 +155,8 @@ static void test_free_bytes(void)
 	CU_ASSERT_EQUAL(slab_free_bytes(&s), 0);
 	p = slab_alloc(&s, c);
 	CU_ASSERT(s.mapped > 0);
-	CU_ASSERT_EQUAL(s.mapped, s.classes[c].total * 64);
+	CU_ASSERT_EQUAL(s.mapped, s.classes[c].held);
+	CU_ASSERT_EQUAL(s.mapped, s.classes[c].total * 64 + slab_class_unusable(&s, c));
 	CU_ASSERT_EQUAL(slab_free_bytes(&s), s.mapped - 64);
 	slab_free(&s, c, p);
 	CU_ASSERT_EQUAL(slab_free_bytes(&s), s.mapped);
@@ -174,6 +182,155 @@ static void test_big_objects(void)
 	CU_ASSERT_EQUAL(((unsigned char *)p)[299999], 1);
 }
 
+
+/* 1000 objects of 4000 bytes: 65 to a chunk, so 16 chunks */
+#define N_SURGE 1000
+
+static void test_class_accounting(void)
+{
+	static void *p[N_SURGE];
+	struct slab s;
+	struct slab_class *c;
+	int k;
+
+	slab_init(&s, 0);
+	k = slab_add_class(&s, 4000);
+	c = &s.classes[k];
+	for (int i = 0; i < N_SURGE; i++)
+		p[i] = slab_alloc(&s, k);
+	CU_ASSERT_EQUAL(c->in_use, N_SURGE);
+	CU_ASSERT_EQUAL(c->total, 16 * c->per_chunk);
+	CU_ASSERT_EQUAL(c->held, s.mapped);
+	CU_ASSERT_EQUAL(c->high_water, c->held);
+	/* per chunk: the header and the 256 KiB tail too small for an object */
+	CU_ASSERT_EQUAL(slab_class_unusable(&s, k), c->held - c->total * 4000);
+	CU_ASSERT(slab_class_unusable(&s, k) < 16 * 4000);
+	CU_ASSERT(c->held >= 16 * 65 * 4000 && c->held <= 16 * 256 * 1024);
+	for (int i = 0; i < N_SURGE; i++)
+		slab_free(&s, k, p[i]);
+	CU_ASSERT_EQUAL(c->in_use, 0);
+	CU_ASSERT_EQUAL(s.in_use_bytes, 0);
+	CU_ASSERT_EQUAL(c->high_water, c->held); /* nothing given back yet */
+}
+
+static void test_idle_chunks_are_given_back(void)
+{
+	static void *p[N_SURGE];
+	struct slab s;
+	struct slab_class *c;
+	size_t held, one_chunk;
+	void *keep;
+	int k;
+
+	slab_init(&s, 0);
+	k = slab_add_class(&s, 4000);
+	c = &s.classes[k];
+	slab_release_idle(&s, 1000, 30000);
+	keep = slab_alloc(&s, k); /* the baseline: one object in use */
+	one_chunk = c->held;
+	for (int i = 0; i < N_SURGE; i++)
+		p[i] = slab_alloc(&s, k);
+	held = c->held;
+	for (int i = 0; i < N_SURGE; i++)
+		slab_free(&s, k, p[i]);
+	/* wholly free since t=1000: kept until 30 s have passed */
+	CU_ASSERT_EQUAL(slab_release_idle(&s, 2000, 30000), 0);
+	CU_ASSERT_EQUAL(slab_release_idle(&s, 30999, 30000), 0);
+	CU_ASSERT_EQUAL(c->held, held);
+	/* idle 0: never given back */
+	CU_ASSERT_EQUAL(slab_release_idle(&s, 31000, 0), 0);
+	CU_ASSERT_EQUAL(slab_release_idle(&s, 31000, 30000), held - one_chunk);
+	/* the chunk with an object in use stays, and so does the mark */
+	CU_ASSERT_EQUAL(c->held, one_chunk);
+	CU_ASSERT_EQUAL(s.mapped, one_chunk);
+	CU_ASSERT_EQUAL(c->total, c->per_chunk);
+	CU_ASSERT_EQUAL(c->high_water, held);
+	CU_ASSERT_EQUAL(c->released, 15);
+	/* and the class grows again */
+	for (int i = 0; i < N_SURGE; i++) {
+		p[i] = slab_alloc(&s, k);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(p[i]);
+		memset(p[i], 7, 4000);
+	}
+	CU_ASSERT_EQUAL(c->held, held);
+	for (int i = 0; i < N_SURGE; i++)
+		slab_free(&s, k, p[i]);
+	slab_free(&s, k, keep);
+	CU_ASSERT_EQUAL(slab_release_idle(&s, 40000, 30000), 0);
+	CU_ASSERT_EQUAL(slab_release_idle(&s, 70000, 30000), held);
+	CU_ASSERT_EQUAL(s.mapped, 0);
+}
+
+static void test_chunks_in_use_are_filled_before_free_ones(void)
+{
+	struct slab s;
+	void *a, *b[200], *x;
+	int k;
+
+	slab_init(&s, 0);
+	k = slab_add_class(&s, 4000); /* 65 to a chunk */
+	a = slab_alloc(&s, k);
+	for (int i = 0; i < 130; i++)
+		b[i] = slab_alloc(&s, k); /* three chunks, the last one partly */
+	for (int i = 64; i < 130; i++)
+		slab_free(&s, k, b[i]); /* the second and third chunks wholly free */
+	/* the next objects come from the first chunk's gap, then a free one */
+	slab_free(&s, k, b[10]);
+	x = slab_alloc(&s, k);
+	CU_ASSERT_PTR_EQUAL(x, b[10]);
+	slab_release_idle(&s, 100000, 1000); /* stamped at 0: both free chunks go */
+	CU_ASSERT_EQUAL(s.classes[k].total, s.classes[k].per_chunk);
+	CU_ASSERT_EQUAL(s.classes[k].in_use, 65);
+	(void)a;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HAVE_GUARDS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HAVE_GUARDS 1
+#endif
+#endif
+
+/*
+ * In the ASan build the page before a chunk and the page after its last
+ * object are mapped (msync finds them) but a write there faults (in a
+ * child). Without guards they would be whatever the kernel put there.
+ */
+static void test_guard_pages_in_the_asan_build(void)
+{
+#ifdef HAVE_GUARDS
+	struct slab s;
+	char *p = NULL, *chunk, *guard[2];
+	long pg = sysconf(_SC_PAGESIZE);
+	int k;
+
+	slab_init(&s, 0);
+	k = slab_add_class(&s, 4096); /* 63 fill a chunk to its last page */
+	for (size_t i = 0; i < s.classes[k].per_chunk; i++)
+		p = slab_alloc(&s, k);
+	chunk = (char *)((uintptr_t)p & ~(uintptr_t)(256 * 1024 - 1));
+	guard[0] = chunk - pg;
+	guard[1] = chunk + 256 * 1024;
+	CU_ASSERT(p + 4096 <= guard[1]);
+	for (int side = 0; side < 2; side++) {
+		pid_t pid;
+		int st;
+
+		CU_ASSERT_EQUAL(msync(guard[side], (size_t)pg, MS_ASYNC), 0);
+		pid = fork();
+		CU_ASSERT_FATAL(pid >= 0);
+		if (pid == 0) {
+			dup2(open("/dev/null", O_WRONLY), 2); /* the sanitizer's report of the fault */
+			*(volatile char *)guard[side] = 1;
+			_exit(0);
+		}
+		CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+		CU_ASSERT(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0));
+	}
+#endif
+}
+
 static const struct unit_test tests[] = {
 	{"a freed object is handed out again by the next allocation", test_reuse},
 	{"objects of one class are distinct, 16-byte aligned and fully usable", test_distinct_aligned},
@@ -184,6 +341,11 @@ static const struct unit_test tests[] = {
 	{"in_use counts the objects and bytes handed out and not yet freed", test_in_use_accounting},
 	{"slab_free_bytes is what is mapped but not handed out", test_free_bytes},
 	{"a class larger than a chunk grows one object at a time", test_big_objects},
+	{"a class reports in use, held, its high-water mark and unusable bytes", test_class_accounting},
+	{"chunks wholly free for the idle time are given back, and the class grows again",
+	 test_idle_chunks_are_given_back},
+	{"chunks in use are filled before wholly free ones", test_chunks_in_use_are_filled_before_free_ones},
+	{"in the ASan build a write off either end of a chunk faults", test_guard_pages_in_the_asan_build},
 };
 
 UNIT_MAIN("common/slab", tests)

@@ -1,7 +1,8 @@
 /*
  * test_stat_keys.c: shm/stat and the per-key counters of shm/shm: stable
- * stat indices for route and server keys (append-only, bounded, shared
- * "other" past the bound, unchanged by a reload that reorders the config),
+ * stat indices for route and server keys (kept while there is room, bounded,
+ * unchanged by a reload that reorders the config, reclaimed from keys no
+ * live generation holds once the table is full, "other" past that),
  * histogram bucket selection, the fold of a dead worker's per-key counters,
  * and the admin words a reload keeps or drops.
  */
@@ -21,22 +22,41 @@
 
 /* ---- the key table -------------------------------------------------------- */
 
+/* The index of a key with no reclaim (live NULL). */
+static uint16_t route_idx(struct stat_keys *k, int host_kind, const char *host, const char *path)
+{
+	int reclaimed;
+	uint16_t i = stat_route_index(k, host_kind, host, path, NULL, &reclaimed);
+
+	CU_ASSERT_FALSE(reclaimed);
+	return i;
+}
+
+static uint16_t server_idx(struct stat_keys *k, const char *upstream, const char *addr)
+{
+	int reclaimed;
+	uint16_t i = stat_server_index(k, upstream, addr, NULL, &reclaimed);
+
+	CU_ASSERT_FALSE(reclaimed);
+	return i;
+}
+
 static void test_a_route_key_keeps_its_index(void)
 {
 	struct stat_keys *k = calloc(1, sizeof(*k));
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/"), 0);
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "api.example.com", "/v1/"), 1);
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_WILDCARD, ".example.com", "/"), 2);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_ANY, "", "/"), 0);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_EXACT, "api.example.com", "/v1/"), 1);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_WILDCARD, ".example.com", "/"), 2);
 	/* the same key again: the same index, nothing appended */
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "api.example.com", "/v1/"), 1);
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/"), 0);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_EXACT, "api.example.com", "/v1/"), 1);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_ANY, "", "/"), 0);
 	CU_ASSERT_EQUAL(atomic_load(&k->nroutes), 3);
 	/* the host kind, the host and the path all make the key */
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "api.example.com", "/"), 3);
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, ".example.com", "/"), 4);
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "api.example.org", "/v1/"), 5);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_EXACT, "api.example.com", "/"), 3);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_EXACT, ".example.com", "/"), 4);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_EXACT, "api.example.org", "/v1/"), 5);
 	CU_ASSERT_STRING_EQUAL(k->routes[1].host, "api.example.com");
 	CU_ASSERT_STRING_EQUAL(k->routes[1].path, "/v1/");
 	CU_ASSERT_EQUAL(k->routes[2].host_kind, CONFIG_HOST_WILDCARD);
@@ -51,22 +71,22 @@ static void test_keys_past_the_bound_share_the_other_index(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
 	for (int i = 0; i < STAT_ROUTE_OTHER; i++) {
 		snprintf(path, sizeof path, "/r%d/", i);
-		CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", path), i);
+		CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_ANY, "", path), i);
 	}
 	CU_ASSERT_EQUAL(atomic_load(&k->nroutes), STAT_ROUTE_OTHER);
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/one-too-many/"), STAT_ROUTE_OTHER);
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/two-too-many/"), STAT_ROUTE_OTHER);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_ANY, "", "/one-too-many/"), STAT_ROUTE_OTHER);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_ANY, "", "/two-too-many/"), STAT_ROUTE_OTHER);
 	CU_ASSERT_EQUAL(atomic_load(&k->nroutes), STAT_ROUTE_OTHER);
 	/* the keys already there keep their own */
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/r7/"), 7);
-	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", "/r254/"), 254);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_ANY, "", "/r7/"), 7);
+	CU_ASSERT_EQUAL(route_idx(k, CONFIG_HOST_ANY, "", "/r254/"), 254);
 
 	for (int i = 0; i < STAT_SERVER_OTHER; i++) {
 		snprintf(addr, sizeof addr, "10.0.%d.%d:80", i / 250, i % 250);
-		CU_ASSERT_EQUAL(stat_server_index(k, "api", addr), i);
+		CU_ASSERT_EQUAL(server_idx(k, "api", addr), i);
 	}
-	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.9.9.9:80"), STAT_SERVER_OTHER);
-	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.0.0.3:80"), 3);
+	CU_ASSERT_EQUAL(server_idx(k, "api", "10.9.9.9:80"), STAT_SERVER_OTHER);
+	CU_ASSERT_EQUAL(server_idx(k, "api", "10.0.0.3:80"), 3);
 	free(k);
 }
 
@@ -75,11 +95,11 @@ static void test_a_server_key_is_its_upstream_and_address(void)
 	struct stat_keys *k = calloc(1, sizeof(*k));
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
-	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.0.0.1:80"), 0);
-	CU_ASSERT_EQUAL(stat_server_index(k, "web", "10.0.0.1:80"), 1);
-	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.0.0.2:80"), 2);
-	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.0.0.1:80"), 0);
-	CU_ASSERT_EQUAL(stat_server_index(k, "web", "10.0.0.1:80"), 1);
+	CU_ASSERT_EQUAL(server_idx(k, "api", "10.0.0.1:80"), 0);
+	CU_ASSERT_EQUAL(server_idx(k, "web", "10.0.0.1:80"), 1);
+	CU_ASSERT_EQUAL(server_idx(k, "api", "10.0.0.2:80"), 2);
+	CU_ASSERT_EQUAL(server_idx(k, "api", "10.0.0.1:80"), 0);
+	CU_ASSERT_EQUAL(server_idx(k, "web", "10.0.0.1:80"), 1);
 	CU_ASSERT_STRING_EQUAL(k->servers[1].upstream, "web");
 	CU_ASSERT_STRING_EQUAL(k->servers[1].addr, "10.0.0.1:80");
 	free(k);
@@ -284,6 +304,191 @@ static void test_a_reload_keeps_admin_overrides_of_servers_that_stay(void)
 	close(fd);
 }
 
+
+static void test_a_full_table_reuses_an_index_no_live_key_holds(void)
+{
+	struct stat_keys *k = calloc(1, sizeof(*k));
+	uint8_t *live = calloc(STAT_SERVERS, 1);
+	char addr[32];
+	int reclaimed;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(live);
+	for (int i = 0; i < STAT_SERVER_OTHER; i++) {
+		snprintf(addr, sizeof addr, "10.0.%d.%d:80", i / 250, i % 250);
+		CU_ASSERT_EQUAL(stat_server_index(k, "api", addr, live, &reclaimed), i);
+		CU_ASSERT_FALSE(reclaimed);
+	}
+	/* every key live: a new one can only share "other" */
+	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.9.9.9:80", live, &reclaimed), STAT_SERVER_OTHER);
+	CU_ASSERT_FALSE(reclaimed);
+	/* 7 and 300 left every live generation: the lowest is taken, rewritten */
+	live[300] = live[7] = 0;
+	CU_ASSERT_EQUAL(stat_server_index(k, "web", "10.9.9.9:80", live, &reclaimed), 7);
+	CU_ASSERT_TRUE(reclaimed);
+	CU_ASSERT_STRING_EQUAL(k->servers[7].upstream, "web");
+	CU_ASSERT_STRING_EQUAL(k->servers[7].addr, "10.9.9.9:80");
+	CU_ASSERT_EQUAL(live[7], 1);
+	CU_ASSERT_EQUAL(atomic_load(&k->nservers), STAT_SERVER_OTHER);
+	/* a key not live but still in the table keeps its own index, unzeroed */
+	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.0.1.50:80", live, &reclaimed), 300);
+	CU_ASSERT_FALSE(reclaimed);
+	CU_ASSERT_EQUAL(stat_server_index(k, "api", "10.9.9.8:80", live, &reclaimed), STAT_SERVER_OTHER);
+	/* the same for routes */
+	memset(live, 0, STAT_SERVERS);
+	for (int i = 0; i < STAT_ROUTE_OTHER; i++) {
+		snprintf(addr, sizeof addr, "/r%d/", i);
+		CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_ANY, "", addr, live, &reclaimed), i);
+	}
+	live[200] = 0;
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "a.example", "/", live, &reclaimed), 200);
+	CU_ASSERT_TRUE(reclaimed);
+	CU_ASSERT_STRING_EQUAL(k->routes[200].host, "a.example");
+	CU_ASSERT_EQUAL(stat_route_index(k, CONFIG_HOST_EXACT, "b.example", "/", live, &reclaimed), STAT_ROUTE_OTHER);
+	free(live);
+	free(k);
+}
+
+/* A config with one route "/rN/" to upstream "churn" of <per> servers
+ * 10.N/250.N%250.0..per-1:80, new at every N. */
+static struct config *churn_config(int n, int per)
+{
+	char text[4096];
+	int len = snprintf(text, sizeof text,
+	                   "listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
+	                   "upstreams = ( { name = \"stay\"; servers = ( { address = \"10.255.0.1:80\"; } ); },\n"
+	                   "  { name = \"churn\"; servers = (");
+
+	for (int i = 0; i < per; i++)
+		len += snprintf(text + len, sizeof text - (size_t)len, "%s { address = \"10.%d.%d.%d:80\"; }",
+		                i ? "," : "", 1 + n / 250, n % 250, i);
+	snprintf(text + len, sizeof text - (size_t)len,
+	         " ); } );\nroutes = ( { path = \"/r%d/\"; upstream = \"churn\"; }, { path = \"/\"; upstream = \"stay\"; } );\n",
+	         n);
+	return unit_config_load(text);
+}
+
+static void test_reload_churn_reclaims_the_keys_of_routes_and_servers_that_left(void)
+{
+	int fd, w;
+	struct shm_segment *seg = shm_create(&fd);
+	int stay_route = -1, stay_server = -1;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(seg);
+	w = shm_slot_claim(seg);
+	CU_ASSERT_FATAL(w >= 0);
+	atomic_store(&seg->slots[w].pid, 4242);
+	/* 300 reloads of 8 new servers and one new route each: 2,400 server
+	 * keys and 300 route keys over time, 9 and 2 live at once */
+	for (int n = 0; n < 300; n++) {
+		struct config *cfg = churn_config(n, 8);
+		const struct route_table *t;
+		char path[32];
+		int r;
+
+		CU_ASSERT_FATAL(route_publish(seg, cfg) != 0);
+		t = &seg->gens[atomic_load(&seg->gen_current)];
+		/* the worker moves on to it at once, as an idle one does */
+		atomic_store(&seg->slots[w].gen_seen, t->id);
+		snprintf(path, sizeof path, "/r%d/", n);
+		r = route_stat(seg, "", path);
+		CU_ASSERT_FATAL(r >= 0);
+		CU_ASSERT_NOT_EQUAL(r, STAT_ROUTE_OTHER);
+		/* a new series starts at zero, whatever the index held before */
+		CU_ASSERT_EQUAL(seg->slots[w].routes[r].requests, 0);
+		CU_ASSERT_EQUAL(seg->retired_routes[r].requests, 0);
+		SHM_ADD(&seg->slots[w].routes[r], requests, 1);
+		SHM_ADD(&seg->retired_routes[r], requests, 1);
+		for (int i = 0; i < 8; i++) {
+			char addr[32];
+			int s;
+
+			snprintf(addr, sizeof addr, "10.%d.%d.%d:80", 1 + n / 250, n % 250, i);
+			s = server_stat(seg, "churn", addr);
+			CU_ASSERT_FATAL(s >= 0);
+			CU_ASSERT_NOT_EQUAL(s, STAT_SERVER_OTHER);
+			CU_ASSERT_EQUAL(seg->slots[w].servers[s].requests, 0);
+			CU_ASSERT_EQUAL(seg->retired_servers[s].requests, 0);
+			CU_ASSERT_EQUAL(shm_admin(seg, (uint16_t)s), 0);
+			SHM_ADD(&seg->slots[w].servers[s], requests, 1);
+			SHM_ADD(&seg->retired_servers[s], responses[4], 1);
+			atomic_store(&seg->admin[s], SHM_ADMIN_WORD(SHM_ADMIN_DRAIN, 0));
+		}
+		/* the keys that stay keep their index and their counts */
+		if (n == 0) {
+			stay_route = route_stat(seg, "", "/");
+			stay_server = server_stat(seg, "stay", "10.255.0.1:80");
+		}
+		CU_ASSERT_EQUAL(route_stat(seg, "", "/"), stay_route);
+		CU_ASSERT_EQUAL(server_stat(seg, "stay", "10.255.0.1:80"), stay_server);
+		SHM_ADD(&seg->slots[w].servers[stay_server], requests, 1);
+		CU_ASSERT_EQUAL(seg->slots[w].servers[stay_server].requests, (uint64_t)n + 1);
+		unit_config_free(cfg);
+	}
+	munmap(seg, sizeof(*seg));
+	close(fd);
+}
+
+static void test_a_key_a_live_worker_may_count_into_is_not_reclaimed(void)
+{
+	int fd, w, n;
+	struct shm_segment *seg = shm_create(&fd);
+	struct config *cfg;
+	int held_route, held_server, first;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(seg);
+	w = shm_slot_claim(seg);
+	CU_ASSERT_FATAL(w >= 0);
+	atomic_store(&seg->slots[w].pid, 4242);
+	cfg = churn_config(0, 8);
+	CU_ASSERT_FATAL(route_publish(seg, cfg) != 0);
+	unit_config_free(cfg);
+	held_route = route_stat(seg, "", "/r0/");
+	held_server = server_stat(seg, "churn", "10.1.0.0:80");
+	/* a worker still on generation 1 (it took no request since) */
+	atomic_store(&seg->slots[w].gen_seen, seg->gens[atomic_load(&seg->gen_current)].id);
+	SHM_ADD(&seg->slots[w].servers[held_server], requests, 5);
+	SHM_ADD(&seg->slots[w].routes[held_route], requests, 5);
+	/* far past both bounds: every index of generation 1 stays its own */
+	for (n = 1; n < 300; n++) {
+		cfg = churn_config(n, 8);
+		CU_ASSERT_FATAL(route_publish(seg, cfg) != 0);
+		unit_config_free(cfg);
+		const struct route_table *t = &seg->gens[atomic_load(&seg->gen_current)];
+		for (uint32_t i = 0; i < t->nroutes; i++) {
+			CU_ASSERT_NOT_EQUAL(t->routes[i].stat, held_route);
+			CU_ASSERT_NOT_EQUAL(t->routes[i].stat, STAT_ROUTE_OTHER);
+		}
+		for (uint32_t i = 0; i < t->nservers; i++) {
+			CU_ASSERT_NOT_EQUAL(t->servers[i].stat, held_server);
+			CU_ASSERT_NOT_EQUAL(t->servers[i].stat, STAT_SERVER_OTHER);
+		}
+	}
+	CU_ASSERT_EQUAL(atomic_load(&seg->keys.nservers), STAT_SERVER_OTHER); /* it was full */
+	CU_ASSERT_EQUAL(atomic_load(&seg->keys.nroutes), STAT_ROUTE_OTHER);
+	CU_ASSERT_EQUAL(seg->slots[w].servers[held_server].requests, 5);
+	CU_ASSERT_EQUAL(seg->slots[w].routes[held_route].requests, 5);
+	/* the worker moves on: the lowest free indices, generation 1's, go to
+	 * the next new keys, counted from zero */
+	atomic_store(&seg->slots[w].gen_seen, seg->gens[atomic_load(&seg->gen_current)].id);
+	first = n;
+	cfg = churn_config(first, 8);
+	CU_ASSERT_FATAL(route_publish(seg, cfg) != 0);
+	unit_config_free(cfg);
+	{
+		char addr[32], path[32];
+
+		snprintf(addr, sizeof addr, "10.%d.%d.0:80", 1 + first / 250, first % 250);
+		snprintf(path, sizeof path, "/r%d/", first);
+		CU_ASSERT_EQUAL(server_stat(seg, "churn", addr), held_server);
+		CU_ASSERT_EQUAL(route_stat(seg, "", path), held_route);
+	}
+	CU_ASSERT_EQUAL(seg->slots[w].servers[held_server].requests, 0);
+	CU_ASSERT_EQUAL(seg->slots[w].routes[held_route].requests, 0);
+	munmap(seg, sizeof(*seg));
+	close(fd);
+}
+
 static void test_the_admin_word_packs_state_and_weight(void)
 {
 	uint32_t w = SHM_ADMIN_WORD(SHM_ADMIN_DRAIN, 1000);
@@ -309,6 +514,12 @@ static const struct unit_test tests[] = {
     {"a reload keeps the admin overrides of servers that stay and drops the others",
      test_a_reload_keeps_admin_overrides_of_servers_that_stay},
     {"the admin word packs a state and a weight; zero means no override", test_the_admin_word_packs_state_and_weight},
+    {"a full key table reuses an index no live key holds, then shares \"other\"",
+     test_a_full_table_reuses_an_index_no_live_key_holds},
+    {"300 reloads of new routes and servers reclaim the keys that left; new series start at zero",
+     test_reload_churn_reclaims_the_keys_of_routes_and_servers_that_left},
+    {"a key a live worker may still count into is never reclaimed",
+     test_a_key_a_live_worker_may_count_into_is_not_reclaimed},
 };
 
 UNIT_MAIN_WITH("shm/stat", tests, unit_config_init, unit_config_clean)

@@ -310,6 +310,7 @@ static void test_absolute_form_takes_the_host_from_the_authority(void)
 	CU_ASSERT_EQUAL(parse("GET http://h?q HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
 	CU_ASSERT_EQUAL(parse("GET ftp://h/ HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
 	CU_ASSERT_EQUAL(parse("GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
+	CU_ASSERT_EQUAL(parse("GET http://[1::2::3]/ HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
 	CU_ASSERT_EQUAL(parse("GET http://h:99999/ HTTP/1.1\r\nHost: h\r\n\r\n"), BAD);
 	/* the Host header is still required and still checked */
 	CU_ASSERT_EQUAL(parse("GET http://h/ HTTP/1.1\r\n\r\n"), BAD);
@@ -385,6 +386,27 @@ static void test_chunked_in_any_case_with_ows_is_accepted(void)
 	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \t ChUnKeD \r\n\r\n"), 0);
 	CU_ASSERT_EQUAL(req.body, HTTP_BODY_CHUNKED);
 	CU_ASSERT(hdr("Transfer-Encoding")->flags & HTTP_HDR_HOP);
+}
+
+/* http-parser 2.9.4 takes any name that starts with "Transfer-Encoding" for
+ * one (it flags the name once its 17 bytes have matched) and then refuses
+ * it beside a Content-Length; weir frames from its own header list. */
+static void test_a_name_that_only_starts_with_transfer_encoding_is_no_framing(void)
+{
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n"
+	                      "Transfer-Encoding-Hint: gzip\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(req.content_length, 3);
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encodingx: chunked\r\n"
+	                      "Content-Length: 3\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding-X: y\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_NONE);
+	/* the real one beside a Content-Length is still smuggling */
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+	                      "Content-Length: 3\r\n\r\n"), SMUG);
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n"
+	                      "Content-Length: 3\r\n\r\n"), SMUG);
 }
 
 static void test_content_length_is_checked_against_the_body_limit(void)
@@ -499,6 +521,9 @@ static void test_a_host_must_be_a_valid_host_and_port(void)
 	static const char *const bad[] = {
 		"", "a b", "a:", "a:b", "a:123456", "a:65536", ":80", "[::1", "[]", "[::1]x",
 		"[g::1]", "a/b", "a@b", "a?b", "a#b", "%4", "%zz", "a:80:80", "[::1]:", "a\"b",
+		/* brackets around what is not an IPv6 address (found by fuzzing) */
+		"[20021:db8::1]:8080", "[1:2]", "[:::]", "[1::2::3]", "[::1.2]", "[::ffff:1.2.3.4.5]",
+		"[.:]", "[0000000000000000000000000000000000000000000000::1]",
 	};
 	size_t i;
 	char s[256];
@@ -632,6 +657,21 @@ static void test_a_header_named_in_connection_is_hop_by_hop(void)
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: a;b\r\n\r\n"), BAD);
 }
 
+static void test_connection_tokens_are_bounded(void)
+{
+	/* 16 over two headers, empty elements not counted: fine */
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n"
+	                      "Connection: t1, t2, t3, t4, t5, t6, t7, t8,,,\r\n"
+	                      "Connection: t9, t10, t11, t12, t13, t14, t15, close\r\nT15: x\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(hdr("T15")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(req.keep_alive, 0);
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n"
+	                      "Connection: t1, t2, t3, t4, t5, t6, t7, t8\r\n"
+	                      "Connection: t9, t10, t11, t12, t13, t14, t15, t16, t17\r\n\r\n"),
+	                WEIR_ERR(CONNECTION_TOKENS));
+}
+
 static void test_keep_alive_follows_the_version_and_connection(void)
 {
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
@@ -723,6 +763,8 @@ static const struct unit_test tests[] = {
 		 test_http_1_0_may_omit_host},
 		{"a Host must be a valid host and port",
 		 test_a_host_must_be_a_valid_host_and_port},
+		{"a name that only starts with Transfer-Encoding is no framing",
+		 test_a_name_that_only_starts_with_transfer_encoding_is_no_framing},
 		{"a long target is 414, complete or not",
 		 test_a_long_target_is_414_complete_or_not},
 		{"a long head is 431, complete or not",
@@ -733,6 +775,7 @@ static const struct unit_test tests[] = {
 		 test_headers_get_their_flags},
 		{"a header named in Connection is hop-by-hop",
 		 test_a_header_named_in_connection_is_hop_by_hop},
+		{"more than 16 Connection tokens are refused", test_connection_tokens_are_bounded},
 		{"keep_alive follows the version and Connection",
 		 test_keep_alive_follows_the_version_and_connection},
 		{"expect_continue needs the exact value and HTTP/1.1",

@@ -266,6 +266,16 @@ static void test_chunked_and_length_and_close_framing(void)
 	CU_ASSERT_EQUAL(resp.keep_alive, 0);
 }
 
+/* as in requests: http-parser takes "Transfer-Encoding-X" for the real one */
+static void test_a_name_that_only_starts_with_transfer_encoding_is_no_framing(void)
+{
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding-X: gzip\r\nContent-Length: 2\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(resp.content_length, 2);
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\n"),
+	                WEIR_ERR(UPSTREAM_BAD_RESPONSE));
+}
+
 static void test_head_204_304_and_1xx_responses_have_no_body(void)
 {
 	CU_ASSERT_EQUAL(parse_m("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", HTTP_HEAD), 0);
@@ -357,6 +367,8 @@ static const struct unit_test tests[] = {
 		 test_framing_ambiguities_are_refused},
 		{"chunked, length and close framing are told apart",
 		 test_chunked_and_length_and_close_framing},
+		{"a name that only starts with Transfer-Encoding is no framing",
+		 test_a_name_that_only_starts_with_transfer_encoding_is_no_framing},
 		{"HEAD, 204, 304 and 1xx responses have no body",
 		 test_head_204_304_and_1xx_responses_have_no_body},
 		{"keep_alive follows the version and Connection",

@@ -1,0 +1,251 @@
+#include "common/config_dump.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "common/config_keys.h"
+
+const char *config_dump_duration(uint32_t ms, char *buf, size_t cap)
+{
+	static const struct {
+		uint32_t ms;
+		const char *unit;
+	} units[] = {{3600000, "h"}, {60000, "m"}, {1000, "s"}};
+
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+		if (ms && ms % units[i].ms == 0) {
+			snprintf(buf, cap, "%" PRIu32 "%s", ms / units[i].ms, units[i].unit);
+			return buf;
+		}
+	snprintf(buf, cap, "%" PRIu32 "ms", ms);
+	return buf;
+}
+
+const char *config_dump_size(uint64_t bytes, char *buf, size_t cap)
+{
+	static const struct {
+		uint64_t bytes;
+		const char *unit;
+	} units[] = {{1ull << 30, "g"}, {1ull << 20, "m"}, {1ull << 10, "k"}};
+
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+		if (bytes && bytes % units[i].bytes == 0) {
+			snprintf(buf, cap, "%" PRIu64 "%s", bytes / units[i].bytes, units[i].unit);
+			return buf;
+		}
+	snprintf(buf, cap, "%" PRIu64, bytes);
+	return buf;
+}
+
+/* <s> as a libconfig string literal: quotes, backslashes and control
+ * characters escaped, so any path reads back as it was. */
+static void dump_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(out, "\\%c", ch);
+		else if (ch < 0x20 || ch == 0x7f)
+			fprintf(out, "\\x%02x", ch);
+		else
+			fputc(ch, out);
+	}
+	fputc('"', out);
+}
+
+static const char *dump_bool(int v)
+{
+	return v ? "true" : "false";
+}
+
+static uint64_t dump_number(const struct config_key *k, const void *base)
+{
+	const void *f = (const char *)base + k->offset;
+	uint64_t v;
+	uint32_t v32;
+
+	if (k->size == sizeof v) {
+		memcpy(&v, f, sizeof v);
+		return v;
+	}
+	memcpy(&v32, f, sizeof v32);
+	return v32;
+}
+
+/* Is STRING or ADDR key <k> set in <base>: not "", an address given? */
+static int dump_is_set(const struct config_key *k, const void *base)
+{
+	const char *f = (const char *)base + k->offset;
+
+	if (k->type == CONFIG_KEY_ADDR)
+		return ((const struct config_addr *)(const void *)f)->len != 0;
+	return k->size && f[0];
+}
+
+/*
+ * The scalar keys of <ks> in the struct at <base>, in the table's order:
+ * one a line after <indent>, or all on the current line ("k = v; ") when
+ * <indent> is NULL. GROUP and LIST keys are the caller's.
+ */
+static void dump_keys(FILE *out, const struct config *cfg, const struct config_keyset *ks, const void *base,
+                      const char *indent)
+{
+	for (int i = 0; i < ks->nkeys; i++) {
+		const struct config_key *k = &ks->keys[i];
+		const struct config_key *need = k->needs ? config_keys_find(ks, k->needs) : NULL;
+		uint64_t v = 0;
+		char buf[CONFIG_HOST_MAX + 32];
+
+		if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST)
+			continue;
+		if (((k->flags & (CONFIG_KEY_OPTIONAL | CONFIG_KEY_SECRET)) && !dump_is_set(k, base)) ||
+		    (need && !dump_is_set(need, base)))
+			continue;
+		if (k->flags & CONFIG_KEY_SECRET) {
+			fprintf(out, "%s# %s is set: masked by weir -T\n", indent ? indent : "", k->name);
+			continue;
+		}
+		fprintf(out, "%s%s = ", indent ? indent : "", k->name);
+		if (k->size && k->type != CONFIG_KEY_STRING && k->type != CONFIG_KEY_ADDR)
+			v = dump_number(k, base);
+		switch (k->type) {
+		case CONFIG_KEY_DURATION_OFF:
+			if (!v) {
+				fputs("\"off\"", out);
+				break;
+			}
+			/* fall through */
+		case CONFIG_KEY_DURATION:
+			fprintf(out, "\"%s\"", config_dump_duration((uint32_t)v, buf, sizeof buf));
+			break;
+		case CONFIG_KEY_SIZE:
+			fprintf(out, "\"%s\"", config_dump_size(v, buf, sizeof buf));
+			break;
+		case CONFIG_KEY_INT:
+			fprintf(out, "%d", (int)(uint32_t)v);
+			break;
+		case CONFIG_KEY_BOOL:
+			fputs(dump_bool((int)v), out);
+			break;
+		case CONFIG_KEY_ENUM:
+			dump_str(out, (int)v < k->nnames && k->names[v] ? k->names[v] : "");
+			break;
+		case CONFIG_KEY_ADDR:
+			dump_str(out, ((const struct config_addr *)(const void *)((const char *)base + k->offset))->text);
+			break;
+		default:
+			dump_str(out, k->show ? k->show(cfg, base, buf, sizeof buf) : (const char *)base + k->offset);
+			break;
+		}
+		fputs(indent ? ";\n" : "; ", out);
+	}
+}
+
+/* "name = {\n" the keys "};\n" */
+static void dump_group(FILE *out, const struct config *cfg, const char *name, const struct config_keyset *ks,
+                       const void *base)
+{
+	fprintf(out, "%s = {\n", name);
+	dump_keys(out, cfg, ks, base, "\t");
+	fputs("};\n", out);
+}
+
+static void dump_stats(FILE *out, const struct config *cfg)
+{
+	if (!cfg->has_stats && !cfg->stats_unix[0]) {
+		fputs("# stats: none (no stats block)\n", out);
+		return;
+	}
+	dump_group(out, cfg, "stats", &config_keys_stats, cfg);
+}
+
+static void dump_listener_tls(FILE *out, const struct config *cfg, const struct config_listener *l)
+{
+	fputs("\t\ttls = {\n\t\t\tcertificates = (\n", out);
+	for (int c = 0; c < l->ncerts; c++) {
+		fputs("\t\t\t\t{ ", out);
+		dump_keys(out, cfg, &config_keys_cert, &cfg->certs[l->first_cert + c], NULL);
+		fprintf(out, "}%s\n", c + 1 < l->ncerts ? "," : "");
+	}
+	fputs("\t\t\t);\n", out);
+	dump_keys(out, cfg, &config_keys_listener_tls, l, "\t\t\t");
+	fputs("\t\t};\n", out);
+}
+
+static void dump_listeners(FILE *out, const struct config *cfg)
+{
+	fputs("listeners = (\n", out);
+	for (int i = 0; i < cfg->nlisteners; i++) {
+		const struct config_listener *l = &cfg->listeners[i];
+
+		fputs("\t{\n", out);
+		dump_keys(out, cfg, &config_keys_listener, l, "\t\t");
+		if (l->tls)
+			dump_listener_tls(out, cfg, l);
+		fprintf(out, "\t}%s\n", i + 1 < cfg->nlisteners ? "," : "");
+	}
+	fputs(");\n", out);
+}
+
+static void dump_upstreams(FILE *out, const struct config *cfg)
+{
+	fputs("upstreams = (\n", out);
+	for (int i = 0; i < cfg->nupstreams; i++) {
+		const struct config_upstream *u = &cfg->upstreams[i];
+
+		fputs("\t{\n", out);
+		dump_keys(out, cfg, &config_keys_upstream, u, "\t\t");
+		if (u->tls) {
+			fputs("\t\ttls = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_tls, u, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
+		fputs("\t\tservers = (\n", out);
+		for (int s = 0; s < u->nservers; s++) {
+			fputs("\t\t\t{ ", out);
+			dump_keys(out, cfg, &config_keys_server, &cfg->servers[u->first_server + s], NULL);
+			fprintf(out, "}%s\n", s + 1 < u->nservers ? "," : "");
+		}
+		fprintf(out, "\t\t);\n\t}%s\n", i + 1 < cfg->nupstreams ? "," : "");
+	}
+	fputs(");\n", out);
+}
+
+static void dump_routes(FILE *out, const struct config *cfg)
+{
+	fputs("routes = (\n", out);
+	for (int i = 0; i < cfg->nroutes; i++) {
+		fputs("\t{ ", out);
+		dump_keys(out, cfg, &config_keys_route, &cfg->routes[i], NULL);
+		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
+	}
+	fputs(");\n", out);
+}
+
+int config_dump(FILE *out, const struct config *cfg)
+{
+	fputs("# weir -T: the configuration in force", out);
+	if (cfg->file) {
+		fputs(" as loaded from ", out);
+		dump_str(out, cfg->file);
+	}
+	fputs(",\n# every default filled in and secrets masked. `weir -t` accepts it.\n\n", out);
+	dump_keys(out, cfg, &config_keys_top, cfg, "");
+	fputc('\n', out);
+	dump_group(out, cfg, "log", &config_keys_log, &cfg->log);
+	fputc('\n', out);
+	dump_stats(out, cfg);
+	fputc('\n', out);
+	dump_listeners(out, cfg);
+	fputc('\n', out);
+	dump_upstreams(out, cfg);
+	fputc('\n', out);
+	dump_routes(out, cfg);
+	fputc('\n', out);
+	dump_group(out, cfg, "timeouts", &config_keys_timeouts, &cfg->timeouts);
+	fputc('\n', out);
+	dump_group(out, cfg, "limits", &config_keys_limits, &cfg->limits);
+	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+}

@@ -1,0 +1,352 @@
+/*
+ * config_keys.c: every key of the configuration file, one descriptor each
+ * (common/config_keys.h says what a descriptor drives).
+ *
+ * To add a scalar key: add its field to struct config (common/config.h)
+ * and one line to its group's table below, then run
+ * `make docs-keys` to write its row into docs/config.md (the unit test
+ * tests/unit/common/test_config_keys.c fails until the docs agree) and
+ * describe it in the text there. The order of a table is the order of
+ * `weir -T` and of the docs table.
+ */
+#include "common/config_keys.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/config_load.h"
+
+/* the field <m> of struct <st> */
+#define AT(st, m) .offset = offsetof(st, m), .size = sizeof(((st *)0)->m)
+/* the longest string <st>.<m> holds */
+#define FITS(st, m) .max = sizeof(((st *)0)->m) - 1
+#define KEYSET(var, p, w, table)                                                                        \
+	const struct config_keyset var = {                                                              \
+	    .path = p, .where = w, .keys = table, .nkeys = (int)(sizeof table / sizeof table[0])}
+
+#define DAYS49 .min = 1, .max = UINT32_MAX
+
+/* ---- checks a descriptor names ----------------------------------------- */
+
+static int is_alnum(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static const char *log_error_check(const char *v)
+{
+	return !*v || strcmp(v, "off") == 0 ? "must be \"stderr\" or a file path" : NULL;
+}
+
+static const char *log_access_check(const char *v)
+{
+	return !*v ? "must be \"stderr\", \"off\" or a file path" : NULL;
+}
+
+static const char *stats_unix_check(const char *v)
+{
+	return v[0] != '/' ? "must be an absolute path, such as /run/weir/stats.sock" : NULL;
+}
+
+/* RFC 6750's b64token, long enough not to be guessed */
+static const char *stats_token_check(const char *v)
+{
+	size_t n = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=");
+
+	return v[n] || n < 16 ? "must be 16 to 128 characters of letters, digits and -._~+/= "
+	                        "(openssl rand -base64 32 makes one)"
+	                      : NULL;
+}
+
+static const char *stats_mode_store(const char *v, void *base)
+{
+	char *end;
+	unsigned long mode = strtoul(v, &end, 8);
+
+	if (!v[0] || *end || v[0] == '-' || v[0] == '+' || mode > 0777)
+		return "must be an octal file mode from \"0000\" to \"0777\", such as \"0660\"";
+	((struct config *)base)->stats_mode = (unsigned)mode;
+	return NULL;
+}
+
+static const char *stats_mode_show(const struct config *cfg, const void *base, char *buf, size_t cap)
+{
+	(void)cfg;
+	snprintf(buf, cap, "%04o", ((const struct config *)base)->stats_mode);
+	return buf;
+}
+
+/*
+ * A header for the client certificate's subject must be a plain token that
+ * is none of the headers weir writes itself (two Host lines would be worse
+ * than none), in any spelling a backend reads as the same name: as a CGI
+ * backend reads it, X_Forwarded_For is X-Forwarded-For.
+ */
+static const char *client_header_check(const char *v)
+{
+	static const char *const owned[] = {
+	    "host", "content-length", "transfer-encoding", "connection", "x-forwarded-for", "x-forwarded-proto",
+	    "via",  "expect",         "upgrade",           "te",         "trailer",         "keep-alive",
+	    NULL};
+	char folded[CONFIG_NAME_MAX];
+	int bad = !v[0];
+	size_t k = 0;
+
+	for (const char *p = v; *p && !bad; p++) {
+		bad = !(is_alnum(*p) || *p == '-' || *p == '_');
+		folded[k++] = *p == '_' ? '-' : (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a') : *p;
+	}
+	folded[k] = '\0';
+	for (const char *const *o = owned; *o && !bad; o++)
+		bad = strcmp(folded, *o) == 0;
+	return bad ? "must be a header name of letters, digits, '-' and '_' that weir does not write itself, "
+	             "such as \"X-Client-Subject\""
+	           : NULL;
+}
+
+/* An upstream name: 1..63 of [A-Za-z0-9_.-]. */
+static const char *upstream_name_check(const char *s)
+{
+	size_t n = strlen(s);
+	int bad = n == 0 || n >= CONFIG_NAME_MAX;
+
+	_Static_assert(CONFIG_NAME_MAX == 64, "the message says 63");
+	for (; *s && !bad; s++)
+		bad = !is_alnum(*s) && *s != '_' && *s != '.' && *s != '-';
+	return bad ? "must be 1 to 63 letters, digits, '_', '.' or '-'" : NULL;
+}
+
+/* A name to send as SNI and to check the certificate against: letters,
+ * digits, '-', '.', 1 to 253 of them. */
+static const char *tls_sni_check(const char *n)
+{
+	size_t len = strlen(n);
+	int bad = len == 0 || len > 253;
+
+	for (const char *p = n; *p && !bad; p++)
+		bad = !(is_alnum(*p) || *p == '-' || *p == '.');
+	return bad ? "must be a host name" : NULL;
+}
+
+static const char *route_host_show(const struct config *cfg, const void *base, char *buf, size_t cap)
+{
+	const struct config_route *r = base;
+
+	(void)cfg;
+	return config_host_text(r->host_kind, r->host, buf, cap);
+}
+
+static const char *route_upstream_show(const struct config *cfg, const void *base, char *buf, size_t cap)
+{
+	(void)buf;
+	(void)cap;
+	return cfg->upstreams[((const struct config_route *)base)->upstream].name;
+}
+
+static const char *const level_names[] = {
+    [LOG_LEVEL_DEBUG] = "debug", [LOG_LEVEL_INFO] = "info",   [LOG_LEVEL_NOTICE] = "notice",
+    [LOG_LEVEL_WARN] = "warn",   [LOG_LEVEL_ERROR] = "error",
+};
+
+const char *config_log_level_name(enum log_level level)
+{
+	if ((unsigned)level >= sizeof level_names / sizeof level_names[0])
+		return "unknown";
+	return level_names[level];
+}
+
+/* CONFIG_CLIENT_VERIFY_OFF is what no client_ca means; it is not written */
+static const char *const verify_names[] = {
+    [CONFIG_CLIENT_VERIFY_OPTIONAL] = "optional",
+    [CONFIG_CLIENT_VERIFY_REQUIRED] = "required",
+};
+
+/* ---- the tables -------------------------------------------------------- */
+
+static const struct config_key log_keys[] = {
+    {.name = "error", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_NOECHO, AT(struct config_log, error_path),
+     FITS(struct config_log, error_path), .def = "stderr", .check = log_error_check,
+     .doc = "the error log: `\"stderr\"` or a file path"},
+    {.name = "access", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_NOECHO, AT(struct config_log, access_path),
+     FITS(struct config_log, access_path), .def = "stderr", .check = log_access_check,
+     .doc = "the access log, one line per request: `\"stderr\"`, `\"off\"` or a file path"},
+    {.name = "level", .type = CONFIG_KEY_ENUM, AT(struct config_log, level), .def = "info",
+     .names = level_names, .nnames = 5, .doc = "the least severe level written to the error log"},
+};
+KEYSET(config_keys_log, "log", "in log", log_keys);
+
+static const struct config_key stats_keys[] = {
+    {.name = "listen", .type = CONFIG_KEY_ADDR, .flags = CONFIG_KEY_OPTIONAL, AT(struct config, stats),
+     .doc = "TCP address of the stats socket; loopback unless `allow_remote`"},
+    {.name = "unix", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, AT(struct config, stats_unix),
+     FITS(struct config, stats_unix), .check = stats_unix_check, .doc = "unix socket path, absolute"},
+    {.name = "mode", .type = CONFIG_KEY_STRING, .max = 255, .def = "0660", .store = stats_mode_store,
+     .show = stats_mode_show, .needs = "unix", .doc = "file mode of the unix socket, in octal"},
+    {.name = "allow_remote", .type = CONFIG_KEY_BOOL, AT(struct config, stats_allow_remote), .def = "false",
+     .doc = "`listen` may be an address that is not loopback"},
+    {.name = "admin_token", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_NOECHO | CONFIG_KEY_SECRET,
+     AT(struct config, stats_admin_token), FITS(struct config, stats_admin_token), .check = stats_token_check,
+     .doc = "bearer token for admin commands over `listen`, 16 to 128 characters"},
+};
+KEYSET(config_keys_stats, "stats", "in stats", stats_keys);
+
+static const struct config_key cert_keys[] = {
+    {.name = "cert", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_cert, cert),
+     FITS(struct config_cert, cert), .doc = "PEM file: the certificate, then its intermediates"},
+    {.name = "key", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_cert, key),
+     FITS(struct config_cert, key), .doc = "PEM file: its private key"},
+    {.name = "ocsp", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, AT(struct config_cert, ocsp),
+     FITS(struct config_cert, ocsp), .doc = "DER OCSP response to staple"},
+};
+KEYSET(config_keys_cert, "listeners.tls.certificates", "in certificates entry", cert_keys);
+
+static const struct config_key listener_tls_keys[] = {
+    {.name = "certificates", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_cert,
+     .doc = "1 to 64 certificates, chosen by SNI; the first is the default"},
+    {.name = "client_ca", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL,
+     AT(struct config_listener, client_ca), FITS(struct config_listener, client_ca),
+     .doc = "PEM file of the CAs of client certificates; none: no client certificates"},
+    {.name = "client_verify", .type = CONFIG_KEY_ENUM, AT(struct config_listener, client_verify),
+     .def = "required", .names = verify_names, .nnames = 3, .needs = "client_ca",
+     .doc = "whether a client certificate is required; needs `client_ca`"},
+    {.name = "client_header", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL,
+     AT(struct config_listener, client_header), FITS(struct config_listener, client_header),
+     .check = client_header_check, .needs = "client_ca",
+     .doc = "header that carries the client's subject upstream; needs `client_ca`"},
+    {.name = "early_data", .type = CONFIG_KEY_BOOL, AT(struct config_listener, early_data), .def = "false",
+     .doc = "accept TLS 1.3 0-RTT for bodiless GET, HEAD and OPTIONS"},
+};
+KEYSET(config_keys_listener_tls, "listeners.tls", "in listeners.tls", listener_tls_keys);
+
+static const struct config_key listener_keys[] = {
+    {.name = "address", .type = CONFIG_KEY_ADDR, .flags = CONFIG_KEY_REQUIRED, AT(struct config_listener, addr),
+     .doc = "where clients connect; unique"},
+    {.name = "backlog", .type = CONFIG_KEY_INT, AT(struct config_listener, backlog), .min = 1, .max = 65535,
+     .def = "511", .doc = "the kernel's accept queue per socket"},
+    {.name = "proxy_protocol", .type = CONFIG_KEY_BOOL, AT(struct config_listener, proxy_protocol),
+     .def = "false", .doc = "every connection starts with a PROXY protocol v1 or v2 header"},
+    {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_listener_tls,
+     .doc = "clients speak TLS"},
+};
+KEYSET(config_keys_listener, "listeners", "in listeners entry", listener_keys);
+
+static const struct config_key server_keys[] = {
+    {.name = "address", .type = CONFIG_KEY_ADDR, .flags = CONFIG_KEY_REQUIRED, AT(struct config_server, addr),
+     .doc = "the server's IP address and port"},
+    {.name = "weight", .type = CONFIG_KEY_INT, AT(struct config_server, weight), .min = 1, .max = 1000,
+     .def = "1", .doc = "its share of the group's requests"},
+};
+KEYSET(config_keys_server, "upstreams.servers", "in servers entry", server_keys);
+
+static const struct config_key upstream_tls_keys[] = {
+    {.name = "verify", .type = CONFIG_KEY_BOOL, AT(struct config_upstream, tls_verify), .def = "true",
+     .doc = "check the chain against `ca` and the name against `sni`"},
+    {.name = "ca", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, AT(struct config_upstream, tls_ca),
+     FITS(struct config_upstream, tls_ca), .doc = "PEM file of the CAs to trust; required while `verify` is on"},
+    {.name = "sni", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, AT(struct config_upstream, tls_sni),
+     FITS(struct config_upstream, tls_sni), .check = tls_sni_check,
+     .doc = "name sent as SNI and checked; required while `verify` is on"},
+};
+KEYSET(config_keys_upstream_tls, "upstreams.tls", "in upstreams.tls", upstream_tls_keys);
+
+static const struct config_key upstream_keys[] = {
+    {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_upstream, name),
+     .max = 255, .check = upstream_name_check, .doc = "what routes name; 1 to 63 of `A-Z a-z 0-9 _ . -`, unique"},
+    {.name = "keepalive", .type = CONFIG_KEY_INT, AT(struct config_upstream, keepalive), .min = 0, .max = 10000,
+     .def = "32", .doc = "idle connections kept per server per worker; 0 keeps none"},
+    {.name = "max_fails", .type = CONFIG_KEY_INT, AT(struct config_upstream, max_fails), .min = 0, .max = 1000,
+     .def = "3", .doc = "failed connects in a row that mark a server down; 0: never"},
+    {.name = "fail_timeout", .type = CONFIG_KEY_DURATION, AT(struct config_upstream, fail_timeout), DAYS49,
+     .def = "10s", .doc = "the window between failures, and how long a server stays down"},
+    {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,
+     .doc = "TLS to every server of the group"},
+    {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
+     .doc = "the servers, at least one"},
+};
+KEYSET(config_keys_upstream, "upstreams", "in upstreams entry", upstream_keys);
+
+static const struct config_key route_keys[] = {
+    {.name = "host", .type = CONFIG_KEY_STRING, .max = CONFIG_HOST_MAX - 1, .def = "*",
+     .store = config_store_route_host, .show = route_host_show,
+     .doc = "`\"*\"`, `\"*.example.com\"` or `\"example.com\"`"},
+    {.name = "path", .type = CONFIG_KEY_STRING, AT(struct config_route, path), FITS(struct config_route, path),
+     .def = "/", .check = config_check_route_path, .doc = "a path prefix, starting with `/`"},
+    {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = 255,
+     .show = route_upstream_show, .doc = "the `name` of an upstream"},
+};
+KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
+
+#define TIMEOUT(n, d, text)                                                                               \
+	{.name = #n, .type = CONFIG_KEY_DURATION, AT(struct config_timeouts, n), DAYS49, .def = d, .doc = text}
+
+static const struct config_key timeout_keys[] = {
+    TIMEOUT(client_header, "10s", "the whole request head must arrive in it, else 408"),
+    TIMEOUT(client_body, "30s", "longest silence while reading a request body, else 408"),
+    TIMEOUT(client_keepalive, "60s", "how long an idle client connection is kept between requests"),
+    TIMEOUT(client_send, "30s", "longest time a client may take none of our bytes; then it is closed"),
+    TIMEOUT(upstream_connect, "5s", "connecting to a server; then the next one, 504 when none is left"),
+    TIMEOUT(upstream_send, "60s", "longest time an upstream may take none of the request, else 504"),
+    TIMEOUT(upstream_read, "60s", "longest silence while waiting for response bytes, else 504"),
+    TIMEOUT(upstream_keepalive, "60s", "how long an idle pooled upstream connection is kept"),
+    TIMEOUT(drain, "30s", "on a graceful stop, how long in-flight requests get to finish"),
+    {.name = "rate_window", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_timeouts, rate_window), DAYS49,
+     .def = "20s", .doc = "the minimum client rates are averaged over it; 0 turns both checks off"},
+    {.name = "request", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_timeouts, request), DAYS49,
+     .def = "off", .doc = "a cap on the whole request, first byte to the answer's last; 0: none"},
+    TIMEOUT(slab_idle, "30s", "slab memory wholly unused this long goes back to the kernel"),
+    TIMEOUT(proxy_protocol, "5s",
+            "a PROXY header must arrive in it, else close ([PROXY protocol](#proxy-protocol-behind-an-l4-balancer))"),
+};
+KEYSET(config_keys_timeouts, "timeouts", "in timeouts", timeout_keys);
+
+static const struct config_key limit_keys[] = {
+    {.name = "header_size", .type = CONFIG_KEY_SIZE, AT(struct config_limits, header_size), .min = 1024,
+     .max = 65536, .def = "16k", .doc = "request line plus headers, bytes; 431 past it"},
+    {.name = "headers", .type = CONFIG_KEY_INT, AT(struct config_limits, headers), .min = 1, .max = 1000,
+     .def = "100", .doc = "request headers; 431 past it"},
+    {.name = "uri_size", .type = CONFIG_KEY_SIZE, AT(struct config_limits, uri_size), .min = 64, .max = 65536,
+     .def = "8k", .doc = "request target, bytes, at most `header_size`; 414 past it"},
+    {.name = "body_size", .type = CONFIG_KEY_SIZE, AT(struct config_limits, body_size), .min = 0,
+     .max = UINT64_MAX, .def = "100m", .doc = "request body, bytes; 0: unlimited; 413 past it"},
+    {.name = "connections", .type = CONFIG_KEY_INT, AT(struct config_limits, connections), .min = 1,
+     .max = 1000000, .def = "16384", .doc = "open client connections per worker"},
+    {.name = "response_header_size", .type = CONFIG_KEY_SIZE, AT(struct config_limits, response_header_size),
+     .min = 1024, .max = 65536, .def = "16k", .doc = "upstream status line plus headers, bytes; 502 past it"},
+    /* a buffered body is held in one slab object: 1 MiB keeps that sane */
+    {.name = "body_buffer", .type = CONFIG_KEY_SIZE, AT(struct config_limits, body_buffer), .min = 0,
+     .max = 1048576, .def = "64k", .doc = "bodies up to it are read whole before a server is picked; 0: stream all"},
+    {.name = "client_body_rate", .type = CONFIG_KEY_SIZE, AT(struct config_limits, client_body_rate), .min = 0,
+     .max = UINT32_MAX, .def = "512", .doc = "bytes per second a request body must arrive at; 0: no minimum; 408"},
+    {.name = "client_send_rate", .type = CONFIG_KEY_SIZE, AT(struct config_limits, client_send_rate), .min = 0,
+     .max = UINT32_MAX, .def = "512", .doc = "bytes per second a client must take the response at; 0: no minimum"},
+};
+KEYSET(config_keys_limits, "limits", "in limits", limit_keys);
+
+static const struct config_key top_keys[] = {
+    {.name = "workers", .type = CONFIG_KEY_INT, .flags = CONFIG_KEY_AUTO, AT(struct config, workers), .min = 1,
+     .max = CONFIG_MAX_WORKERS, .def = "auto", .doc = "worker processes; `\"auto\"`: one per online core"},
+    {.name = "master_process", .type = CONFIG_KEY_BOOL, AT(struct config, master_process), .def = "true",
+     .doc = "`false`: the one worker runs without a master (profiling); needs `workers = 1`"},
+    {.name = "pid_file", .type = CONFIG_KEY_STRING, AT(struct config, pid_file), FITS(struct config, pid_file),
+     .def = "", .doc = "where the master writes its pid; `\"\"`: nowhere"},
+    {.name = "user", .type = CONFIG_KEY_STRING, AT(struct config, user), FITS(struct config, user), .def = "",
+     .doc = "the user workers run as when started as root; `\"\"`: no change"},
+    {.name = "tls_ticket_rotate", .type = CONFIG_KEY_DURATION, AT(struct config, tls_ticket_rotate), DAYS49,
+     .def = "12h", .doc = "how often a new TLS session ticket key is made"},
+    {.name = "log", .type = CONFIG_KEY_GROUP, .def = "see [log](#log)", .sub = &config_keys_log,
+     .doc = "the error and access logs"},
+    {.name = "stats", .type = CONFIG_KEY_GROUP, .def = "absent: no stats socket", .sub = &config_keys_stats,
+     .doc = "the metrics and admin socket"},
+    {.name = "listeners", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_listener,
+     .doc = "1 to 32 addresses clients connect to"},
+    {.name = "upstreams", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_upstream,
+     .doc = "1 to 256 named groups of servers"},
+    {.name = "routes", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_route,
+     .doc = "1 to 1024 (host, path prefix) to upstream rules"},
+    {.name = "timeouts", .type = CONFIG_KEY_GROUP, .def = "see [timeouts](#timeouts)",
+     .sub = &config_keys_timeouts, .doc = "how long weir waits"},
+    {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "see [limits](#limits)", .sub = &config_keys_limits,
+     .doc = "sizes and counts weir accepts"},
+};
+KEYSET(config_keys_top, "", "at top level", top_keys);

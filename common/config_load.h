@@ -1,0 +1,79 @@
+/*
+ * config_load.h: what common/config.c (the hand-written sections),
+ * common/config_engine.c (the descriptor engine) and common/config_keys.c
+ * (the descriptors) share while one file is loaded. Not for other modules:
+ * they see struct config (common/config.h) and the descriptors
+ * (common/config_keys.h) only.
+ */
+#ifndef WEIR_COMMON_CONFIG_LOAD_H
+#define WEIR_COMMON_CONFIG_LOAD_H
+
+#include <libconfig.h>
+
+#include "common/config.h"
+#include "common/config_keys.h"
+
+#define CONFIG_KEYS_MAX 32 /* keys of one group, at most */
+
+/* The state of one load: where errors go, kept sorted by line. */
+struct loader {
+	const char *file;
+	struct config *cfg;
+	struct config_errors *errs;
+	int lines[CONFIG_MAX_ERRORS]; /* line of each kept message */
+};
+
+/* A value read from the file: absent, present and valid, or present and
+ * wrong (already reported). */
+enum got {
+	GOT_NONE,
+	GOT_OK,
+	GOT_BAD,
+};
+
+/*
+ * Records "FILE:LINE: message" (or "FILE: message" when <line> is 0), kept
+ * sorted by line; errs->count counts every message, CONFIG_MAX_ERRORS are
+ * kept.
+ */
+void config_fail(struct loader *ld, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static inline int config_line_of(const config_setting_t *s)
+{
+	return s ? (int)config_setting_source_line(s) : 0;
+}
+
+/*
+ * Reads group <g> (NULL when absent: only the defaults are applied) as
+ * <ks> describes it into the struct at <base>: every member whose name is
+ * not a key of <ks> is refused, every default is applied, every scalar
+ * present is checked and stored. GROUP and LIST members are only allowed
+ * here; the caller reads them. <got> (NULL, or ks->nkeys entries) tells
+ * per key what was found.
+ */
+void config_engine_read(struct loader *ld, const config_setting_t *g, const struct config_keyset *ks, void *base,
+                        enum got *got);
+
+/* What config_engine_read() found for key <name> of <ks>. */
+enum got config_engine_got(const struct config_keyset *ks, const enum got *got, const char *name);
+
+/* <key> of <group> as a group, reported under <what> if it is not one. */
+config_setting_t *config_get_group(struct loader *ld, const config_setting_t *group, const char *key,
+                                   const char *what);
+
+/* <key> of <group> as a list of 1 to <max> groups; reports an absent (when
+ * <required>), mistyped or empty list. */
+config_setting_t *config_get_list(struct loader *ld, const config_setting_t *group, const char *key,
+                                  const char *what, int required, int max);
+
+/* Entry <i> of <list>, reported under <what> if it is not a group. */
+config_setting_t *config_get_entry(struct loader *ld, const config_setting_t *list, int i, const char *what);
+
+/* NULL, or why <text> is not an address, worded to follow it. */
+const char *config_addr_parse(const char *text, struct config_addr *a);
+
+/* Checks for string keys, in common/config.c, named in the descriptors. */
+const char *config_check_route_path(const char *text);
+const char *config_store_route_host(const char *text, void *route);
+
+#endif
