@@ -38,12 +38,13 @@ import os
 import re
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+from benchlib import wait_port, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ORIGIN, WEIR, NGINX, HAPROXY, STATS = 19210, 19211, 19212, 19213, 19214  # B: +100
@@ -63,24 +64,6 @@ def sysctl_get(name):
 def sysctl_set(name, value):
     with open(sysctl_path(name), "w") as f:
         f.write(str(value))
-
-
-def write(d, name, text):
-    path = os.path.join(d, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def wait_port(port, deadline=15.0):
-    end = time.time() + deadline
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
 
 
 def children(pid):

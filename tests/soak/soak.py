@@ -270,21 +270,22 @@ class Loop:
     def fail(self, e, reused):
         self.failures.append((time.time(), e.what, reused, e.got))
 
-    def keepalive(self, tls):
+    def persistent(self, tls_share, one, close_share, pause):
+        """Requests by <one>(conn) -> body bytes, with a keep-alive
+        connection (TLS for <tls_share> of them) kept until the answer
+        says close or, at random, for <close_share> of the requests."""
         conn = None
         while time.time() < self.end:
             reused = False
             try:
                 if conn is None:
+                    tls = self.rng.random() < tls_share
                     conn = Conn(self.ports["tls" if tls else "plain"], self.ctx if tls else None)
-                target, verify = simple_get(self.rng)
                 reused = conn.served > 0
-                conn.send(request_bytes("GET", target))
-                st, _, body, keep = conn.response()
-                verify(st, body)
+                n, keep = one(conn)
                 self.ok += 1
-                self.bytes += len(body)
-                if not keep or self.rng.random() < 0.01:
+                self.bytes += n
+                if not keep or self.rng.random() < close_share:
                     conn.close()
                     conn = None
             except Failed as e:
@@ -292,9 +293,27 @@ class Loop:
                 if conn:
                     conn.close()
                 conn = None
-            time.sleep(self.rng.random() * 0.05)
+            time.sleep(self.rng.random() * pause)
         if conn:
             conn.close()
+
+    def get_one(self, conn):
+        target, verify = simple_get(self.rng)
+        conn.send(request_bytes("GET", target))
+        st, _, body, keep = conn.response()
+        verify(st, body)
+        return len(body), keep
+
+    def upload_one(self, conn):
+        n = int(1000 * 2000 ** self.rng.random())
+        body = self.rng.randbytes(n)
+        conn.send(request_bytes("POST", "/upload", body=body, chunked=self.rng.random() < 0.5))
+        st, _, rb, keep = conn.response()
+        check(st == 200, "upload answered %d" % st)
+        j = json.loads(rb)
+        check(j["body_len"] == n and j["body_sha256"] == hashlib.sha256(body).hexdigest(),
+              "upload body arrived altered")
+        return n, keep
 
     def newconn(self, tls):
         while time.time() < self.end:
@@ -314,37 +333,6 @@ class Loop:
                 if conn:
                     conn.close()
             time.sleep(self.rng.random() * 0.05)
-
-    def upload(self):
-        conn = None
-        while time.time() < self.end:
-            reused = False
-            try:
-                tls = self.rng.random() < 0.3
-                if conn is None:
-                    conn = Conn(self.ports["tls" if tls else "plain"], self.ctx if tls else None)
-                n = int(1000 * 2000 ** self.rng.random())
-                body = self.rng.randbytes(n)
-                reused = conn.served > 0
-                conn.send(request_bytes("POST", "/upload", body=body, chunked=self.rng.random() < 0.5))
-                st, _, rb, keep = conn.response()
-                check(st == 200, "upload answered %d" % st)
-                j = json.loads(rb)
-                check(j["body_len"] == n and j["body_sha256"] == hashlib.sha256(body).hexdigest(),
-                      "upload body arrived altered")
-                self.ok += 1
-                self.bytes += n
-                if not keep or self.rng.random() < 0.2:
-                    conn.close()
-                    conn = None
-            except Failed as e:
-                self.fail(e, reused)
-                if conn:
-                    conn.close()
-                conn = None
-            time.sleep(self.rng.random() * 0.2)
-        if conn:
-            conn.close()
 
     def download(self):
         while time.time() < self.end:
@@ -400,9 +388,11 @@ class Loop:
                     conn.close()
 
     def run(self):
-        {"keepalive": lambda: self.keepalive(False), "tls": lambda: self.keepalive(True),
+        {"keepalive": lambda: self.persistent(0, self.get_one, 0.01, 0.05),
+         "tls": lambda: self.persistent(1, self.get_one, 0.01, 0.05),
          "newconn": lambda: self.newconn(False), "tls_newconn": lambda: self.newconn(True),
-         "upload": self.upload, "download": self.download, "slow": self.slow}[self.kind]()
+         "upload": lambda: self.persistent(0.3, self.upload_one, 0.2, 0.2),
+         "download": self.download, "slow": self.slow}[self.kind]()
         return {"kind": self.kind, "ok": self.ok, "bytes": self.bytes, "failures": self.failures}
 
 
