@@ -23,12 +23,14 @@
  */
 #include "common/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
 #include <libconfig.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -184,6 +186,69 @@ const char *config_host_text(int host_kind, const char *host, char *buf, size_t 
 		return buf;
 	}
 	return host;
+}
+
+/* An Upgrade protocol as a route lists it: a token, or token/token. */
+static int upgrade_token_valid(const char *v)
+{
+	int slash = 0;
+	size_t n = strlen(v);
+
+	if (n == 0 || v[0] == '/' || v[n - 1] == '/')
+		return 0;
+	for (; *v; v++) {
+		if (*v == '/' && !slash++)
+			continue;
+		if (!isalnum((unsigned char)*v) && !strchr("!#$%&'*+-.^_`|~", *v))
+			return 0;
+	}
+	return 1;
+}
+
+/* routes.upgrade = [ "websocket", ... ] into r->upgrade, lower case and
+ * space-separated; absent: "websocket"; empty: upgrades off. Returns 1 if
+ * good. */
+static int route_upgrade(struct loader *ld, const config_setting_t *e, struct config_route *r)
+{
+	config_setting_t *s = config_setting_get_member(e, "upgrade");
+	size_t len = 0;
+	int n;
+
+	if (!s) {
+		strcpy(r->upgrade, "websocket");
+		return 1;
+	}
+	if (!config_setting_is_aggregate(s)) {
+		fail(ld, line_of(s), "routes.upgrade must be a list of strings: upgrade = [ \"websocket\" ];");
+		return 0;
+	}
+	n = config_setting_length(s);
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *t = config_setting_get_elem(s, (unsigned)i);
+		const char *v = config_setting_get_string(t);
+		size_t vl;
+
+		if (!v || !upgrade_token_valid(v)) {
+			fail(ld, line_of(s), "routes.upgrade entries must be protocol tokens such as \"websocket\"");
+			return 0;
+		}
+		if (!strcasecmp(v, "h2c")) {
+			fail(ld, line_of(s), "routes.upgrade \"h2c\" is not allowed: weir never forwards an h2c upgrade");
+			return 0;
+		}
+		vl = strlen(v);
+		if (len + vl + (len > 0) >= sizeof(r->upgrade)) {
+			fail(ld, line_of(s), "routes.upgrade is too long (at most %zu bytes together)",
+			     sizeof(r->upgrade) - 1);
+			return 0;
+		}
+		if (len)
+			r->upgrade[len++] = ' ';
+		for (size_t k = 0; k < vl; k++)
+			r->upgrade[len++] = (char)tolower((unsigned char)v[k]);
+	}
+	r->upgrade[len] = '\0';
+	return 1;
 }
 
 const char *config_store_route_host(const char *text, void *route)
@@ -519,6 +584,7 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 			fail(ld, line_of(config_setting_get_member(e, "upstream")), "route upstream \"%s\" is not defined",
 			     v);
 
+		good &= route_upgrade(ld, e, r);
 		if (!good)
 			continue;
 		for (int j = 0; j < i; j++) {

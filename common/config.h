@@ -23,6 +23,7 @@
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
 #define CONFIG_PATH_MAX 256   /* route path prefix, including the NUL */
 #define CONFIG_ADDR_STR_MAX 64 /* "[v6]:port" text, including the NUL */
+#define CONFIG_UPGRADE_MAX 64  /* a route's upgrade tokens, space-separated, with the NUL */
 #define CONFIG_MAX_WORKERS 64
 #define CONFIG_MAX_LISTENERS 32
 #define CONFIG_MAX_UPSTREAMS 256
@@ -132,6 +133,10 @@ struct config_route {
 	char host[CONFIG_HOST_MAX];
 	char path[CONFIG_PATH_MAX]; /* prefix, starts with '/', default "/" */
 	int upstream;               /* index into config.upstreams */
+	/* upgrade = [ "websocket" ]: the Upgrade tokens forwarded (lower case,
+	 * space-separated; default "websocket", "" turns upgrades off); h2c
+	 * is never allowed */
+	char upgrade[CONFIG_UPGRADE_MAX];
 	int line;
 };
 
@@ -149,6 +154,8 @@ struct config_timeouts {
 	uint32_t rate_window;      /* minimum rates are averaged over this: 20 s (0 = no rate checks) */
 	uint32_t request;          /* first request byte to last response byte: 0 = no cap */
 	uint32_t slab_idle;        /* a wholly free slab chunk is unmapped after: 30 s */
+	uint32_t tunnel;           /* idle gap either way in an upgraded tunnel: 1 h */
+	uint32_t tunnel_drain;     /* a draining worker keeps its tunnels this long: 5 min */
 	uint32_t proxy_protocol;   /* PROXY header on a proxy_protocol listener: 5 s, else close */
 };
 
@@ -200,6 +207,14 @@ struct config {
 	/* tls_ticket_rotate: how often the master makes a new session ticket
 	 * key (the previous one still decrypts); default 12 h */
 	uint32_t tls_ticket_rotate;
+	/* merge_slashes: runs of '/' in a request path are one '/' for
+	 * routing and forwarding ("//admin" is "/admin"), as nginx's
+	 * merge_slashes; default true */
+	int merge_slashes;
+	/* underscores_in_headers: false drops every request header with a
+	 * '_' in its name, as nginx's default; true (default) drops only
+	 * those that read as a header weir owns (Transfer_Encoding) */
+	int underscores_in_headers;
 
 	struct config_timeouts timeouts;
 	struct config_limits limits;

@@ -45,6 +45,9 @@ static void doc_type(FILE *out, const struct config_key *k)
 	case CONFIG_KEY_LIST:
 		fputs("list of groups", out);
 		break;
+	case CONFIG_KEY_STRINGS:
+		fputs("list of strings", out);
+		break;
 	}
 }
 
@@ -54,7 +57,7 @@ static void doc_default(FILE *out, const struct config_key *k)
 
 	if (k->flags & CONFIG_KEY_REQUIRED)
 		fputs("**required**", out);
-	else if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST)
+	else if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST || k->type == CONFIG_KEY_STRINGS)
 		fputs(k->def ? k->def : "", out);
 	else if (!k->def)
 		fputs("none", out);

@@ -98,7 +98,7 @@ static void dump_keys(FILE *out, const struct config *cfg, const struct config_k
 		uint64_t v = 0;
 		char buf[CONFIG_HOST_MAX + 32];
 
-		if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST)
+		if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST || k->type == CONFIG_KEY_STRINGS)
 			continue;
 		if (((k->flags & (CONFIG_KEY_OPTIONAL | CONFIG_KEY_SECRET)) && !dump_is_set(k, base)) ||
 		    (need && !dump_is_set(need, base)))
@@ -217,9 +217,19 @@ static void dump_routes(FILE *out, const struct config *cfg)
 {
 	fputs("routes = (\n", out);
 	for (int i = 0; i < cfg->nroutes; i++) {
+		const struct config_route *r = &cfg->routes[i];
+
 		fputs("\t{ ", out);
-		dump_keys(out, cfg, &config_keys_route, &cfg->routes[i], NULL);
-		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
+		dump_keys(out, cfg, &config_keys_route, r, NULL);
+		/* upgrade is a list of strings, read and written by hand */
+		fputs("upgrade = [", out);
+		for (const char *p = r->upgrade; *p;) {
+			size_t n = strcspn(p, " ");
+			/* tokens: nothing in them needs escaping */
+			fprintf(out, "%s\"%.*s\"", p == r->upgrade ? " " : ", ", (int)n, p);
+			p += n + (p[n] == ' ');
+		}
+		fprintf(out, "%s]; }%s\n", r->upgrade[0] ? " " : "", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);
 }

@@ -373,7 +373,7 @@ static void apply_default(const struct config_key *k, void *base)
 	uint64_t v = 0;
 	uint32_t ms = 0;
 
-	if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST)
+	if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST || k->type == CONFIG_KEY_STRINGS)
 		return;
 	if (!d) {
 		if (k->size)
@@ -511,6 +511,7 @@ static enum got read_key(struct loader *ld, const config_setting_t *s, const str
 		return GOT_OK;
 	case CONFIG_KEY_GROUP:
 	case CONFIG_KEY_LIST:
+	case CONFIG_KEY_STRINGS:
 		return GOT_OK; /* read by hand */
 	default:
 		break;
@@ -560,7 +561,7 @@ void config_engine_read(struct loader *ld, const config_setting_t *g, const stru
 		if (s)
 			r = read_key(ld, s, k, what, base);
 		else if (g && (k->flags & CONFIG_KEY_REQUIRED) && k->type != CONFIG_KEY_GROUP &&
-		         k->type != CONFIG_KEY_LIST)
+		         k->type != CONFIG_KEY_LIST && k->type != CONFIG_KEY_STRINGS)
 			fail(ld, line_of(g), "%s is required", what);
 		if (got)
 			got[i] = r;

@@ -274,6 +274,8 @@ static const struct config_key route_keys[] = {
      .def = "/", .check = config_check_route_path, .doc = "a path prefix, starting with `/`"},
     {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = 255,
      .show = route_upstream_show, .doc = "the `name` of an upstream"},
+    {.name = "upgrade", .type = CONFIG_KEY_STRINGS, .def = "`[ \"websocket\" ]`",
+     .doc = "Upgrade protocols passed on as tunnels; `[ ]`: none; never `h2c`"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 
@@ -295,6 +297,8 @@ static const struct config_key timeout_keys[] = {
     {.name = "request", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_timeouts, request), DAYS49,
      .def = "off", .doc = "a cap on the whole request, first byte to the answer's last; 0: none"},
     TIMEOUT(slab_idle, "30s", "slab memory wholly unused this long goes back to the kernel"),
+    TIMEOUT(tunnel, "1h", "longest silence either way in an upgraded tunnel (WebSocket)"),
+    TIMEOUT(tunnel_drain, "5m", "a draining worker keeps its open tunnels this long, instead of `drain`"),
     TIMEOUT(proxy_protocol, "5s",
             "a PROXY header must arrive in it, else close ([PROXY protocol](#proxy-protocol-behind-an-l4-balancer))"),
 };
@@ -334,6 +338,10 @@ static const struct config_key top_keys[] = {
      .doc = "the user workers run as when started as root; `\"\"`: no change"},
     {.name = "tls_ticket_rotate", .type = CONFIG_KEY_DURATION, AT(struct config, tls_ticket_rotate), DAYS49,
      .def = "12h", .doc = "how often a new TLS session ticket key is made"},
+    {.name = "merge_slashes", .type = CONFIG_KEY_BOOL, AT(struct config, merge_slashes), .def = "true",
+     .doc = "runs of `/` in a request path are one `/` for routing and forwarding"},
+    {.name = "underscores_in_headers", .type = CONFIG_KEY_BOOL, AT(struct config, underscores_in_headers),
+     .def = "true", .doc = "`false`: drop every request header with `_` in its name"},
     {.name = "log", .type = CONFIG_KEY_GROUP, .def = "see [log](#log)", .sub = &config_keys_log,
      .doc = "the error and access logs"},
     {.name = "stats", .type = CONFIG_KEY_GROUP, .def = "absent: no stats socket", .sub = &config_keys_stats,

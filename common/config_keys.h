@@ -33,6 +33,7 @@ enum config_key_type {
 	CONFIG_KEY_ADDR,         /* struct config_addr */
 	CONFIG_KEY_GROUP,        /* a group read by hand: sub describes it */
 	CONFIG_KEY_LIST,         /* a list of groups read by hand: sub describes an entry */
+	CONFIG_KEY_STRINGS,      /* a list of strings read by hand (routes.upgrade) */
 };
 
 enum {

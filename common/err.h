@@ -38,14 +38,17 @@
 	X(TLS_HANDSHAKE, 0, "tls_handshake", "TLS handshake failed")                    \
 	X(UPSTREAM_TLS, 502, "upstream_tls", "TLS handshake with the upstream failed")   \
 	X(TOO_EARLY, 425, "too_early", "unsafe request in TLS early data")         \
-	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set")   \
-	X(BAD_PATH, 400, "bad_path", "request path above the root or badly encoded") \
+	X(FORGED_HEADER, 0, "forged_header", "client sent a header only weir may set, or a lookalike of one") \
+	X(UNDERSCORE_HEADER, 0, "underscore_header", "header with '_' dropped (underscores_in_headers = false)") \
+	X(BAD_PATH, 400, "bad_path", "request path above the root, badly encoded, with '\\' or \"..;\"") \
 	X(LOCAL_CONNECT_ERROR, 503, "local_connect_error", "no local resources to connect upstream") \
 	X(BODY_TOO_SLOW, 408, "body_too_slow", "request body arrived below limits.client_body_rate") \
 	X(SEND_TOO_SLOW, 0, "send_too_slow", "client read the response below limits.client_send_rate") \
 	X(REQUEST_TIMEOUT, 408, "request_timeout", "request not received within timeouts.request") \
 	X(REQUEST_TIMEOUT_UPSTREAM, 504, "request_timeout_upstream", "no answer within timeouts.request") \
 	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory") \
+	X(UPSTREAM_BAD_UPGRADE, 502, "upstream_bad_upgrade", "upstream switched protocols unasked or to another") \
+	X(TUNNEL_ERROR, 0, "tunnel_error", "tunnel cut by a read or write error") \
 	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header")
 
 #define WEIR_OK 0

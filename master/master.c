@@ -43,6 +43,15 @@ struct master_worker {
 	ev_timer respawn;
 };
 
+/* How long a draining worker may take: its drain, or its tunnels' drain
+ * if longer (worker.c keeps tunnels past timeouts.drain), plus the grace. */
+static double master_drain_bound(const struct config *cfg)
+{
+	uint32_t ms = cfg->timeouts.drain > cfg->timeouts.tunnel_drain ? cfg->timeouts.drain : cfg->timeouts.tunnel_drain;
+
+	return ms / 1000.0 + DRAIN_GRACE;
+}
+
 /* A worker of an earlier configuration, draining after a reload. */
 struct old_worker {
 	pid_t pid;
@@ -333,7 +342,7 @@ static void master_stop(int how)
 	stats_close(m.loop, !m.upgraded);
 	master_signal_workers(how == 1 ? SIGQUIT : SIGTERM);
 	/* the workers bound their own drain; this is the backstop */
-	bound = how == 1 ? m.cfg->timeouts.drain / 1000.0 + DRAIN_GRACE : 5.0;
+	bound = how == 1 ? master_drain_bound(m.cfg) : 5.0;
 	ev_timer_stop(m.loop, &m.stop_timer);
 	ev_timer_set(&m.stop_timer, bound, 0);
 	ev_timer_start(m.loop, &m.stop_timer);
@@ -353,7 +362,7 @@ static int master_reload_failed(const char *why)
 /* Moves the running workers to the old list and tells them to drain. */
 static void master_retire_workers(const struct config *oldcfg)
 {
-	ev_tstamp kill_at = ev_now(m.loop) + oldcfg->timeouts.drain / 1000.0 + DRAIN_GRACE;
+	ev_tstamp kill_at = ev_now(m.loop) + master_drain_bound(oldcfg);
 
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++) {
 		struct master_worker *w = &m.workers[i];

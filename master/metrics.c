@@ -374,6 +374,25 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_upstream_panic_total", "counter",
 	       "Servers picked with every server of their group marked down (tried anyway).", c.upstream_panics);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
+	metric(o, "weir_tunnels_active", "gauge", "Upgraded tunnels (WebSocket) open.", c.tunnels_active);
+	metric(o, "weir_tunnels_opened_total", "counter", "Upgrades switched to a tunnel (a 101 relayed).",
+	       c.tunnels_opened);
+	family(o, "weir_tunnel_bytes_total", "counter", "Bytes moved through tunnels, by direction.");
+	textbuf_printf(o,
+	               "weir_tunnel_bytes_total{direction=\"upstream\"} %llu\n"
+	               "weir_tunnel_bytes_total{direction=\"client\"} %llu\n",
+	               (unsigned long long)c.tunnel_bytes_up, (unsigned long long)c.tunnel_bytes_down);
+	family(o, "weir_tunnels_closed_total", "counter", "Tunnels ended, by what ended them.");
+	{
+		static const char *const by[] = {
+#define TUNNEL_END_LABEL(name, label) label,
+			TUNNEL_END_TABLE(TUNNEL_END_LABEL)
+#undef TUNNEL_END_LABEL
+		};
+		for (int k = 0; k < TUNNEL_END_COUNT; k++)
+			textbuf_printf(o, "weir_tunnels_closed_total{by=\"%s\"} %llu\n", by[k],
+			               (unsigned long long)c.tunnels_closed[k]);
+	}
 	family(o, "weir_log_dropped_total", "counter",
 	       "Log lines not written: repeats held back per call site (reported as \"N more like this\"), and lines "
 	       "dropped because the log's reader (a pipe, journald) did not keep up.");

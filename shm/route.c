@@ -38,6 +38,7 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		e->upstream = (uint32_t)cr->upstream;
 		memcpy(e->host, cr->host, e->host_len);
 		memcpy(e->path, cr->path, e->path_len);
+		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
 	}
 	qsort(t->routes, t->nroutes, sizeof(t->routes[0]), route_cmp);
 
@@ -238,4 +239,19 @@ const struct route_table *route_acquire(struct shm_segment *seg, int slot)
 		if (atomic_load_explicit(&seg->gen_current, memory_order_seq_cst) == g)
 			return t;
 	}
+}
+
+int route_upgrade_allowed(const struct route_entry *e, const char *tok, size_t len)
+{
+	const char *p = e->upgrade;
+
+	while (*p) {
+		const char *end = strchr(p, ' ');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (n == len && strncasecmp(p, tok, len) == 0)
+			return 1;
+		p += n + (end != NULL);
+	}
+	return 0;
 }

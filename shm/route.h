@@ -35,6 +35,7 @@ struct route_entry {
 	uint16_t path_len;
 	uint16_t stat;     /* stable stat index of (host kind, host, path): stat.h */
 	uint32_t upstream; /* index into route_table.upstreams */
+	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
 	char host[CONFIG_HOST_MAX];
 	char path[CONFIG_PATH_MAX];
 };
@@ -84,6 +85,10 @@ void route_compile(struct route_table *t, const struct config *cfg);
  */
 const struct route_entry *route_lookup(const struct route_table *t, const char *host, size_t host_len,
                                        const char *path, size_t path_len);
+
+/* Whether <e> lets an upgrade to protocol <tok> (<len> bytes, compared
+ * without case) through. */
+int route_upgrade_allowed(const struct route_entry *e, const char *tok, size_t len);
 
 /* Master: compiles <cfg> into a free generation slot and makes it current.
  * Returns the new generation id, or 0 if no slot is free (a reader is still

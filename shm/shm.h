@@ -41,7 +41,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 8u
+#define SHM_LAYOUT_VERSION 9u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -54,6 +54,21 @@
 	X(TIMEOUT, "timeout")                 \
 	X(CLOSED, "closed")                   \
 	X(OTHER, "other")
+
+/* Who ended an upgraded tunnel: weir_tunnels_closed_total{by=...}. */
+#define TUNNEL_END_TABLE(X)        \
+	X(CLIENT, "client")        \
+	X(UPSTREAM, "upstream")    \
+	X(IDLE, "idle_timeout")    \
+	X(DRAIN, "drain")          \
+	X(ERROR, "error")
+
+enum tunnel_end {
+#define TUNNEL_END_ENUM(name, label) TUNNEL_END_##name,
+	TUNNEL_END_TABLE(TUNNEL_END_ENUM)
+#undef TUNNEL_END_ENUM
+	TUNNEL_END_COUNT
+};
 
 enum tls_fail {
 #define TLS_FAIL_ENUM(name, label) TLS_FAIL_##name,
@@ -82,9 +97,14 @@ struct shm_counters {
 	uint64_t log_dropped[3];          /* log lines not written, by enum log_drop (common/log.h) */
 	uint64_t upstream_marked_down;    /* servers marked down after max_fails failures */
 	uint64_t upstream_panics;         /* picks made with every server of the group marked down */
+	uint64_t tunnels_opened;          /* upgrades switched to a tunnel (101 relayed) */
+	uint64_t tunnel_bytes_up;         /* tunnel bytes client to upstream */
+	uint64_t tunnel_bytes_down;       /* tunnel bytes upstream to client */
+	uint64_t tunnels_closed[TUNNEL_END_COUNT]; /* tunnels ended, by enum tunnel_end */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */
+	uint64_t tunnels_active;    /* tunnels open */
 	uint64_t slab_in_use;       /* slab bytes handed out */
 	uint64_t slab_free;         /* slab bytes mapped, not handed out */
 	uint64_t tls_mem_in_use;    /* BoringSSL heap (common/secmem.h): bytes handed out */

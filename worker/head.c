@@ -14,6 +14,16 @@
  * $proxy_add_x_forwarded_for does: the exact name passes into weir's list,
  * any other spelling would reach the backend as a second XFF and is
  * dropped. Early-Data stays: RFC 8470 5.1 says an intermediary keeps it.
+ *
+ * So is a lookalike of a framing or hop-by-hop header (Transfer_Encoding,
+ * Content_Length, Keep_Alive, Proxy_*: the same variable to such a
+ * backend, and some frameworks act on it), counted as forged_header too.
+ * Every other name with a '_' passes, unless underscores_in_headers is
+ * false (nginx's default): names such as X_Api_Key are common enough
+ * behind existing proxies that dropping them by default would break
+ * backends silently, while the names that matter are dropped always.
+ * Responses keep their lookalikes: weir frames a response itself and no
+ * HTTP client reads Transfer_Encoding as framing.
  */
 #include <string.h>
 
@@ -88,8 +98,13 @@ static void head_vouch(const char *name)
 	vouched.lens |= 1ull << len;
 }
 
+/* underscores_in_headers = false: every client header with a '_' in its
+ * name is dropped, as nginx does by default */
+static int drop_underscores;
+
 void head_init(const struct config *cfg)
 {
+	drop_underscores = !cfg->underscores_in_headers;
 	memset(&vouched, 0, sizeof(vouched));
 	head_vouch("X-Forwarded-Proto");
 	/* reached only by spellings other than the one weir appends to */
@@ -109,14 +124,15 @@ static int head_is_vouched(const struct http_header *h)
 	return 0;
 }
 
-/* A client's header that only weir may set: counted always, logged at
- * most once a second (with how many went unlogged), since a client can
- * send thousands. */
+/* A client's header that only weir may set, or a lookalike of one:
+ * counted always, logged at most once a second (with how many went
+ * unlogged), since a client can send thousands. */
 static void head_drop_forged(const struct conn *c, const struct http_header *h)
 {
 	static ev_tstamp next;
 	static uint32_t unlogged;
 	ev_tstamp now;
+	const char *why = h->flags & HTTP_HDR_LOOKALIKE ? "which reads as a header weir owns" : "which only weir sets";
 
 	worker_count_error(WEIR_ERR(FORGED_HEADER));
 	if (log_level_min > LOG_LEVEL_INFO)
@@ -129,11 +145,10 @@ static void head_drop_forged(const struct conn *c, const struct http_header *h)
 	next = now + 1.0;
 	/* a name is tchar only: nothing in it needs escaping */
 	if (unlogged)
-		log_info("%s: dropped the client's %.*s header, which only weir sets (and %u more since the last line)",
-		         c->peer, (int)h->name_len, h->name, unlogged);
+		log_info("%s: dropped the client's %.*s header, %s (and %u more since the last line)", c->peer,
+		         (int)h->name_len, h->name, why, unlogged);
 	else
-		log_info("%s: dropped the client's %.*s header, which only weir sets", c->peer, (int)h->name_len,
-		         h->name);
+		log_info("%s: dropped the client's %.*s header, %s", c->peer, (int)h->name_len, h->name, why);
 	unlogged = 0;
 }
 
@@ -251,8 +266,13 @@ again:
 		const struct http_header *h = &r->headers[i];
 		if (h->flags & skip)
 			continue;
-		if (head_is_vouched(h)) {
+		if ((h->flags & HTTP_HDR_LOOKALIKE) || head_is_vouched(h)) {
 			head_drop_forged(t->c, h);
+			continue;
+		}
+		if ((h->flags & HTTP_HDR_UNDERSCORE) && drop_underscores) {
+			/* the operator's choice, not an attack: counted, not logged */
+			worker_count_error(WEIR_ERR(UNDERSCORE_HEADER));
 			continue;
 		}
 		out_header(&o, h);
@@ -270,6 +290,13 @@ again:
 		OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
 	if (t->early)
 		OUT_LIT(&o, "Early-Data: 1\r\n");
+	if (t->tun.proto_len) {
+		/* an upgrade the route allows (tunnel.h): the one hop-by-hop
+		 * pair weir passes on, as the client sent its token */
+		OUT_LIT(&o, "Connection: upgrade\r\nUpgrade: ");
+		out_put(&o, t->tun.proto, t->tun.proto_len);
+		OUT_LIT(&o, "\r\n");
+	}
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
 	if (r->body == HTTP_BODY_LENGTH) {
 		OUT_LIT(&o, "Content-Length: ");
@@ -338,7 +365,9 @@ again:
 			out_header(&o, &r->headers[i]);
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
 
-	t->client_close = !q->keep_alive || wk.draining;
+	/* an upgrade declined: what the client sent after its head may be
+	 * the new protocol, never to be read as the next request */
+	t->client_close = !q->keep_alive || wk.draining || (t->tun.proto_len && r->status != 101);
 	switch (r->body) {
 	case HTTP_BODY_LENGTH:
 		OUT_LIT(&o, "Content-Length: ");
@@ -358,7 +387,11 @@ again:
 	default:
 		break;
 	}
-	if (t->client_close)
+	if (r->status == 101) {
+		OUT_LIT(&o, "Connection: upgrade\r\nUpgrade: ");
+		out_put(&o, t->tun.proto, t->tun.proto_len);
+		OUT_LIT(&o, "\r\n");
+	} else if (t->client_close)
 		OUT_LIT(&o, "Connection: close\r\n");
 	else if (q->version_minor == 0)
 		OUT_LIT(&o, "Connection: keep-alive\r\n");

@@ -33,6 +33,11 @@
 #define HTTP_HDR_XFP 0x10     /* X-Forwarded-Proto: weir writes its own */
 #define HTTP_HDR_EXPECT 0x20  /* Expect: weir answers 100-continue itself */
 #define HTTP_HDR_VIA 0x40     /* Via: weir appends itself */
+#define HTTP_HDR_UPGRADE 0x80 /* Upgrade (also HOP): forwarded only by a tunnel */
+#define HTTP_HDR_LOOKALIKE 0x100 /* with '_' read as '-', one of the framing,
+                                * hop-by-hop names above (Transfer_Encoding):
+                                * never forwarded to an upstream */
+#define HTTP_HDR_UNDERSCORE 0x200 /* has a '_' in its name */
 
 struct http_header {
 	const char *name;
@@ -100,6 +105,8 @@ struct http_request {
 	uint64_t content_length;  /* with HTTP_BODY_LENGTH */
 	unsigned keep_alive : 1;  /* the client allows another request after this */
 	unsigned expect_continue : 1;
+	unsigned conn_upgrade : 1; /* Connection lists "upgrade" */
+	const struct http_header *upgrade; /* the one Upgrade header, NULL if none or several */
 	size_t head_len;          /* bytes of the head, request line to final CRLF */
 
 	struct http_header *headers; /* caller-provided array of max_headers */
@@ -116,6 +123,8 @@ struct http_response {
 	enum http_body_kind body; /* NONE, LENGTH, CHUNKED or CLOSE */
 	uint64_t content_length;
 	unsigned keep_alive : 1;  /* the upstream allows reusing the connection */
+	unsigned conn_upgrade : 1; /* Connection lists "upgrade" */
+	const struct http_header *upgrade; /* the one Upgrade header, NULL if none or several */
 	size_t head_len;
 
 	struct http_header *headers;
@@ -153,8 +162,8 @@ void http_response_init(struct http_response *r, struct http_header *headers,
 /*
  * As http_request_parse(), for a response. Errors are all
  * WEIR_EUPSTREAM_BAD_RESPONSE (also for a head past max_head).
- * 1xx interim responses are returned like any other; the caller skips them
- * (status 101 is an error: weir does not forward Upgrade).
+ * 1xx interim responses are returned like any other; the caller skips them,
+ * except 101, which it turns into a tunnel or refuses (worker/tunnel.h).
  */
 int http_response_parse(struct http_response *r, const char *buf, size_t len);
 
@@ -187,13 +196,17 @@ int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t 
  * Normalises the request path <p>[0..len) (it starts with '/'; no query) in
  * place, as weir routes and forwards it (RFC 3986 6.2.2): percent-encoded
  * unreserved characters decoded, other percent-encodings kept with upper
- * case hex digits ("%2f" becomes "%2F", never '/'), then dot segments
+ * case hex digits ("%2f" becomes "%2F", never '/'), runs of '/' merged
+ * into one when <flags> has HTTP_PATH_MERGE_SLASHES, then dot segments
  * removed (5.2.4). Sets *out_len (<= len) and returns 0, or returns
  * WEIR_EBAD_PATH, <p> untouched, for a path that climbs above the root
  * ("/../x", "/a/%2e%2e/.."), a malformed percent-encoding ("%zz", a '%'
- * near the end) or "%00". A path with no '%' and no "/." is not written.
+ * near the end), "%00", a backslash ('\\' or "%5C") or a dot segment
+ * with parameters ("/..;x/"). A path with no '%', no '\\', no "/." (and,
+ * merging, no "//") is not written.
  */
-int http_path_normalize(char *p, size_t len, size_t *out_len);
+#define HTTP_PATH_MERGE_SLASHES 0x1u
+int http_path_normalize(char *p, size_t len, unsigned flags, size_t *out_len);
 
 /* Case-insensitive comparison of a span with a lower-case literal. */
 int http_span_ieq(const char *p, size_t len, const char *lower);

@@ -367,6 +367,28 @@ static void trim_value(struct http_header *h)
 		h->value = h->name + h->name_len; /* never NULL, even when empty */
 }
 
+/*
+ * A name with a '_' that CGI, WSGI and PHP read as a framing or hop-by-hop
+ * header (Transfer_Encoding is HTTP_TRANSFER_ENCODING to them, as
+ * Transfer-Encoding is): only names with a '-' have such spellings, so
+ * Host, TE, Trailer, Upgrade and Connection have none.
+ */
+static uint32_t name_lookalike(const char *n, size_t l)
+{
+	if (l >= 6 && http_name_same_var(n, "proxy-", 6))
+		return HTTP_HDR_LOOKALIKE;
+	switch (l) {
+	case 10:
+		return http_name_same_var(n, "keep-alive", l) ? HTTP_HDR_LOOKALIKE : 0;
+	case 14:
+		return http_name_same_var(n, "content-length", l) ? HTTP_HDR_LOOKALIKE : 0;
+	case 17:
+		return http_name_same_var(n, "transfer-encoding", l) ? HTTP_HDR_LOOKALIKE : 0;
+	default:
+		return 0;
+	}
+}
+
 /* Flags by name; the length picks the few names worth comparing. */
 static uint32_t name_flags(const struct http_header *h)
 {
@@ -374,7 +396,11 @@ static uint32_t name_flags(const struct http_header *h)
 	size_t l = h->name_len;
 
 	if (l >= 6 && span_iprefix(n, l, "proxy-"))
-		return HTTP_HDR_HOP;
+		return HTTP_HDR_HOP | (memchr(n, '_', l) ? HTTP_HDR_UNDERSCORE : 0);
+	/* the other names below have no '_': a name with one is at most a
+	 * lookalike (one memchr for a name, most have none) */
+	if (memchr(n, '_', l))
+		return HTTP_HDR_UNDERSCORE | name_lookalike(n, l);
 	switch (l) {
 	case 2:
 		return http_span_ieq(n, l, "te") ? HTTP_HDR_HOP : 0;
@@ -385,10 +411,16 @@ static uint32_t name_flags(const struct http_header *h)
 	case 6:
 		return http_span_ieq(n, l, "expect") ? HTTP_HDR_EXPECT : 0;
 	case 7:
-		return http_span_ieq(n, l, "trailer") || http_span_ieq(n, l, "upgrade") ? HTTP_HDR_HOP : 0;
+		if (http_span_ieq(n, l, "upgrade"))
+			return HTTP_HDR_HOP | HTTP_HDR_UPGRADE;
+		return http_span_ieq(n, l, "trailer") ? HTTP_HDR_HOP : 0;
 	case 10:
 		return http_span_ieq(n, l, "connection") || http_span_ieq(n, l, "keep-alive") ? HTTP_HDR_HOP : 0;
 	case 14:
+		/* HTTP2-Settings belongs to an h2c upgrade, which weir never
+		 * forwards: hop-by-hop whether Connection names it or not */
+		if (http_span_ieq(n, l, "http2-settings"))
+			return HTTP_HDR_HOP;
 		return http_span_ieq(n, l, "content-length") ? HTTP_HDR_LENGTH : 0;
 	case 15:
 		return http_span_ieq(n, l, "x-forwarded-for") ? HTTP_HDR_XFF : 0;
@@ -455,6 +487,8 @@ static int connection_tokens(struct http_head_state *st, const struct http_heade
 			info->conn_close = 1;
 		else if (http_span_ieq(tok, (size_t)(tend - tok), "keep-alive"))
 			info->conn_keep_alive = 1;
+		else if (http_span_ieq(tok, (size_t)(tend - tok), "upgrade"))
+			info->conn_upgrade = 1;
 		for (i = 0; i < st->nhdrs; i++) {
 			struct http_header *h = &st->hdrs[i];
 
@@ -515,6 +549,9 @@ int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 		} else if (h->flags & HTTP_HDR_HOST) {
 			info->nhost++;
 			info->host = h;
+		} else if (h->flags & HTTP_HDR_UPGRADE) {
+			info->nupgrade++;
+			info->upgrade = h;
 		} else if (h->flags & HTTP_HDR_EXPECT) {
 			if (http_span_ieq(h->value, h->value_len, "100-continue"))
 				info->expect_continue = 1;

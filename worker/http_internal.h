@@ -45,6 +45,9 @@ struct http_head_info {
 	int conn_close;          /* a Connection "close" token */
 	int conn_keep_alive;     /* a Connection "keep-alive" token */
 	int expect_continue;     /* an Expect value of "100-continue" */
+	int conn_upgrade;        /* a Connection "upgrade" token */
+	uint32_t nupgrade;       /* Upgrade headers */
+	const struct http_header *upgrade; /* the last Upgrade header, NULL if none */
 	const struct http_header *host; /* the last Host header, NULL if none */
 };
 

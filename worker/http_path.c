@@ -16,9 +16,26 @@
  * root) must never be reached by it. So are a malformed percent-encoding
  * and an encoded NUL, which C backends read as the end of the string.
  *
+ * Refused too, since some servers read them as something weir did not
+ * route (all 400 bad_path, as strict gateways answer):
+ * - a backslash, raw or "%5C": IIS, ASP.NET and some Java servers take it
+ *   for '/', so "/public\..\internal" is /internal to them. It is no URI
+ *   character (RFC 3986 2), so no honest client sends one; decoding it to
+ *   '/' instead would guess at one server family's reading for all.
+ * - a dot segment with parameters, "/..;x/" or "/.;/" (also "%2e" and
+ *   "%3B" spelled): Tomcat and Spring strip ";params" from a segment before
+ *   they resolve dots, so "/public/..;/internal" is /internal to them while
+ *   to RFC 3986 "..;" is a name.
+ *
+ * Runs of '/' are merged into one when asked (merge_slashes, on by
+ * default, as in nginx): most servers and frameworks treat "//admin" as
+ * "/admin", so a "/admin/" route must see it so. They are merged before
+ * dots are resolved, as nginx does: "/a//../b" is "/b". An encoded "%2F"
+ * is no separator and is never merged.
+ *
  * Every step keeps or shortens the path, so it is rewritten in place in
- * the request's own bytes: no copy, no memory. A path with no '%' and no
- * "/." cannot change and is only scanned.
+ * the request's own bytes: no copy, no memory. A path with no '%', no
+ * '\', no "/." and (merging) no "//" cannot change and is only scanned.
  */
 #include <string.h>
 
@@ -60,18 +77,22 @@ static int path_dots(const char *s, size_t n)
  * the path stay under the root? Sets *change when the rewrite would change
  * a byte. Returns 0 or WEIR_ERR(BAD_PATH).
  */
-static int path_check(const char *p, size_t len, int *change)
+static int path_check(const char *p, size_t len, int merge, int *change)
 {
 	uint32_t depth = 0;
 	size_t i = 1;
 
 	for (;;) {
-		size_t seg = i;
+		size_t seg = i, params = 0;
 		int dots;
 
 		for (; i < len && p[i] != '/'; i++) {
-			unsigned char h, l;
+			unsigned char h, l, v;
 
+			if (p[i] == '\\')
+				return WEIR_ERR(BAD_PATH);
+			if (p[i] == ';' && !params)
+				params = i;
 			if (p[i] != '%')
 				continue;
 			if (len - i < 3 || !http_is((unsigned char)p[i + 1], HTTP_C_HEX) ||
@@ -79,11 +100,23 @@ static int path_check(const char *p, size_t len, int *change)
 				return WEIR_ERR(BAD_PATH);
 			h = (unsigned char)p[i + 1];
 			l = (unsigned char)p[i + 2];
-			if (h == '0' && l == '0')
+			v = (unsigned char)(path_hex(h) << 4 | path_hex(l));
+			if (v == 0 || v == '\\')
 				return WEIR_ERR(BAD_PATH);
-			if (path_unreserved((unsigned char)(path_hex(h) << 4 | path_hex(l))) || h >= 'a' || l >= 'a')
+			if (v == ';' && !params)
+				params = i;
+			if (path_unreserved(v) || h >= 'a' || l >= 'a')
 				*change = 1;
 			i += 2;
+		}
+		/* "..;x" is ".." to a server that strips parameters first */
+		if (params && path_dots(p + seg, params - seg))
+			return WEIR_ERR(BAD_PATH);
+		if (merge && i == seg && i < len) {
+			/* an empty segment between two '/': merged away */
+			*change = 1;
+			i++;
+			continue;
 		}
 		dots = path_dots(p + seg, i - seg);
 		if (dots)
@@ -101,23 +134,23 @@ static int path_check(const char *p, size_t len, int *change)
 	}
 }
 
-int http_path_normalize(char *p, size_t len, size_t *out_len)
+int http_path_normalize(char *p, size_t len, unsigned flags, size_t *out_len)
 {
 	size_t r = 1, w = 0;
-	int change = 0, rc, last_dots = 0;
+	int change = 0, rc, last_dots = 0, merge = (flags & HTTP_PATH_MERGE_SLASHES) != 0;
 	const char *dot;
 
 	*out_len = len;
 	if (len == 0 || p[0] != '/')
 		return WEIR_ERR(BAD_PATH);
 	/* the fast path: without '%' only a segment that starts with '.' can
-	 * be a dot segment */
+	 * be a dot segment (with or without parameters) */
 	dot = memchr(p, '.', len);
 	while (dot && dot[-1] != '/')
 		dot = memchr(dot + 1, '.', len - (size_t)(dot + 1 - p));
-	if (!dot && !memchr(p, '%', len))
+	if (!dot && !memchr(p, '%', len) && !memchr(p, '\\', len) && !(merge && memmem(p, len, "//", 2)))
 		return 0;
-	rc = path_check(p, len, &change);
+	rc = path_check(p, len, merge, &change);
 	if (rc || !change)
 		return rc;
 
@@ -126,6 +159,9 @@ int http_path_normalize(char *p, size_t len, size_t *out_len)
 	for (;;) {
 		size_t seg, n;
 
+		if (merge) /* path_check counted no segment between these */
+			while (r < len && p[r] == '/')
+				r++;
 		p[w++] = '/';
 		seg = w;
 		for (; r < len && p[r] != '/'; r++) {

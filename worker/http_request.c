@@ -163,6 +163,8 @@ static int request_finish(struct http_request *r, const char *buf)
 	r->keep_alive = http_keep_alive(r->version_minor, &info);
 	/* RFC 9110 10.1.1: a 100-continue from an HTTP/1.0 client is ignored. */
 	r->expect_continue = r->version_minor == 1 && info.expect_continue;
+	r->conn_upgrade = info.conn_upgrade != 0;
+	r->upgrade = info.nupgrade == 1 ? info.upgrade : NULL;
 	return 0;
 }
 

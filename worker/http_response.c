@@ -44,8 +44,6 @@ static int check_status_line(struct http_response *r, const char *buf)
 	}
 	if (code != r->st.parser.status_code || code < 100 || code > 599)
 		return -1;
-	if (code == 101) /* weir does not forward Upgrade */
-		return -1;
 	r->status = code;
 	r->version_minor = line[7] - '0';
 	r->reason = line + (len > 12 ? 13 : 12);
@@ -90,6 +88,8 @@ static int response_finish(struct http_response *r, const char *buf)
 	    response_framing(r, &info))
 		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
 	r->keep_alive = http_keep_alive(r->version_minor, &info);
+	r->conn_upgrade = info.conn_upgrade != 0;
+	r->upgrade = info.nupgrade == 1 ? info.upgrade : NULL;
 	if (r->body == HTTP_BODY_CLOSE)
 		r->keep_alive = 0;
 	return 0;

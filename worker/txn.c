@@ -46,6 +46,8 @@ struct txn *txn_new(struct conn *c)
 
 void txn_free(struct txn *t)
 {
+	if (t->tun.on)
+		tunnel_free(t);
 	if (t->table)
 		worker_table_release(t->table);
 	if (t->head_up)
@@ -87,7 +89,7 @@ static void txn_log_line(struct conn *c, struct txn *t, int status)
 		n = snprintf(line, sizeof(line), "%s [%s] \"%.*s %s HTTP/1.%d\" %d %llu %.3f %s %.3f", c->peer,
 		             log_time_iso(), (int)t->req.method_len, t->req.method, esc,
 		             t->req.version_minor, status, (unsigned long long)t->bytes_out, now - t->start,
-		             s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
+		             t->tun.on ? t->tun.server : s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
 	} else {
 		n = snprintf(line, sizeof(line), "%s [%s] \"-\" %d 0 %.3f - 0.000", c->peer, log_time_iso(), status,
 		             t ? now - t->start : 0.0);
@@ -126,7 +128,7 @@ static void outq_reset(struct outq *q)
 
 /* Queues a body span of <src> (framing from <used> consumed bytes, of
  * which [data, data+len) is the payload), chunk-encoded if <chunked>. */
-static void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked)
+void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked)
 {
 	/* appended, so that a head and the first body bytes leave in one writev */
 	q->src = src;
@@ -154,7 +156,7 @@ static void outq_body(struct outq *q, struct buf *src, uint32_t used, const char
 /* Writes what <q> holds to client <c> when it is given, else to upstream
  * <u> (through its SSL on a TLS group). Returns bytes written (>= 0; the
  * queue is empty when q->count is 0) or -errno. */
-static ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more)
+ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more)
 {
 	ssize_t n, total = 0;
 
@@ -252,7 +254,9 @@ void txn_fail(struct txn *t, int rc)
 
 	txn_detach_upstream(t, 0);
 	if (!t->resp_started) {
-		conn_answer_error(c, rc, !t->req_body_done);
+		/* after an upgrade request the client may already be sending
+		 * the new protocol: never read on as the next request */
+		conn_answer_error(c, rc, !t->req_body_done || t->tun.proto_len);
 		return;
 	}
 	/* part of the answer is already out: the only honest signal left is
@@ -479,7 +483,7 @@ static int txn_normalize_path(struct txn *t)
 	if (r->target_len <= 1)
 		return 0;
 	p = in->data + (r->target - in->data); /* the head's bytes are ours */
-	rc = http_path_normalize(p, path_len, &n);
+	rc = http_path_normalize(p, path_len, wk.cfg->merge_slashes ? HTTP_PATH_MERGE_SLASHES : 0, &n);
 	if (rc || n == path_len)
 		return rc;
 	memmove(p + n, p + path_len, r->target_len - path_len);
@@ -527,6 +531,7 @@ void txn_start(struct txn *t)
 		return;
 	}
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
+	tunnel_offer(t);
 	rc = head_write_request(t);
 	t->replayable = 1;
 	if (rc < 0) {
@@ -690,7 +695,7 @@ static int txn_upstream_read_tls(struct txn *t, size_t room)
 	return n == 0 ? 0 : WEIR_ERR(UPSTREAM_CLOSED);
 }
 
-static int txn_upstream_read(struct txn *t)
+int txn_upstream_read(struct txn *t)
 {
 	struct upconn *u = t->u;
 	ssize_t n;
@@ -749,6 +754,26 @@ static int txn_response_head(struct txn *t)
 			return 0;
 		if (rc < 0)
 			return rc;
+		if (t->resp.status == 101) {
+			/* only a switch to the protocol asked for makes a tunnel */
+			rc = tunnel_check_switch(t);
+			if (rc < 0) {
+				log_warn("upstream %s switched protocols %s; answering 502",
+				         t->table->servers[t->server].text,
+				         t->tun.proto_len ? "to another protocol" : "unasked");
+				return rc;
+			}
+			t->status = 101;
+			rc = head_write_response(t);
+			if (rc < 0)
+				return rc;
+			u->in->start += (uint32_t)t->resp.head_len;
+			t->resp_started = 1;
+			outq_reset(&t->down);
+			outq_add(&t->down, t->head_down->data, t->head_down->end);
+			tunnel_start(t);
+			return 1;
+		}
 		if (t->resp.status >= 100 && t->resp.status < 200) {
 			/* interim answers (102, 103) are the upstream's business:
 			 * we answered Expect ourselves */
@@ -764,7 +789,9 @@ static int txn_response_head(struct txn *t)
 		t->resp_started = 1;
 		t->resp_body_left = t->resp.content_length;
 		http_chunked_init(&t->resp_chunks);
-		t->up_reusable = t->resp.keep_alive && t->resp.body != HTTP_BODY_CLOSE;
+		/* an upgrade offered and declined: the upstream may have read
+		 * what followed the request as its new protocol */
+		t->up_reusable = t->resp.keep_alive && t->resp.body != HTTP_BODY_CLOSE && !t->tun.proto_len;
 		outq_reset(&t->down);
 		outq_add(&t->down, t->head_down->data, t->head_down->end);
 		if (t->resp.body == HTTP_BODY_NONE || (t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left == 0))
@@ -874,6 +901,10 @@ void txn_pump(struct txn *t)
 		txn_pump_buffer(t);
 		return;
 	}
+	if (t->tun.on) {
+		tunnel_pump(t);
+		return;
+	}
 	while (progress) {
 		struct upconn *u = t->u;
 
@@ -950,6 +981,10 @@ void txn_pump(struct txn *t)
 				if (!t->resp_started && rc == WEIR_ERR(UPSTREAM_BAD_RESPONSE))
 					log_warn("upstream %s sent an invalid response", t->table->servers[t->server].text);
 				txn_fail(t, rc);
+				return;
+			}
+			if (t->tun.on) {
+				tunnel_pump(t);
 				return;
 			}
 			if (rc > 0) {
@@ -1105,6 +1140,10 @@ void txn_on_upstream_timeout(struct txn *t)
 {
 	struct upconn *u = t->u;
 
+	if (t->tun.on) {
+		tunnel_on_timeout(t);
+		return;
+	}
 	if (u->connecting) {
 		log_warn("upstream %s: %s timed out", t->table->servers[t->server].text,
 		         u->handshaking ? "TLS handshake" : "connect");

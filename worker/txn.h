@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 
 #include "worker/http.h"
+#include "worker/tunnel.h"
 #include "worker/worker.h"
 
 struct conn;
@@ -96,6 +97,7 @@ struct txn {
 	ev_tstamp up_first;      /* first response byte */
 	uint64_t bytes_out;      /* bytes written to the client */
 	int status;
+	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
 
 	struct http_header headers[]; /* limits.headers entries, shared by the
 	                               * request and then the response */
@@ -138,6 +140,15 @@ void txn_count_end(struct txn *t, int status);
 
 /* Frees a transaction whose client connection is going away. */
 void txn_abort(struct txn *t, int rc);
+
+/* The output queues and the upstream read, for tunnel.c: outq_body()
+ * queues [data, data+len) of <src> and consumes <used> bytes of it once
+ * written; outq_write() writes to <c> if given, else to <u>, and returns
+ * bytes written or -errno; txn_upstream_read() reads into u->in and
+ * returns bytes, 0 at EOF, WEIR_EAGAIN or an error. */
+void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked);
+ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more);
+int txn_upstream_read(struct txn *t);
 
 /* Event entry points from conn.c and upstream.c. */
 void txn_on_upstream_event(struct txn *t, int revents);

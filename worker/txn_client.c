@@ -284,8 +284,13 @@ int txn_discard_client(struct txn *t)
 void txn_on_client_timeout(struct txn *t)
 {
 	struct conn *c = t->c;
-	int rc = txn_client_check(t, t->cl_wait);
+	int rc;
 
+	if (t->tun.on) {
+		tunnel_on_timeout(t);
+		return;
+	}
+	rc = txn_client_check(t, t->cl_wait);
 	if (rc < 0) {
 		txn_client_fail(t, rc);
 		return;

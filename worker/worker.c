@@ -253,6 +253,7 @@ static void worker_drain(void)
 		return;
 	wk.draining = 1;
 	wk.drain_deadline = worker_after(wk.cfg->timeouts.drain);
+	wk.tunnel_deadline = worker_after(wk.cfg->timeouts.tunnel_drain);
 	worker_stop_accepting();
 	log_info("draining %u connection(s)", wk.nconns);
 	for (c = wk.conns; c; c = next) {
@@ -306,6 +307,43 @@ static void worker_publish_slab(void)
 	}
 }
 
+/* The drain's bounds: timeouts.drain cuts what is left but tunnels, which
+ * live until timeouts.tunnel_drain (a WebSocket may be open for hours). */
+static void worker_drain_tick(ev_tstamp now)
+{
+	struct conn *c, *next;
+	int tunnels = now >= wk.tunnel_deadline;
+
+	if (now >= wk.drain_deadline && !wk.drain_cut) {
+		wk.drain_cut = 1;
+		if (wk.nconns > wk.ntunnels)
+			log_warn("drain timeout: cutting %u connection(s)", wk.nconns - wk.ntunnels);
+		for (c = wk.conns; c; c = next) {
+			next = c->next;
+			if (c->state == CONN_TXN && tunnel_is_open(c->txn))
+				continue;
+			worker_count_error(WEIR_ERR(DRAIN_CUT));
+			conn_close(c);
+		}
+		/* only tunnels are left, and they hold no generation: nothing
+		 * here reads a route table again, so the one last seen is given
+		 * back, or draining workers kept for their tunnels would use up
+		 * the generations and stop reloads (the sweep then skips too) */
+		wk.table_id = 0;
+		atomic_store_explicit(&wk.seg->slots[wk.slot].gen_seen, 0, memory_order_seq_cst);
+	}
+	if (tunnels && wk.ntunnels) {
+		log_warn("tunnel drain timeout: cutting %u tunnel(s)", wk.ntunnels);
+		for (c = wk.conns; c; c = next) {
+			next = c->next;
+			if (c->state == CONN_TXN && tunnel_is_open(c->txn))
+				tunnel_cut(c->txn);
+		}
+	}
+	if (wk.drain_cut && (tunnels || !wk.ntunnels))
+		ev_break(wk.loop, EVBREAK_ALL);
+}
+
 static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	(void)t;
@@ -324,17 +362,8 @@ static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 	upstream_admin_sweep();
 	tls_tick();
-	if (wk.draining && ev_now(loop) >= wk.drain_deadline) {
-		struct conn *c, *next;
-
-		log_warn("drain timeout: cutting %u connection(s)", wk.nconns);
-		for (c = wk.conns; c; c = next) {
-			next = c->next;
-			worker_count_error(WEIR_ERR(DRAIN_CUT));
-			conn_close(c);
-		}
-		ev_break(loop, EVBREAK_ALL);
-	}
+	if (wk.draining)
+		worker_drain_tick(ev_now(loop));
 }
 
 static int worker_setup(const struct worker_start *ws)

@@ -93,6 +93,9 @@ struct worker {
 	uint32_t nconns;
 	int draining;
 	ev_tstamp drain_deadline;
+	ev_tstamp tunnel_deadline; /* a draining worker's tunnels are cut then */
+	uint8_t drain_cut;         /* the connections other than tunnels were cut */
+	uint32_t ntunnels;         /* tunnels open (tunnel.h) */
 
 	uint64_t table_id; /* newest generation synced (upstream_sync_table) */
 	struct {

@@ -96,7 +96,9 @@ static struct span trim_ows(struct span s)
  * and PHP-style "a[]=1" queries are everywhere). 9112 3 says such a target
  * SHOULD get 400; refusing them is as right as taking them, so such a byte
  * sets *tolerated instead of failing. "#" and bytes outside VCHAR are
- * checked before this and always refused.
+ * checked before this and always refused. (weir's 400 for a '\' in the
+ * path comes after the parse, in worker/http_path.c, which this diff does
+ * not call: the parser takes it, as "either" allows.)
  */
 static void note_non_pchar(struct span s, const char *extra, int *tolerated)
 {

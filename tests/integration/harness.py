@@ -596,7 +596,8 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
     """A libconfig text for weir. <upstreams> is a list of dicts
     {name, servers: [(addr, weight or None)], keepalive, max_fails, fail_timeout
     (optional)};
-    <routes> a list of dicts {host (optional), path, upstream}."""
+    <routes> a list of dicts {host (optional), path, upstream, upgrade (a
+    list of tokens, optional)}."""
     t = dict(DEFAULT_TIMEOUTS)
     t.update(timeouts or {})
     out = []
@@ -624,6 +625,8 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
     rs = []
     for r in routes:
         host = 'host = "%s"; ' % r["host"] if r.get("host") is not None else ""
+        if r.get("upgrade") is not None:
+            host += "upgrade = [ %s ]; " % ", ".join('"%s"' % u for u in r["upgrade"])
         rs.append('  { %spath = "%s"; upstream = "%s"; }' % (host, r.get("path", "/"), r["upstream"]))
     out.append("routes = (\n%s\n);" % ",\n".join(rs))
     out.append("timeouts = { %s };" % " ".join('%s = "%s";' % kv for kv in t.items()))

@@ -56,11 +56,11 @@ upstreams = (
   { name = "b"; tls = { ca = "%(d)s/ca.pem"; sni = "app.test"; }; servers = ( { address = "[::1]:9443"; } ); }
 );
 routes = (
-  { host = "*.example.com"; path = "/api"; upstream = "b"; },
-  { host = "Exact.Example.com"; path = "/"; upstream = "a"; },
+  { host = "*.example.com"; path = "/api"; upstream = "b"; upgrade = [ "WebSocket", "x-chat/2" ]; },
+  { host = "Exact.Example.com"; path = "/"; upstream = "a"; upgrade = [ ]; },
   { path = "/"; upstream = "a"; }
 );
-timeouts = { client_header = "1500ms"; drain = "2m"; upstream_read = 90000; proxy_protocol = "3s"; };
+timeouts = { client_header = "1500ms"; drain = "2m"; upstream_read = 90000; proxy_protocol = "3s"; tunnel = "90m"; tunnel_drain = 1000; };
 limits = { body_size = 0; uri_size = "1k"; headers = 50; };
 tls_ticket_rotate = "1h";
 """ % dict(d=d, tok=TOKEN, c=cert, k=key, c2=cert2, k2=key2)
@@ -97,7 +97,9 @@ def test_dump_is_accepted_by_t_and_is_a_fixed_point(tmp_path):
     for want in ('client_header = "1500ms";', 'drain = "2m";', 'upstream_read = "90s";', 'body_size = "0";',
                  'uri_size = "1k";', "headers = 50;", 'client_verify = "optional";', "early_data = true;",
                  'host = "*.example.com"; path = "/api"; upstream = "b";', 'host = "exact.example.com";',
-                 '{ host = "*"; path = "/"; upstream = "a"; }', 'mode = "0600";', "keepalive = 0;",
+                 '{ host = "*"; path = "/"; upstream = "a"; upgrade = [ "websocket" ]; }',
+                 'upgrade = [ "websocket", "x-chat/2" ];', 'upgrade = []; }', 'tunnel = "90m";',
+                 'tunnel_drain = "1s";', 'mode = "0600";', "keepalive = 0;",
                  '{ address = "127.0.0.1:9002"; weight = 1; }', 'address = "[::1]:18443";', "verify = true;",
                  'sni = "app.test";', 'access = "off";', 'level = "warn";', 'err\\"or.log"', "workers = 3;",
                  'tls_ticket_rotate = "1h";', 'proxy_protocol = "3s";', "proxy_protocol = false;",

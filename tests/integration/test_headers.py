@@ -239,3 +239,58 @@ def test_connection_tokens_times_headers_cannot_burn_the_worker(weir_factory, or
     print("worker CPU for 100 requests: %.2f s" % cpu)
     assert statuses == {400}, statuses
     assert cpu < 0.5, "the worker spent %.2f s of CPU on 100 requests" % cpu
+
+
+# ---- lookalikes of the headers weir owns ------------------------------------
+#
+# CGI, WSGI and PHP read Transfer_Encoding as HTTP_TRANSFER_ENCODING, and some
+# frameworks act on it: a request header that, '_' read as '-', names one of
+# the framing, hop-by-hop or Host headers weir owns is dropped and counted as
+# forged_header. Other underscore names pass unless underscores_in_headers is
+# false (nginx's default drops them all).
+
+
+def test_underscore_lookalikes_of_framing_hop_by_hop_and_host_never_reach_the_origin(weir):
+    before = weir.metrics().error("forged_header")
+    j = echo(weir, headers=[("Transfer_Encoding", "chunked"), ("Content_Length", "5"),
+                            ("Proxy_Connection", "keep-alive"), ("Keep_Alive", "300"), ("Trailer_", "x"),
+                            ("x", "y"), ("CONNECTION_", "x"), ("Proxy_Authorization", "x"),
+                            ("X_Api_Key", "k")])
+    got, hs = names(j["headers"]), [tuple(h) for h in j["headers"]]
+    for n in ("transfer_encoding", "content_length", "proxy_connection", "keep_alive", "proxy_authorization"):
+        assert n not in got, j["headers"]
+    assert ("X_Api_Key", "k") in hs and ("x", "y") in hs
+    # Trailer_ and CONNECTION_ are no lookalikes ("trailer-" is no name weir owns)
+    assert "trailer_" in got and "connection_" in got
+    assert weir.metrics().error("forged_header") == before + 5
+
+
+def test_names_without_a_dash_such_as_host_have_no_underscore_lookalike(weir):
+    before = weir.metrics().error("forged_header")
+    j = echo(weir, headers=[("host_", "evil.test")])
+    assert "host_" in names(j["headers"])  # not a lookalike: "host-" is no name
+    j = echo(weir, headers=[("Ho_st", "evil.test")])
+    assert "ho_st" in names(j["headers"])
+    assert weir.metrics().error("forged_header") == before
+
+
+def test_underscores_in_headers_false_drops_every_underscore_name(weir_factory, origin):
+    w = simple(weir_factory, origin, extra="underscores_in_headers = false;")
+    before = w.metrics()
+    j = echo(w, headers=[("X_Api_Key", "k"), ("X-Api-Key", "ok"), ("Transfer_Encoding", "chunked")])
+    got = names(j["headers"])
+    assert "x_api_key" not in got and "transfer_encoding" not in got
+    assert ("X-Api-Key", "ok") in [tuple(h) for h in j["headers"]]
+    after = w.metrics()
+    assert after.error("forged_header") == before.error("forged_header") + 1
+    assert after.error("underscore_header") == before.error("underscore_header") + 1
+
+
+def test_an_upstreams_underscore_framing_lookalike_reaches_the_client_and_frames_nothing(weir):
+    with weir.client() as c:
+        r = c.request("GET", "/lookalikes")
+        assert r.status == 200, r
+        assert r.get("Transfer_Encoding") == "chunked" and r.get("Content_Length") == "999"
+        assert r.body == b"lookalikes\n"
+        # the connection is still in step: weir framed the response itself
+        assert c.request("GET", "/echo").status == 200

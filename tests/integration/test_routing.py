@@ -239,3 +239,58 @@ def test_a_path_above_the_root_or_badly_encoded_is_refused_with_400(origin_facto
     # the log line names the target as the client sent it
     wait_until(lambda: any('"GET /../etc/passwd HTTP/1.1" 400' in l for l in w.access_lines()), slack(3),
                what="the access line of the refused target")
+
+
+# ---- paths that some backends read otherwise -------------------------------
+#
+# A backslash (IIS, ASP.NET, some Java servers read it as '/'), a dot
+# segment with parameters (Tomcat and Spring strip ";x" before resolving
+# dots) would reach a backend behind the /public/ route as /internal: 400.
+# Runs of '/' are merged (merge_slashes, on by default) so that "//internal"
+# is routed as the "/internal" most backends read it as.
+
+
+def test_a_backslash_in_the_path_is_refused_with_400_but_not_in_the_query(origin_factory, weir_factory):
+    w, a, b, c = three_origins(origin_factory, weir_factory, DOT_ROUTES)
+    before = w.metrics()
+    bad = ["/public\\..\\internal/x", "/public%5C..%5Cinternal/x", "/public/a%5cb", "/public/a\\b"]
+    for target in bad:
+        with Client(w.port) as cl:
+            r = cl.request("GET", target, host="h.test")
+            error_response_ok(r, 400, "Bad Request", close=True)
+    after = w.metrics()
+    assert after.error("bad_path") == before.error("bad_path") + len(bad)
+    assert a.requests() == [] and b.requests() == [] and c.requests() == []
+    goes(w, {"A": a}, [("/public/x?q=a%5Cb", "A", "/public/x?q=a%5Cb")])
+
+
+def test_a_dot_segment_with_parameters_is_refused_with_400(origin_factory, weir_factory):
+    w, a, b, c = three_origins(origin_factory, weir_factory, DOT_ROUTES)
+    before = w.metrics()
+    bad = ["/public/..;/internal/x", "/public/..;jsessionid=1/internal/x", "/public/.;/x",
+           "/public/%2e%2e;/internal/x", "/public/..%3B/internal/x"]
+    for target in bad:
+        with Client(w.port) as cl:
+            r = cl.request("GET", target, host="h.test")
+            error_response_ok(r, 400, "Bad Request", close=True)
+    assert w.metrics().error("bad_path") == before.error("bad_path") + len(bad)
+    assert a.requests() == [] and b.requests() == [] and c.requests() == []
+    # parameters on any other segment pass as sent
+    goes(w, {"A": a}, [("/public/a;jsessionid=1/b", "A", "/public/a;jsessionid=1/b")])
+
+
+def test_runs_of_slashes_are_merged_before_routing_and_forwarding(origin_factory, weir_factory):
+    routes = [{"path": "/admin/", "upstream": "a"}, {"path": "/", "upstream": "c"}]
+    w, a, b, c = three_origins(origin_factory, weir_factory, routes)
+    goes(w, {"A": a, "C": c}, [
+        ("//admin/x", "A", "/admin/x"),
+        ("/admin//x//y?q=//z", "A", "/admin/x/y?q=//z"),  # the query as sent
+        ("/x/%2F%2Fadmin/", "C", "/x/%2F%2Fadmin/"),        # encoded slashes are no separators
+    ])
+    assert c.requests("//") == [] and w.metrics().error("bad_path") == 0
+
+
+def test_merge_slashes_false_keeps_them(origin_factory, weir_factory):
+    routes = [{"path": "/admin/", "upstream": "a"}, {"path": "/", "upstream": "c"}]
+    w, a, b, c = three_origins(origin_factory, weir_factory, routes, extra="merge_slashes = false;")
+    goes(w, {"C": c}, [("//admin/x", "C", "//admin/x")])

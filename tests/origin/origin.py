@@ -41,6 +41,7 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /upload                reads the whole body: JSON {body_len, body_sha256}
   /head-test             Content-Length 5 "hello" (GET and HEAD)
   /respheaders           hop-by-hop headers, end-to-end headers, 2 Set-Cookie
+  /lookalikes            Transfer_Encoding and Content_Length beside a real Content-Length
   /chunked-ext           chunked with chunk extensions and a trailer
   /http10                an HTTP/1.0 response (not persistent) on a
                          connection this server keeps reading
@@ -482,6 +483,13 @@ class Server:
             body = b"headers\n"
             c.send(self.head_bytes(200, hs + [("Content-Length", str(len(body)))])
                    + (b"" if head_only else body))
+            return not close
+        if path == "/lookalikes":
+            # underscore spellings of framing headers: framing to no HTTP
+            # parser, only to a CGI-style reader
+            body = b"lookalikes\n"
+            c.send(self.head_bytes(200, [("Transfer_Encoding", "chunked"), ("Content_Length", "999"),
+                                         ("Content-Length", str(len(body)))]) + (b"" if head_only else body))
             return not close
         if path == "/chunked-ext":
             c.send(self.head_bytes(200, [("Transfer-Encoding", "chunked"),

@@ -234,6 +234,10 @@ static void check_defaults(const struct config *c)
 	CU_ASSERT_EQUAL(c->timeouts.upstream_keepalive, 60000);
 	CU_ASSERT_EQUAL(c->timeouts.drain, 30000);
 	CU_ASSERT_EQUAL(c->timeouts.slab_idle, 30000);
+	CU_ASSERT_EQUAL(c->timeouts.tunnel, 3600000);
+	CU_ASSERT_EQUAL(c->timeouts.tunnel_drain, 300000);
+	for (int i = 0; i < c->nroutes; i++)
+		CU_ASSERT_STRING_EQUAL(c->routes[i].upgrade, "websocket");
 	CU_ASSERT_EQUAL(c->timeouts.proxy_protocol, 5000);
 	CU_ASSERT_EQUAL(c->limits.header_size, 16384);
 	CU_ASSERT_EQUAL(c->limits.headers, 100);

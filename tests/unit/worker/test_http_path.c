@@ -14,6 +14,7 @@
 #include "tests/unit/unit.h"
 
 static char buf[512];
+static unsigned norm_flags; /* 0: the RFC's cases, slashes as they are */
 
 /* Normalises <in>; returns the result, or "ERR" (checking that the
  * buffer was left as it was). */
@@ -25,7 +26,7 @@ static const char *norm(const char *in)
 
 	memcpy(buf, in, n);
 	buf[n] = '\0';
-	rc = http_path_normalize(buf, n, &got);
+	rc = http_path_normalize(buf, n, norm_flags, &got);
 	if (rc) {
 		CU_ASSERT_EQUAL(rc, WEIR_ERR(BAD_PATH));
 		CU_ASSERT_NSTRING_EQUAL(buf, in, n);
@@ -137,7 +138,7 @@ static void test_paths_that_need_no_change_are_left_as_they_are(void)
 		size_t n = strlen(same[i]), got = 0;
 
 		memcpy(buf, same[i], n);
-		CU_ASSERT_EQUAL(http_path_normalize(buf, n, &got), 0);
+		CU_ASSERT_EQUAL(http_path_normalize(buf, n, 0, &got), 0);
 		CU_ASSERT_EQUAL(got, n);
 		CU_ASSERT_NSTRING_EQUAL(buf, same[i], n);
 	}
@@ -148,10 +149,60 @@ static void test_the_result_fills_only_its_length(void)
 	size_t got;
 
 	memcpy(buf, "/a/b/../c?q=1", 13);
-	CU_ASSERT_EQUAL(http_path_normalize(buf, 9, &got), 0);
+	CU_ASSERT_EQUAL(http_path_normalize(buf, 9, 0, &got), 0);
 	CU_ASSERT_EQUAL(got, 4);
 	CU_ASSERT_NSTRING_EQUAL(buf, "/a/c", 4);
 	CU_ASSERT_NSTRING_EQUAL(buf + 9, "?q=1", 4); /* past the path: untouched */
+}
+
+static void test_backslashes_are_refused_in_any_spelling(void)
+{
+	/* IIS, ASP.NET and some Java servers read '\\' as '/' */
+	NORM("/public\\..\\internal", "ERR");
+	NORM("/a\\b", "ERR");
+	NORM("\\", "ERR");
+	NORM("/public%5C..%5Cinternal", "ERR");
+	NORM("/a%5cb", "ERR");
+	NORM("/a/%5C", "ERR");
+	/* an encoded "%5C" as text is no backslash */
+	NORM("/a%255C", "/a%255C");
+}
+
+static void test_dot_segments_with_parameters_are_refused(void)
+{
+	/* Tomcat and Spring strip ";params" before they resolve dots */
+	NORM("/public/..;/internal", "ERR");
+	NORM("/public/..;x=1/internal", "ERR");
+	NORM("/public/.;/internal", "ERR");
+	NORM("/public/.;x", "ERR");
+	NORM("/public/%2e%2e;/internal", "ERR");
+	NORM("/public/.%2E;x/internal", "ERR");
+	NORM("/public/..%3B/internal", "ERR");
+	NORM("/..;", "ERR");
+	/* parameters on any other segment are the server's business */
+	NORM("/public/a;x/b", "/public/a;x/b");
+	NORM("/public/...;x/b", "/public/...;x/b");
+	NORM("/public/a..;x", "/public/a..;x");
+	NORM("/public/;x/b", "/public/;x/b");
+}
+
+static void test_runs_of_slashes_are_merged_when_asked(void)
+{
+	norm_flags = HTTP_PATH_MERGE_SLASHES;
+	NORM("//internal", "/internal");
+	NORM("/public//x", "/public/x");
+	NORM("///a////b///", "/a/b/");
+	NORM("//", "/");
+	NORM("/", "/");
+	NORM("/a//../b", "/b"); /* merged first, as nginx does */
+	NORM("//..", "ERR");    /* which is "/..": above the root */
+	NORM("/.//x", "/x");
+	NORM("/a/%2F/b", "/a/%2F/b"); /* an encoded slash is no separator */
+	NORM("/a%2F%2Fb//c", "/a%2F%2Fb/c");
+	NORM("//%7Ea//b", "/~a/b");
+	norm_flags = 0;
+	NORM("//internal", "//internal");
+	NORM("/public//x", "/public//x");
 }
 
 static const struct unit_test tests[] = {
@@ -163,6 +214,9 @@ static const struct unit_test tests[] = {
 	{"bad encodings and NUL are refused", test_bad_encodings_and_nul_are_refused},
 	{"paths that need no change are left as they are", test_paths_that_need_no_change_are_left_as_they_are},
 	{"the result fills only its length", test_the_result_fills_only_its_length},
+	{"backslashes are refused in any spelling", test_backslashes_are_refused_in_any_spelling},
+	{"dot segments with parameters are refused", test_dot_segments_with_parameters_are_refused},
+	{"runs of slashes are merged when asked", test_runs_of_slashes_are_merged_when_asked},
 };
 
 UNIT_MAIN("worker/http_path", tests)

@@ -630,7 +630,9 @@ static void test_headers_get_their_flags(void)
 	CU_ASSERT_EQUAL(hdr("Keep-Alive")->flags, HTTP_HDR_HOP);
 	CU_ASSERT_EQUAL(hdr("TE")->flags, HTTP_HDR_HOP);
 	CU_ASSERT_EQUAL(hdr("Trailer")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("Upgrade")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Upgrade")->flags, HTTP_HDR_HOP | HTTP_HDR_UPGRADE);
+	CU_ASSERT_PTR_EQUAL(req.upgrade, hdr("Upgrade"));
+	CU_ASSERT_EQUAL(req.conn_upgrade, 0); /* Connection does not list it */
 	CU_ASSERT_EQUAL(hdr("Proxy-Authorization")->flags, HTTP_HDR_HOP);
 	CU_ASSERT_EQUAL(hdr("PROXY-CONNECTION")->flags, HTTP_HDR_HOP);
 	CU_ASSERT_EQUAL(hdr("Content-Length")->flags, HTTP_HDR_LENGTH);
@@ -640,6 +642,40 @@ static void test_headers_get_their_flags(void)
 	CU_ASSERT_EQUAL(hdr("Via")->flags, HTTP_HDR_VIA);
 	CU_ASSERT_EQUAL(hdr("X-Other")->flags, 0);
 	CU_ASSERT_EQUAL(req.expect_continue, 1);
+}
+
+static void test_an_upgrade_request_is_noted(void)
+{
+	CU_ASSERT_EQUAL(parse("GET /ws HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\n"
+	                      "Upgrade: websocket\r\nHTTP2-Settings: AAMA\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(req.conn_upgrade, 1);
+	CU_ASSERT(req.upgrade && req.upgrade->value_len == 9);
+	/* HTTP2-Settings belongs to h2c, never forwarded: hop-by-hop always */
+	CU_ASSERT_EQUAL(hdr("HTTP2-Settings")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(parse("GET /ws HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n"
+	                      "Upgrade: websocket\r\nUpgrade: foo\r\n\r\n"),
+	                0);
+	CU_ASSERT(req.upgrade == NULL); /* two Upgrade headers: no upgrade */
+}
+
+static void test_underscore_lookalikes_of_framing_and_hop_by_hop_names_are_flagged(void)
+{
+	/* the parser's own framing reads only the exact names */
+	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nTransfer_Encoding: chunked\r\n"
+	                      "content_LENGTH: 5\r\nKeep_Alive: 1\r\nProxy_Connection: c\r\n"
+	                      "PROXY_X: 1\r\nProxy-A_b: 1\r\nX_Api_Key: k\r\nConnection_: x\r\n\r\n"),
+	                0);
+	CU_ASSERT_EQUAL(hdr("Transfer_Encoding")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("content_LENGTH")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Keep_Alive")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Proxy_Connection")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("PROXY_X")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	/* a real Proxy-* name is hop-by-hop, a '_' further on or not */
+	CU_ASSERT_EQUAL(hdr("Proxy-A_b")->flags, HTTP_HDR_HOP | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("X_Api_Key")->flags, HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Connection_")->flags, HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_NONE);
 }
 
 static void test_a_header_named_in_connection_is_hop_by_hop(void)
@@ -773,8 +809,11 @@ static const struct unit_test tests[] = {
 		 test_too_many_headers_is_431_complete_or_not},
 		{"headers get their flags",
 		 test_headers_get_their_flags},
+		{"an upgrade request is noted", test_an_upgrade_request_is_noted},
 		{"a header named in Connection is hop-by-hop",
 		 test_a_header_named_in_connection_is_hop_by_hop},
+		{"underscore lookalikes of framing and hop-by-hop names are flagged",
+		 test_underscore_lookalikes_of_framing_and_hop_by_hop_names_are_flagged},
 		{"more than 16 Connection tokens are refused", test_connection_tokens_are_bounded},
 		{"keep_alive follows the version and Connection",
 		 test_keep_alive_follows_the_version_and_connection},

@@ -130,7 +130,14 @@ static void test_status_codes_need_exactly_three_digits_in_range(void)
 	CU_ASSERT_EQUAL(parse("HTTP/1.1 2x0 OK\r\n\r\n"), BADRESP);
 	CU_ASSERT_EQUAL(parse("HTTP/1.1  200 OK\r\n\r\n"), BADRESP);
 	CU_ASSERT_EQUAL(parse("HTTP/1.1 200\tOK\r\n\r\n"), BADRESP);
-	CU_ASSERT_EQUAL(parse("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n"), BADRESP);
+	/* a 101 parses; txn.c decides whether it switches (worker/tunnel.h) */
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(resp.status, 101);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_NONE);
+	CU_ASSERT(resp.conn_upgrade);
+	CU_ASSERT(resp.upgrade && resp.upgrade->value_len == 1 && resp.upgrade->value[0] == 'x');
+	CU_ASSERT_EQUAL(parse("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nUpgrade: y\r\n\r\n"), 0);
+	CU_ASSERT(resp.upgrade == NULL); /* two: no single protocol to switch to */
 	CU_ASSERT_EQUAL(parse("HTTP/1.1 599 Odd\r\n\r\n"), 0);
 	CU_ASSERT_EQUAL(parse("HTTP/1.1 100 Continue\r\n\r\n"), 0);
 	CU_ASSERT_EQUAL(resp.status, 100);
@@ -325,7 +332,7 @@ static void test_response_headers_get_their_flags(void)
 	CU_ASSERT_EQUAL(hdr("Keep-Alive")->flags, HTTP_HDR_HOP);
 	CU_ASSERT_EQUAL(hdr("Via")->flags, HTTP_HDR_VIA);
 	CU_ASSERT_EQUAL(hdr("Proxy-Authenticate")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("Upgrade")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Upgrade")->flags, HTTP_HDR_HOP | HTTP_HDR_UPGRADE);
 	CU_ASSERT_EQUAL(hdr("Trailer")->flags, HTTP_HDR_HOP);
 	CU_ASSERT_EQUAL(hdr("X-Ok")->flags, 0);
 }
