@@ -466,6 +466,23 @@ static int count_servers(const config_setting_t *list)
 	return total;
 }
 
+/* FNV-1a of the bytes of file <path> (0 when unreadable): a worker's TLS
+ * context made from a CA file is matched against a generation's group by
+ * what the file held, not only by its name (worker/tls_client.c). */
+static uint64_t file_digest(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	uint64_t h = 14695981039346656037ull;
+	int c;
+
+	if (!f)
+		return 0;
+	while ((c = getc(f)) != EOF)
+		h = (h ^ (uint64_t)(unsigned char)c) * 1099511628211ull;
+	fclose(f);
+	return h;
+}
+
 /*
  * tls = { ca = "..."; verify = true; sni = "..."; } of upstream entry <e>.
  * The servers are addressed by IP, so with verification on there is no
@@ -502,8 +519,32 @@ static int load_upstream_tls(struct loader *ld, const config_setting_t *e, struc
 		fail(ld, line_of(config_setting_get_member(g, "ca")), "upstreams.tls.ca %s: %s", u->tls_ca,
 		     errno ? strerror(errno) : r ? r : "no certificate in it");
 		ERR_clear_error();
+		return 0;
 	}
+	u->tls_ca_sum = file_digest(u->tls_ca);
 	return 0;
+}
+
+/* timeouts = {...} and limits = {...} of upstream or route entry <e>, as
+ * <tks> and <lks> describe them: the keys given, marked in <o>. */
+static void load_overrides(struct loader *ld, const config_setting_t *e, const struct config_keyset *tks,
+                           const struct config_keyset *lks, struct config_overrides *o)
+{
+	const struct config_keyset *ks[2] = {tks, lks};
+	void *base[2] = {&o->timeouts, &o->limits};
+	uint32_t *set[2] = {&o->timeouts_set, &o->limits_set};
+
+	for (int k = 0; k < 2; k++) {
+		config_setting_t *g = config_get_group(ld, e, k ? "limits" : "timeouts", ks[k]->path);
+		enum got got[CONFIG_KEYS_MAX];
+
+		if (!g)
+			continue;
+		config_engine_read(ld, g, ks[k], base[k], got);
+		for (int i = 0; i < ks[k]->nkeys; i++)
+			if (got[i] == GOT_OK)
+				*set[k] |= 1u << i;
+	}
 }
 
 static int load_upstreams(struct loader *ld, const config_setting_t *root)
@@ -545,6 +586,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		}
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
+		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_limits, &u->over);
 		load_servers(ld, e, u, total);
 	}
 	return 0;
@@ -585,6 +627,7 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 			     v);
 
 		good &= route_upgrade(ld, e, r);
+		load_overrides(ld, e, &config_keys_route_timeouts, &config_keys_route_limits, &r->over);
 		if (!good)
 			continue;
 		for (int j = 0; j < i; j++) {

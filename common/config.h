@@ -28,7 +28,7 @@
 #define CONFIG_MAX_LISTENERS 32
 #define CONFIG_MAX_UPSTREAMS 256
 #define CONFIG_MAX_SERVERS 1024 /* over all upstreams */
-#define CONFIG_MAX_ROUTES 1024
+#define CONFIG_MAX_ROUTES 65536 /* the route generation has no fixed room: shm/route.h */
 #define CONFIG_MAX_ERRORS 32
 #define CONFIG_MAX_CERTS 64 /* over all TLS listeners */
 
@@ -96,57 +96,6 @@ struct config_listener {
 	int proxy_protocol;
 };
 
-struct config_server {
-	struct config_addr addr;
-	int weight; /* 1..1000, default 1 */
-};
-
-struct config_upstream {
-	char name[CONFIG_NAME_MAX];
-	int first_server; /* index into config.servers */
-	int nservers;     /* at least 1 */
-	int keepalive;    /* idle connections kept per server per worker, default 32, 0 = none */
-	/* passive health, per worker: max_fails connect failures in a row
-	 * (default 3, 0 = never), each within fail_timeout (ms, default 10 s)
-	 * of the one before, skip a server for fail_timeout */
-	int max_fails;
-	uint32_t fail_timeout;
-	/* tls = { ca = ...; verify = ...; sni = ...; }: TLS to every server of
-	 * the group. verify (default true) checks the chain against <tls_ca>
-	 * and the name against <tls_sni>, both then required; the CA file is
-	 * read by the loader (as root, like certificates) into <tls_store>,
-	 * owned by the config */
-	int tls;
-	int tls_verify;
-	char tls_ca[1024];
-	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
-	struct x509_store_st *tls_store;
-};
-
-enum config_host_kind {
-	CONFIG_HOST_ANY,      /* "*" or host omitted: matches every host */
-	CONFIG_HOST_EXACT,    /* "api.example.com" */
-	CONFIG_HOST_WILDCARD, /* "*.example.com": any host ending in ".example.com" */
-};
-
-/* A route's host as operators write it: "*", "api.example.com" or
- * "*.example.com" (a wildcard's ".example.com" is put in <buf>). */
-const char *config_host_text(int host_kind, const char *host, char *buf, size_t cap);
-
-struct config_route {
-	enum config_host_kind host_kind;
-	/* lower-case; for WILDCARD the suffix with its leading dot (".example.com");
-	 * for ANY the empty string */
-	char host[CONFIG_HOST_MAX];
-	char path[CONFIG_PATH_MAX]; /* prefix, starts with '/', default "/" */
-	int upstream;               /* index into config.upstreams */
-	/* upgrade = [ "websocket" ]: the Upgrade tokens forwarded (lower case,
-	 * space-separated; default "websocket", "" turns upgrades off); h2c
-	 * is never allowed */
-	char upgrade[CONFIG_UPGRADE_MAX];
-	int line;
-};
-
 /* All durations in milliseconds. */
 struct config_timeouts {
 	uint32_t client_header;    /* whole request head must arrive: 10 s, else 408 */
@@ -176,6 +125,79 @@ struct config_limits {
 	uint32_t body_buffer;  /* request bodies up to this are read whole before connecting: 65536 (0 = off) */
 	uint32_t client_body_rate; /* request body bytes/s at least, over rate_window: 512 (0 = off), 408 */
 	uint32_t client_send_rate; /* response bytes/s the client takes at least: 512 (0 = off), cut */
+};
+
+/*
+ * timeouts = { ... } and limits = { ... } on an upstream group or a route:
+ * the keys that make sense per request (config_keys_over_timeouts and
+ * config_keys_over_limits, common/config_keys.c), only those given; bit i
+ * of <timeouts_set> (<limits_set>) says key i of that keyset was. They
+ * override the global values, a route's over its group's
+ * (config_overrides_apply); the master resolves them into the route
+ * generation (shm/route.h), where requests read them.
+ */
+struct config_overrides {
+	struct config_timeouts timeouts;
+	struct config_limits limits;
+	uint32_t timeouts_set;
+	uint32_t limits_set;
+};
+
+/* Writes the keys <o> gives over <t> and <l>. */
+void config_overrides_apply(const struct config_overrides *o, struct config_timeouts *t, struct config_limits *l);
+
+struct config_server {
+	struct config_addr addr;
+	int weight; /* 1..1000, default 1 */
+};
+
+struct config_upstream {
+	char name[CONFIG_NAME_MAX];
+	int first_server; /* index into config.servers */
+	int nservers;     /* at least 1 */
+	int keepalive;    /* idle connections kept per server per worker, default 32, 0 = none */
+	/* passive health, per worker: max_fails connect failures in a row
+	 * (default 3, 0 = never), each within fail_timeout (ms, default 10 s)
+	 * of the one before, skip a server for fail_timeout */
+	int max_fails;
+	uint32_t fail_timeout;
+	/* tls = { ca = ...; verify = ...; sni = ...; }: TLS to every server of
+	 * the group. verify (default true) checks the chain against <tls_ca>
+	 * and the name against <tls_sni>, both then required; the CA file is
+	 * read by the loader (as root, like certificates) into <tls_store>,
+	 * owned by the config */
+	int tls;
+	int tls_verify;
+	char tls_ca[1024];
+	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
+	struct x509_store_st *tls_store;
+	uint64_t tls_ca_sum; /* digest of the CA file as read, so a context is matched by what it trusts */
+	struct config_overrides over; /* timeouts = {...}, limits = {...} */
+};
+
+enum config_host_kind {
+	CONFIG_HOST_ANY,      /* "*" or host omitted: matches every host */
+	CONFIG_HOST_EXACT,    /* "api.example.com" */
+	CONFIG_HOST_WILDCARD, /* "*.example.com": any host ending in ".example.com" */
+};
+
+/* A route's host as operators write it: "*", "api.example.com" or
+ * "*.example.com" (a wildcard's ".example.com" is put in <buf>). */
+const char *config_host_text(int host_kind, const char *host, char *buf, size_t cap);
+
+struct config_route {
+	enum config_host_kind host_kind;
+	/* lower-case; for WILDCARD the suffix with its leading dot (".example.com");
+	 * for ANY the empty string */
+	char host[CONFIG_HOST_MAX];
+	char path[CONFIG_PATH_MAX]; /* prefix, starts with '/', default "/" */
+	int upstream;               /* index into config.upstreams */
+	/* upgrade = [ "websocket" ]: the Upgrade tokens forwarded (lower case,
+	 * space-separated; default "websocket", "" turns upgrades off); h2c
+	 * is never allowed */
+	char upgrade[CONFIG_UPGRADE_MAX];
+	struct config_overrides over; /* timeouts = {...}, limits = {...}: over its group's */
+	int line;
 };
 
 enum log_level {

@@ -106,8 +106,8 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	int wh = 4, wp = 4;
 
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		int h = (int)strlen(config_host_text(t->routes[i].host_kind, t->routes[i].host, hb, sizeof(hb)));
-		int p = (int)t->routes[i].path_len;
+		int h = (int)strlen(config_host_text(route_entries(t)[i].host_kind, route_host(t, &route_entries(t)[i]), hb, sizeof(hb)));
+		int p = (int)route_entries(t)[i].path_len;
 		wh = h > wh ? h : wh;
 		wp = p > wp ? p : wp;
 	}
@@ -117,9 +117,10 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	 * split on whitespace */
 	textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, "HOST", wp, "PATH", "UPSTREAM");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		const struct route_entry *e = &t->routes[i];
-		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, config_host_text(e->host_kind, e->host, hb, sizeof(hb)), wp, e->path,
-		               t->upstreams[e->upstream].name);
+		const struct route_entry *e = &route_entries(t)[i];
+		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, config_host_text(e->host_kind, route_host(t, e), hb, sizeof(hb)), wp,
+		               route_path(t, e),
+		               route_upstreams(t)[e->upstream].name);
 	}
 }
 
@@ -136,12 +137,12 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 	r->status = 200;
 	r->type = TEXT_PLAIN;
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
-		const struct route_upstream *up = &t->upstreams[u];
+		const struct route_upstream *up = &route_upstreams(t)[u];
 
 		textbuf_printf(&r->body, "upstream %s keepalive=%u servers=%u\n", up->name, up->keepalive,
 		               up->nservers);
 		for (uint32_t k = 0; k < up->nservers; k++) {
-			const struct route_server *s = &t->servers[up->first_server + k];
+			const struct route_server *s = &route_servers(t)[up->first_server + k];
 			const struct shm_server_counters *c = &sums[s->stat];
 			uint32_t a = shm_admin(seg, s->stat);
 			uint32_t st = SHM_ADMIN_STATE(a);
@@ -253,16 +254,16 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 		return;
 	}
 	for (uint32_t u = 0; u < t->nupstreams && !up; u++)
-		if (strcmp(t->upstreams[u].name, group) == 0)
-			up = &t->upstreams[u];
+		if (strcmp(route_upstreams(t)[u].name, group) == 0)
+			up = &route_upstreams(t)[u];
 	if (!up) {
 		reply(r, 404, "no upstream group \"%s\" in the current configuration (GET /upstreams lists them)\n",
 		      group);
 		return;
 	}
 	for (uint32_t k = 0; k < up->nservers && !s; k++)
-		if (strcmp(t->servers[up->first_server + k].text, addr.text) == 0)
-			s = &t->servers[up->first_server + k];
+		if (strcmp(route_servers(t)[up->first_server + k].text, addr.text) == 0)
+			s = &route_servers(t)[up->first_server + k];
 	if (!s) {
 		reply(r, 404, "upstream \"%s\" has no server %s (GET /upstreams lists them)\n", group, addr.text);
 		return;

@@ -147,7 +147,7 @@ static void render_slab_classes(struct textbuf *o, struct shm_segment *seg, cons
 }
 
 /* The labels of a route series, without braces: host="...",path="...". */
-static void route_labels(struct textbuf *o, const struct route_entry *e)
+static void route_labels(struct textbuf *o, const struct route_table *t, const struct route_entry *e)
 {
 	char hb[CONFIG_HOST_MAX + 2];
 
@@ -157,9 +157,9 @@ static void route_labels(struct textbuf *o, const struct route_entry *e)
 		return;
 	}
 	textbuf_printf(o, "host=\"");
-	textbuf_label(o, config_host_text(e->host_kind, e->host, hb, sizeof(hb)));
+	textbuf_label(o, config_host_text(e->host_kind, route_host(t, e), hb, sizeof(hb)));
 	textbuf_printf(o, "\",path=\"");
-	textbuf_label(o, e->path);
+	textbuf_label(o, route_path(t, e));
 	textbuf_printf(o, "\"");
 }
 
@@ -195,19 +195,19 @@ static void render_prepare(struct render *r)
 	uint8_t seen_r[STAT_ROUTES] = {0}, seen_s[STAT_SERVERS] = {0};
 
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		r->route_shown[i] = !seen_r[t->routes[i].stat];
-		seen_r[t->routes[i].stat] = 1;
+		r->route_shown[i] = !seen_r[route_entries(t)[i].stat];
+		seen_r[route_entries(t)[i].stat] = 1;
 	}
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		r->server_shown[i] = !seen_s[t->servers[i].stat];
-		seen_s[t->servers[i].stat] = 1;
+		r->server_shown[i] = !seen_s[route_servers(t)[i].stat];
+		seen_s[route_servers(t)[i].stat] = 1;
 	}
 }
 
 static void histogram(struct textbuf *o, const char *name, const struct render *r, int upstream)
 {
 	for (uint32_t i = 0; i < r->t->nroutes; i++) {
-		const struct route_entry *e = &r->t->routes[i];
+		const struct route_entry *e = &route_entries(r->t)[i];
 		const struct shm_route_counters *c = &r->routes[e->stat];
 		const uint64_t *b = upstream ? c->upstream : c->duration;
 		uint64_t cum = 0, sum_us = upstream ? c->upstream_us : c->duration_us;
@@ -217,14 +217,14 @@ static void histogram(struct textbuf *o, const char *name, const struct render *
 		for (unsigned k = 0; k < STAT_BUCKETS; k++) {
 			cum += b[k];
 			textbuf_printf(o, "%s_bucket{", name);
-			route_labels(o, e);
+			route_labels(o, r->t, e);
 			textbuf_printf(o, ",le=\"%s\"} %llu\n", stat_bucket_le(k), (unsigned long long)cum);
 		}
 		textbuf_printf(o, "%s_sum{", name);
-		route_labels(o, e);
+		route_labels(o, r->t, e);
 		textbuf_printf(o, "} %llu.%06llu\n%s_count{", (unsigned long long)(sum_us / 1000000),
 		               (unsigned long long)(sum_us % 1000000), name);
-		route_labels(o, e);
+		route_labels(o, r->t, e);
 		textbuf_printf(o, "} %llu\n", (unsigned long long)cum);
 	}
 }
@@ -239,8 +239,8 @@ static void render_routes(struct textbuf *o, const struct render *r)
 		if (!r->route_shown[i])
 			continue;
 		textbuf_printf(o, "weir_route_requests_total{");
-		route_labels(o, &t->routes[i]);
-		textbuf_printf(o, "} %llu\n", (unsigned long long)sums[t->routes[i].stat].requests);
+		route_labels(o, t, &route_entries(t)[i]);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)sums[route_entries(t)[i].stat].requests);
 	}
 	family(o, "weir_route_responses_total", "counter", "Responses to routed requests, by route and status class.");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
@@ -248,9 +248,9 @@ static void render_routes(struct textbuf *o, const struct render *r)
 			continue;
 		for (int k = 0; k < 5; k++) {
 			textbuf_printf(o, "weir_route_responses_total{");
-			route_labels(o, &t->routes[i]);
+			route_labels(o, t, &route_entries(t)[i]);
 			textbuf_printf(o, ",class=\"%dxx\"} %llu\n", k + 1,
-			               (unsigned long long)sums[t->routes[i].stat].responses[k]);
+			               (unsigned long long)sums[route_entries(t)[i].stat].responses[k]);
 		}
 	}
 	family(o, "weir_route_request_duration_seconds", "histogram",
@@ -282,14 +282,14 @@ static void render_servers(struct textbuf *o, const struct render *r)
 	for (size_t f = 0; f < sizeof(simple) / sizeof(simple[0]); f++) {
 		family(o, simple[f].name, "counter", simple[f].help);
 		for (uint32_t i = 0; i < t->nservers; i++) {
-			const char *c = (const char *)&sums[t->servers[i].stat];
+			const char *c = (const char *)&sums[route_servers(t)[i].stat];
 			uint64_t v;
 
 			if (!r->server_shown[i])
 				continue;
 			memcpy(&v, c + simple[f].off, sizeof(v));
 			textbuf_printf(o, "%s{", simple[f].name);
-			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
 			textbuf_printf(o, "} %llu\n", (unsigned long long)v);
 		}
 	}
@@ -300,32 +300,32 @@ static void render_servers(struct textbuf *o, const struct render *r)
 			continue;
 		for (int k = 0; k < 5; k++) {
 			textbuf_printf(o, "weir_upstream_server_responses_total{");
-			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
 			textbuf_printf(o, ",class=\"%dxx\"} %llu\n", k + 1,
-			               (unsigned long long)sums[t->servers[i].stat].responses[k]);
+			               (unsigned long long)sums[route_servers(t)[i].stat].responses[k]);
 		}
 	}
 	family(o, "weir_upstream_server_weight", "gauge",
 	       "Weight an upstream server is picked with: the configured one or an admin override.");
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		uint32_t a = shm_admin(r->seg, t->servers[i].stat);
+		uint32_t a = shm_admin(r->seg, route_servers(t)[i].stat);
 
 		if (!r->server_shown[i])
 			continue;
 		textbuf_printf(o, "weir_upstream_server_weight{");
-		server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
-		textbuf_printf(o, "} %u\n", SHM_ADMIN_WEIGHT(a) ? SHM_ADMIN_WEIGHT(a) : t->servers[i].weight);
+		server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
+		textbuf_printf(o, "} %u\n", SHM_ADMIN_WEIGHT(a) ? SHM_ADMIN_WEIGHT(a) : route_servers(t)[i].weight);
 	}
 	family(o, "weir_upstream_server_admin_state", "gauge",
 	       "1 for the admin state an upstream server is in (up, drain or down), 0 for the others.");
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		uint32_t st = SHM_ADMIN_STATE(shm_admin(r->seg, t->servers[i].stat));
+		uint32_t st = SHM_ADMIN_STATE(shm_admin(r->seg, route_servers(t)[i].stat));
 
 		if (!r->server_shown[i])
 			continue;
 		for (uint32_t k = 0; k < 3; k++) {
 			textbuf_printf(o, "weir_upstream_server_admin_state{");
-			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
 			textbuf_printf(o, ",state=\"%s\"} %d\n", shm_admin_state_names[k], st == k);
 		}
 	}

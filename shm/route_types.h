@@ -1,0 +1,120 @@
+/*
+ * route_types.h: the layout of a route generation, types only, so that
+ * shm/shm.h can hold the generation headers without the functions of
+ * shm/route.h (which needs shm/shm.h: no include cycle).
+ *
+ * A generation is a fixed header (struct route_table, one per slot in the
+ * segment's gens[]) and a block of variable size in the segment's arena
+ * that holds everything else, found by offsets from the header (never
+ * pointers: the segment is mapped at different addresses in an old and a
+ * new master during a binary upgrade). Read the arrays through the
+ * accessors of shm/route.h.
+ *
+ * The block, in order, each array aligned to 8 bytes:
+ *   settings[nsettings]   what a request reads once routed (timeouts,
+ *                         limits, path and header rules); [0] is the
+ *                         global one, then one per group and per route
+ *                         that overrides something
+ *   upstreams[nupstreams] groups, in file order
+ *   servers[nservers]     servers, grouped by upstream
+ *   routes[nroutes]       grouped by host, each host's routes sorted by path
+ *   hosts[nhosts]         one per distinct (host kind, host)
+ *   exact[exact_mask + 1] hash table of exact hosts: host index + 1, 0 empty
+ *   wild[wild_mask + 1]   hash table of wildcard suffixes, the same way
+ *   strings               host names and paths, NUL-terminated
+ */
+#ifndef WEIR_SHM_ROUTE_TYPES_H
+#define WEIR_SHM_ROUTE_TYPES_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "common/config.h"
+
+#define ROUTE_NONE UINT32_MAX
+
+/* Everything a request reads from the settings once it is routed, resolved
+ * at compile time: global, then its upstream group's overrides, then its
+ * route's (common/config.h: struct config_overrides). Full copies, so a
+ * request never looks further than its one generation. */
+struct route_settings {
+	struct config_timeouts timeouts;
+	struct config_limits limits;
+	uint8_t merge_slashes;          /* config.merge_slashes */
+	uint8_t underscores_in_headers; /* config.underscores_in_headers */
+};
+
+struct route_entry {
+	uint8_t host_kind; /* enum config_host_kind */
+	uint16_t host_len;
+	uint16_t path_len;
+	uint16_t stat;     /* stable stat index of (host kind, host, path): stat.h */
+	uint32_t upstream; /* index into the upstreams */
+	uint32_t settings; /* index into the settings */
+	uint32_t host_off; /* its host's name in the strings (shared by its host's routes) */
+	uint32_t path_off; /* its path prefix in the strings */
+	/* the longest other route of the same host whose path is a prefix of
+	 * this one's (index into the routes), ROUTE_NONE if none: lookup's
+	 * walk from the nearest path below the request's (route.c) */
+	uint32_t parent;
+	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
+};
+
+/* One distinct host pattern and its routes, routes[first .. first + n). */
+struct route_host {
+	uint32_t hash; /* route.c's hash of the name (a wildcard's with its dot) */
+	uint32_t name_off;
+	uint16_t len;
+	uint8_t kind; /* enum config_host_kind */
+	uint32_t first;
+	uint32_t n;
+};
+
+struct route_server {
+	struct sockaddr_storage sa;
+	socklen_t len;
+	uint32_t weight;
+	uint32_t keepalive; /* pool size of the server's upstream group */
+	uint16_t stat;      /* stable stat index of (upstream name, address): stat.h */
+	uint32_t upstream;  /* its group: index into the upstreams */
+	char text[CONFIG_ADDR_STR_MAX];
+};
+
+struct route_upstream {
+	char name[CONFIG_NAME_MAX];
+	uint32_t first_server;
+	uint32_t nservers;
+	uint32_t keepalive;
+	uint32_t max_fails;    /* failures in a row that mark a server down; 0: never */
+	uint32_t fail_timeout; /* ms: the window of a run, and how long a mark lasts */
+	uint32_t settings;     /* index into the settings: the group's, for what is per group */
+	/* TLS to the servers (config.h): a worker matches these against the
+	 * contexts it built from its own config (worker/tls_client.c), so a
+	 * worker never uses a context its generation did not describe */
+	uint8_t tls;
+	uint8_t tls_verify;
+	char tls_sni[CONFIG_HOST_MAX];
+	char tls_ca[1024];     /* the CA file the context was made from */
+	uint64_t tls_ca_sum;   /* and a digest of what it held (config_upstream.tls_ca_sum) */
+};
+
+/* A generation's header, in the segment's gens[]. */
+struct route_table {
+	uint64_t id; /* generation id, from 1; 0 = never written */
+	uint32_t nroutes;
+	uint32_t nupstreams;
+	uint32_t nservers;
+	uint32_t nsettings;
+	uint32_t nhosts;
+	uint32_t exact_mask, wild_mask; /* hash table sizes less one (a power of two) */
+	uint32_t any_host;              /* index of the "*" host, ROUTE_NONE if none */
+	uint32_t nwild;                 /* wildcard hosts (0: no suffix is looked up) */
+	/* the block: at (char *)header + rel, <size> bytes, at <arena_off> in
+	 * the segment's arena (shm.h); offsets of its arrays from its start */
+	int64_t rel;
+	uint64_t arena_off;
+	uint64_t size;
+	uint32_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings;
+};
+
+#endif
