@@ -15,9 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/config.h"
+#include "common/config_dump.h"
 #include "shm/route.h"
+#include "shm/shm.h"
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_config.h"
 
@@ -309,11 +313,97 @@ static void test_a_key_not_per_request_is_refused_in_a_route(void)
 	free(why);
 }
 
+static void test_weir_T_writes_the_overrides_given_and_they_load_back(void)
+{
+	struct config *a = unit_config_load(
+	    "listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
+	    "upstreams = ( { name = \"a\"; servers = ( { address = \"127.0.0.1:9001\"; } );\n"
+	    "  timeouts = { upstream_read = \"20s\"; }; limits = { body_size = \"2m\"; }; } );\n"
+	    "routes = ( { upstream = \"a\"; timeouts = { request = \"off\"; tunnel = \"90s\"; }; },\n"
+	    "  { path = \"/x/\"; upstream = \"a\"; limits = { client_send_rate = 0; }; } );\n");
+	struct config *b;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	config_dump(f, a);
+	fclose(f);
+	b = unit_config_load(text);
+	CU_ASSERT_EQUAL(memcmp(&a->upstreams[0].over, &b->upstreams[0].over, sizeof a->upstreams[0].over), 0);
+	for (int i = 0; i < 2; i++)
+		CU_ASSERT_EQUAL(memcmp(&a->routes[i].over, &b->routes[i].over, sizeof a->routes[i].over), 0);
+	/* only the keys given are written: the rest is inherited */
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "timeouts = { request = \"off\"; tunnel = \"90s\"; };"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "limits = { client_send_rate = \"0\"; };"));
+	free(text);
+	unit_config_free(a);
+	unit_config_free(b);
+}
+
+/* Blocks of generation slots <a> and <b> overlap in the arena. */
+static int overlap(const struct shm_segment *seg, int a, int b)
+{
+	const struct route_table *x = &seg->gens[a], *y = &seg->gens[b];
+
+	return x->arena_off < y->arena_off + y->size && y->arena_off < x->arena_off + x->size;
+}
+
+static void test_generations_take_the_room_they_need_and_never_overlap_a_busy_one(void)
+{
+	int fd, slots[SHM_GENS];
+	struct shm_segment *seg = shm_create(&fd);
+	struct config one;
+	uint64_t small, big;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(seg);
+	build_config();
+	one = cfg;
+	one.nroutes = 1;
+	/* a live worker holds every generation from the first on (gen_min),
+	 * so each new one must find room beside all the others */
+	atomic_store(&seg->slots[0].pid, 42);
+	for (int i = 0; i < SHM_GENS - 1; i++) {
+		slots[i] = route_prepare(seg, i % 2 ? &one : &cfg);
+		CU_ASSERT_FATAL(slots[i] >= 0);
+		route_commit(seg, slots[i]);
+		if (i == 0)
+			atomic_store(&seg->slots[0].gen_min, seg->gens[slots[0]].id);
+		for (int k = 0; k < i; k++)
+			CU_ASSERT(!overlap(seg, slots[i], slots[k]));
+		/* and what it holds reads back */
+		if (i % 2 == 0) {
+			const struct config_route *r = &cfg.routes[2];
+			const struct route_entry *e =
+			    route_lookup(&seg->gens[slots[i]], r->host, strlen(r->host), r->path, strlen(r->path));
+
+			CU_ASSERT(e && strcmp(route_path(&seg->gens[slots[i]], e), r->path) == 0);
+		}
+	}
+	small = seg->gens[slots[1]].size;
+	big = seg->gens[slots[0]].size;
+	CU_ASSERT(small <= 8192);                     /* a page or two for one route */
+	CU_ASSERT(big >= (uint64_t)NROUTES * sizeof(struct route_entry)); /* sized for 10,000 */
+	/* the request ends: every generation but the current is free, and the
+	 * next one goes to the start of the arena again */
+	atomic_store(&seg->slots[0].gen_min, 0);
+	atomic_store(&seg->slots[0].gen_seen, 0);
+	slots[SHM_GENS - 1] = route_prepare(seg, &cfg);
+	CU_ASSERT_FATAL(slots[SHM_GENS - 1] >= 0);
+	CU_ASSERT_EQUAL(seg->gens[slots[SHM_GENS - 1]].arena_off, 0);
+	CU_ASSERT(!overlap(seg, slots[SHM_GENS - 1], (int)atomic_load(&seg->gen_current)));
+	free(cfg.routes);
+	munmap(seg, SHM_SIZE);
+	close(fd);
+}
+
 static const struct unit_test tests[] = {
     {"lookup over 10,000 routes and 5,000 hosts agrees with the brute-force rule",
      test_lookup_at_scale_agrees_with_the_brute_force_rule},
     {"settings are the global ones, then the group's, then the route's", test_settings_are_global_then_group_then_route},
     {"a key that is not per request is refused in a route's timeouts", test_a_key_not_per_request_is_refused_in_a_route},
+    {"generations take the room they need and never overlap a busy one",
+     test_generations_take_the_room_they_need_and_never_overlap_a_busy_one},
+    {"weir -T writes the overrides given, and they load back", test_weir_T_writes_the_overrides_given_and_they_load_back},
 };
 
 UNIT_MAIN_WITH("shm/route_scale", tests, unit_config_init, unit_config_clean)
