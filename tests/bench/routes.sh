@@ -19,7 +19,8 @@
 #
 # Every proxy runs one worker in the process that is measured (weir with
 # master_process = false, nginx with master_process off, HAProxy -db), on
-# 127.0.0.1; the origin is an nginx answering 200 on 127.0.0.1:19000.
+# 127.0.0.1:28180 ($ROUTES_PORT); the origin is an nginx answering 200 on
+# 127.0.0.1:29100 ($ORIGIN_PORT).
 # Figures: instr_per_req for each (proxy, routes, query); weir's
 # 10,000-route figure over its 1-route figure must stay within 1.10.
 set -euo pipefail
@@ -41,7 +42,8 @@ for c in nginx haproxy valgrind callgrind_control callgrind_annotate h2load curl
   command -v "$c" >/dev/null || { echo "routes.sh: needs $c" >&2; exit 1; }
 done
 
-ORIGIN_PORT=19000 PORT=18080 NHOSTS=5000 NEXACT=4000
+# ports of its own (peers.sh's 18080 and 19000 may be in use by another run)
+ORIGIN_PORT=${ORIGIN_PORT:-29100} PORT=${ROUTES_PORT:-28180} NHOSTS=5000 NEXACT=4000
 W=$(mktemp -d /tmp/routes.XXXXXX)
 PIDS=()
 cleanup() {
@@ -161,14 +163,17 @@ measure() {
   for q in "${QUERIES[@]}"; do
     host=${q% *} path=${q#* }
     rm -f "$out".cg.*
+    if curl -s -o /dev/null "http://127.0.0.1:$PORT/"; then
+      echo "routes.sh: 127.0.0.1:$PORT is in use by something else" >&2; exit 1
+    fi
     setsid valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out.cg.%p" "$@" >"$W/$name.out" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     wait_up "$host" "$path" "$name"
-    callgrind_control -i on "$pid" >/dev/null
-    ok=$(h2load --h1 -n "$NREQ" -c 16 -t 1 -H "host: $host" "http://127.0.0.1:$PORT$path" 2>&1 |
+    callgrind_control -i on "$pid" >/dev/null 2>&1
+    ok=$(h2load --h1 -n "$NREQ" -c 16 -t 1 -H ":authority: $host" "http://127.0.0.1:$PORT$path" 2>&1 |
          awk '/^status codes:/ {print $3}')
-    callgrind_control -d "$pid" >/dev/null
+    callgrind_control -d "$pid" >/dev/null 2>&1
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     total=$(for f in "$out".cg.*; do callgrind_annotate "$f" 2>/dev/null |
