@@ -592,20 +592,38 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 	return 0;
 }
 
+/* FNV-1a of a route's (host kind, host, path). */
+static uint32_t route_key_hash(const struct config_route *r)
+{
+	uint32_t h = (2166136261u ^ (uint32_t)r->host_kind) * 16777619u;
+
+	for (const char *p = r->host; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	h = (h ^ 0xffu) * 16777619u;
+	for (const char *p = r->path; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	return h;
+}
+
 static int load_routes(struct loader *ld, const config_setting_t *root)
 {
 	const struct config_keyset *ks = &config_keys_route;
 	struct config *cfg = ld->cfg;
 	config_setting_t *list = config_get_list(ld, root, "routes", "routes", 1, CONFIG_MAX_ROUTES);
-	char ok[CONFIG_MAX_ROUTES] = {0};
+	uint32_t *seen, cap = 1;
 	int n;
 
 	if (!list)
 		return 0;
 	n = config_setting_length(list);
+	while (cap < 2 * (uint32_t)n)
+		cap <<= 1;
 	cfg->routes = calloc((size_t)n, sizeof *cfg->routes);
-	if (!cfg->routes)
+	seen = calloc(cap, sizeof *seen);
+	if (!cfg->routes || !seen) {
+		free(seen);
 		return -1;
+	}
 	cfg->nroutes = n;
 
 	for (int i = 0; i < n; i++) {
@@ -630,19 +648,24 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		load_overrides(ld, e, &config_keys_route_timeouts, &config_keys_route_limits, &r->over);
 		if (!good)
 			continue;
-		for (int j = 0; j < i; j++) {
-			const struct config_route *o = &cfg->routes[j];
+		/* the routes before it that loaded, by (host kind, host, path) in
+		 * a hash: a long list is checked in linear time, not quadratic */
+		for (uint32_t h = route_key_hash(r) & (cap - 1);; h = (h + 1) & (cap - 1)) {
+			const struct config_route *o = seen[h] ? &cfg->routes[seen[h] - 1] : NULL;
 			char buf[CONFIG_HOST_MAX + 1];
-			if (ok[j] && o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 &&
-			    strcmp(o->path, r->path) == 0) {
+
+			if (!o) {
+				seen[h] = (uint32_t)i + 1;
+				break;
+			}
+			if (o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 && strcmp(o->path, r->path) == 0) {
 				fail(ld, r->line, "route for host \"%s\" and path \"%s\" is already defined on line %d",
 				     config_host_text(r->host_kind, r->host, buf, sizeof buf), r->path, o->line);
-				good = 0;
 				break;
 			}
 		}
-		ok[i] = (char)good;
 	}
+	free(seen);
 	return 0;
 }
 
