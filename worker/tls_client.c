@@ -125,6 +125,20 @@ void tls_client_sync(const struct route_table *t)
 	memset(tc.by_group, 0, sizeof(tc.by_group));
 	for (uint32_t i = 0; i < t->nupstreams; i++)
 		tc.by_group[i] = tls_client_match(&route_upstreams(t)[i]);
+	/* a pooled connection made under other TLS settings (another CA,
+	 * name or verify, or TLS turned on or off for its group) is not the
+	 * new table's to reuse: its handshake trusted what the table no
+	 * longer says */
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		SSL_CTX *want = tc.by_group[route_servers(t)[i].upstream];
+		struct upconn *u = upstream_state(t, i)->idle, *next;
+
+		for (; u; u = next) {
+			next = u->next;
+			if ((u->ssl ? SSL_get_SSL_CTX(u->ssl) : NULL) != want)
+				upstream_close(u);
+		}
+	}
 }
 
 int tls_client_attach(struct upconn *u, const struct route_table *t, uint32_t server, const char **why)

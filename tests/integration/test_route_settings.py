@@ -5,8 +5,11 @@ its own generation's, and a request a draining worker takes after a reload
 reads the new generation's, never its fork-time config beside the new
 routes."""
 
+import shutil
+
 from harness import Client, render_config, slack, wait_until
 from test_server_identity import hup_counted, reloads, write_atomic
+from test_upstream_tls import pki, tls_origin, tls_weir  # noqa: F401 (fixtures)
 
 
 def with_overrides(text, overrides):
@@ -95,3 +98,31 @@ def test_a_draining_workers_next_request_reads_the_new_generations_settings(weir
     r = c.read_response(timeout=15)
     assert r.status == 504, r
     c.close()
+
+
+def test_a_draining_worker_never_uses_a_tls_context_its_generation_does_not_describe(
+        weir_factory, tls_origin, pki, tmp_path):
+    """The group's CA file keeps its name but now holds another CA: the
+    new generation carries a digest of what the file holds, so the old
+    worker, asked by a request on the new table, has no context that
+    matches and fails it (502 upstream_tls) instead of trusting the CA it
+    read at its start."""
+    ca = str(tmp_path / "group-ca.pem")
+    shutil.copy(pki["ca"], ca)
+    w = tls_weir(weir_factory, tls_origin, 'ca = "%s"; sni = "api.internal";' % ca, start=False)
+    # a head half sent survives the drain (client_header), so the old
+    # worker reads the rest after the reload
+    w.write_raw_config(open(w.conf).read().replace('client_header = "2s";', 'client_header = "20s";'))
+    w.start()
+    with Client(w.port) as c:
+        assert c.request("GET", "/").status == 200
+    c = Client(w.port, timeout=10)
+    c.send("GET / HTTP/1.1\r\nHost: localhost\r\n")
+    shutil.copy(pki["other"], ca)
+    hup_counted(w, reloads(w))
+    c.send("\r\n")
+    r = c.read_response()
+    c.close()
+    assert r.status == 502, r
+    assert w.metrics().error("upstream_tls") >= 1
+    assert any("started before the reload" in line for line in w.error_lines()), w.error_lines()[-5:]
