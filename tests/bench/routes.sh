@@ -43,7 +43,9 @@ for c in nginx haproxy valgrind callgrind_control callgrind_annotate h2load curl
 done
 
 # ports of its own (peers.sh's 18080 and 19000 may be in use by another run)
-ORIGIN_PORT=${ORIGIN_PORT:-29100} PORT=${ROUTES_PORT:-28180} NHOSTS=5000 NEXACT=4000
+ORIGIN_PORT=${ORIGIN_PORT:-29100} PORT=${ROUTES_PORT:-28180}
+# ROUTES_HOSTS=500 measures 1,000 routes (what weir allowed before)
+NHOSTS=${ROUTES_HOSTS:-5000} NEXACT=$(( ${ROUTES_HOSTS:-5000} * 4 / 5 ))
 W=$(mktemp -d /tmp/routes.XXXXXX)
 PIDS=()
 cleanup() {
@@ -142,7 +144,8 @@ EOF
 
 # ---- running them ------------------------------------------------------------
 
-QUERIES=("h2500.bench.test /api/2500/item" "x.w4500.bench.test /api/4500/item")
+QE=$((NEXACT * 5 / 8)) QW=$((NEXACT + (NHOSTS - NEXACT) / 2))
+QUERIES=("h$QE.bench.test /api/$QE/item" "x.w$QW.bench.test /api/$QW/item")
 
 wait_up() { # host path name
   for _ in $(seq 1 300); do
@@ -184,7 +187,7 @@ measure() {
   done
 }
 
-for n in 1 10000; do
+for n in 1 $((2 * NHOSTS)); do
   gen_weir "$n" "$W/weir-$n.conf"
   gen_nginx "$n" "$W/nginx-$n.conf"
   gen_haproxy "$n" "$W/haproxy-$n.cfg"
