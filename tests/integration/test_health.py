@@ -19,6 +19,8 @@ import pytest
 
 import harness
 from harness import Client, closed_port, free_port, settle, slack, wait_until, WEIR_BIN
+from test_upgrade import masters, private_binary, read_pid  # noqa: F401 - fixtures
+from test_upstream_tls import NGINX, pki, tls_origin  # noqa: F401 - fixtures
 
 INTERVAL = 0.2
 FAST = 'path = "/healthz"; interval = "200ms"; timeout = "150ms"; jitter = "20ms"; rise = 2; fall = 2;'
@@ -188,3 +190,120 @@ def test_health_state_is_kept_across_hup_and_a_new_server_starts_up(weir_factory
     assert c.requests("/echo")
     health_set(b, 200)
     wait_until(lambda: health(w, b.addr) == 1, slack(4), what="b back after rise checks")
+
+
+def test_health_state_is_kept_across_a_binary_upgrade(weir_factory, origin_factory, masters, private_binary):
+    a, b = origin_factory("A"), origin_factory("B")
+    w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [a.addr, b.addr], "health":
+                     'path = "/healthz"; interval = "300ms"; timeout = "250ms"; fall = 1; rise = 2;'}],
+                     routes=[{"path": "/", "upstream": "a"}], workers=2)
+    w.pid_file = os.path.join(w.dir, "weir.pid")
+    with open(w.conf, "a") as f:
+        f.write('pid_file = "%s";\n' % w.pid_file)
+    w.start()
+    health_set(b, 503)
+    wait_until(lambda: health(w, b.addr) == 0, slack(3), what="b down")
+    old_pid, n_b = w.pid, len(b.requests("/echo"))
+    w.signal(signal.SIGUSR2)
+    new_pid = wait_until(lambda: (lambda p: p if p and p != old_pid else None)(read_pid(w.pid_file)),
+                         slack(10), what="the new master's pid file")
+    masters.append(new_pid)
+    assert w.wait_exit(10) == 0, "the old master did not hand over"
+    # the new master's prober starts from the words the old one left
+    for _ in range(3):
+        assert health(w, b.addr) == 0
+        spread(w, 5)
+    assert len(b.requests("/echo")) == n_b
+    assert health(w, a.addr) == 1
+    health_set(b, 200)
+    wait_until(lambda: health(w, b.addr) == 1, slack(4), what="b back under the new master")
+    spread(w, 10)
+    assert len(b.requests("/echo")) > n_b
+
+
+def test_a_prober_that_dies_is_replaced_and_checks_go_on(weir_factory, origin_factory):
+    w, a, b = two_origins(weir_factory, origin_factory, workers=2)
+    pid = wait_until(lambda: prober_pid(w), slack(3), what="the prober's start line")
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: prober_pid(w) not in (None, pid), slack(5), what="a new prober")
+    assert any("health prober (pid %d) was killed by signal 9" % pid in l for l in w.error_lines())
+    health_set(b, 500)
+    wait_until(lambda: health(w, b.addr) == 0, slack(3), what="b down, checked by the new prober")
+    assert w.metrics()("weir_workers_alive") == 2
+
+
+def check_config(tmp_path, health, name="weir.conf"):
+    text = harness.render_config(str(tmp_path), free_port(), free_port(),
+                                 [{"name": "a", "servers": ["127.0.0.1:9"], "health": health}],
+                                 [{"path": "/", "upstream": "a"}])
+    p = tmp_path / name
+    p.write_text(text)
+    r = subprocess.run([WEIR_BIN, "-t", "-c", str(p)], capture_output=True, timeout=slack(10),
+                       stdin=subprocess.DEVNULL)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "health = {" in l)
+    return r.returncode, r.stderr.decode(errors="replace"), str(p), line
+
+
+@pytest.mark.parametrize("health,message", [
+    ('type = "udp";', "upstreams.health.type"),
+    ('path = "healthz";', "must start with '/'"),
+    ('path = "/a b";', "must start with '/'"),
+    ('expect = [ "200-99" ];', "upstreams.health.expect entries"),
+    ('expect = [ "600" ];', "upstreams.health.expect entries"),
+    ('expect = "200";', "upstreams.health.expect must be a list"),
+    ('interval = "1s"; timeout = "2s";', "timeout (2000 ms) must be at most interval (1000 ms)"),
+    ('interval = "1s"; jitter = "1s";', "jitter (1000 ms) must be below interval (1000 ms)"),
+    ('rise = 0;', "upstreams.health.rise"),
+    ('fall = 101;', "upstreams.health.fall"),
+    ('host = "a b";', "must be a host name or address"),
+    ('retries = 3;', "unknown key"),
+])
+def test_weir_t_rejects_bad_health_values_with_file_and_line(tmp_path, health, message):
+    rc, err, path, line = check_config(tmp_path, health)
+    assert rc == 1, err
+    assert re.search(r"^%s:%d: .*%s" % (re.escape(path), line, re.escape(message)), err, re.M), err
+
+
+def test_weir_t_accepts_a_full_health_block_and_weir_T_prints_it(tmp_path):
+    rc, err, path, _ = check_config(tmp_path, 'type = "http"; path = "/healthz?deep=1"; host = "api.internal"; '
+                                    'expect = [ "200", "204-299" ]; interval = "5s"; timeout = "2s"; '
+                                    'jitter = "500ms"; rise = 1; fall = 5;')
+    assert rc == 0, err
+    out = subprocess.run([WEIR_BIN, "-T", "-c", path], capture_output=True, timeout=slack(10)).stdout.decode()
+    for want in ('path = "/healthz?deep=1";', 'host = "api.internal";', 'expect = [ "200", "204-299" ];',
+                 'interval = "5s";', 'jitter = "500ms";', "rise = 1;", "fall = 5;"):
+        assert want in out, out
+    # and what -T prints checks again
+    p2 = tmp_path / "dumped.conf"
+    p2.write_text(out)
+    r = subprocess.run([WEIR_BIN, "-t", "-c", str(p2)], capture_output=True, timeout=slack(10))
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed")
+@pytest.mark.parametrize("kind", ["http", "tcp"])
+def test_checks_of_a_tls_group_verify_the_certificate_as_the_group_says(weir_factory, tls_origin, pki, kind):
+    hc = 'type = "%s"; interval = "200ms"; timeout = "150ms"; fall = 1;' % kind
+    w = weir_factory(start=False, workers=2, routes=[{"path": "/", "upstream": "good"}],
+                     upstreams=[{"name": n, "servers": [tls_origin.addr], "health": hc} for n in ("good", "bad", "name")])
+    text = open(w.conf).read()
+    for name, tls in (("good", 'ca = "%s"; sni = "api.internal";' % pki["ca"]),
+                      ("bad", 'ca = "%s"; sni = "api.internal";' % pki["other"]),
+                      ("name", 'ca = "%s"; sni = "other.internal";' % pki["ca"])):
+        old = '{ name = "%s"; ' % name
+        assert old in text
+        text = text.replace(old, '%stls = { %s }; ' % (old, tls))
+    w.write_raw_config(text)
+    w.start()
+    s = tls_origin.addr
+    wait_until(lambda: checks(w, s, "ok", "good") >= 2 and checks(w, s, "tls_failed", "bad") >= 1
+               and checks(w, s, "tls_failed", "name") >= 1, slack(4), what="checks of the three groups")
+    assert health(w, s, "good") == 1
+    assert health(w, s, "bad") == 0 and health(w, s, "name") == 0
+    assert checks(w, s, "tls_failed", "good") == 0
+    log = "\n".join(w.error_lines())
+    assert "upstream bad server %s: health down after 1 failed check(s) in a row (last: TLS handshake " \
+           "failed: certificate:" % s in log, log
+    assert "upstream name server %s: health down" % s in log, log
+    r = w.get("/")
+    assert r.status == 200 and b"sni=api.internal" in r.body, r
