@@ -27,6 +27,9 @@ struct config_health {
 	uint32_t jitter;   /* ms: each wait is lengthened by a random part of it; below interval */
 	int rise;          /* checks passed in a row that bring a down server back */
 	int fall;          /* checks failed in a row that take an up server out */
+	/* a check is skipped, and counts as passed, when the server answered
+	 * real requests since the last one and weir counted no 5xx for it */
+	int skip_when_busy;
 	int nexpect;
 	uint16_t expect[CONFIG_HEALTH_EXPECT_MAX][2]; /* inclusive status ranges; default 200-399 */
 	int line; /* of the health block, for messages */

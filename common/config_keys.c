@@ -297,6 +297,8 @@ static const struct config_key upstream_health_keys[] = {
      .doc = "checks passed in a row that bring a down server back"},
     {.name = "fall", .type = CONFIG_KEY_INT, AT(struct config_health, fall), .min = 1, .max = 100, .def = "3",
      .doc = "checks failed in a row that take a server out"},
+    {.name = "skip_when_busy", .type = CONFIG_KEY_BOOL, AT(struct config_health, skip_when_busy), .def = "false",
+     .doc = "skip a check (it passes) while real requests to the server succeed"},
 };
 KEYSET(config_keys_upstream_health, "upstreams.health", "in upstreams.health", upstream_health_keys);
 

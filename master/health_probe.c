@@ -58,6 +58,9 @@ struct probe {
 	size_t req_len, sent;
 	char resp[32]; /* enough for "HTTP/1.1 200 " */
 	size_t got;
+	/* skip_when_busy: the server's answers (all but 5xx) and 5xx
+	 * counted by the workers at the last check */
+	uint64_t answered, failed;
 };
 
 static struct {
@@ -130,7 +133,7 @@ static void probe_done(struct probe *p, enum health_result result, unsigned stat
 	_Atomic uint32_t *wp = &hp.seg->health.word[p->stat];
 	uint32_t old = atomic_load_explicit(wp, memory_order_relaxed);
 	uint32_t state = HEALTH_STATE(old) == HEALTH_DOWN ? HEALTH_DOWN : HEALTH_UP, run = HEALTH_RUN(old);
-	int pass = result == HEALTH_RESULT_OK;
+	int pass = result == HEALTH_RESULT_OK || result == HEALTH_RESULT_SKIPPED;
 
 	probe_close(p);
 	atomic_fetch_add_explicit(&hp.seg->health.checks[p->stat][result], 1, memory_order_relaxed);
@@ -336,6 +339,40 @@ static void probe_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	probe_done(p, HEALTH_RESULT_TIMEOUT, 0, why);
 }
 
+/* The workers' answers from server stat index <stat> (1xx to 4xx) into
+ * *answered, and 5xx (weir's own 502 and 504 included) into *failed: every
+ * slot in use and the retired block. A worker that exits while this reads
+ * may be counted twice or not at all for once; the next check sees right. */
+static void probe_traffic(uint16_t stat, uint64_t *answered, uint64_t *failed)
+{
+	const struct shm_server_counters *r = &hp.seg->retired_servers[stat];
+
+	*answered = r->responses[0] + r->responses[1] + r->responses[2] + r->responses[3];
+	*failed = r->responses[4];
+	for (int i = 0; i < SHM_SLOTS; i++) {
+		const struct shm_server_counters *c = &hp.seg->slots[i].servers[stat];
+
+		if (atomic_load_explicit(&hp.seg->slots[i].state, memory_order_relaxed) == SHM_SLOT_FREE)
+			continue;
+		*answered += c->responses[0] + c->responses[1] + c->responses[2] + c->responses[3];
+		*failed += c->responses[4];
+	}
+}
+
+/* skip_when_busy: has the server answered real requests since the last
+ * check, with no 5xx? Then they said what a check would. */
+static int probe_busy(struct probe *p)
+{
+	uint64_t answered, failed;
+	int busy;
+
+	probe_traffic(p->stat, &answered, &failed);
+	busy = answered > p->answered && failed == p->failed;
+	p->answered = answered;
+	p->failed = failed;
+	return busy;
+}
+
 /* The start of a check, and the next one's time set. */
 static void probe_start(struct probe *p)
 {
@@ -345,6 +382,10 @@ static void probe_start(struct probe *p)
 		probe_deadline_cb(hp.loop, &p->deadline, 0);
 	ev_timer_set(&p->next, (p->h->interval + probe_random() * p->h->jitter) / 1000.0, 0);
 	ev_timer_start(hp.loop, &p->next);
+	if (p->h->skip_when_busy && probe_busy(p)) {
+		probe_done(p, HEALTH_RESULT_SKIPPED, 0, "real requests answered since the last check");
+		return;
+	}
 
 	p->fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (p->fd < 0) {
@@ -411,6 +452,7 @@ static int probe_setup(const struct config *cfg)
 		p->h = &cu->health;
 		p->ctx = cu->tls ? hp.ctx[ui] : NULL;
 		p->stat = rs->stat;
+		probe_traffic(p->stat, &p->answered, &p->failed); /* the first check is never skipped */
 		p->sa = rs->sa;
 		p->len = rs->len;
 		memcpy(p->addr, rs->text, sizeof(p->addr));

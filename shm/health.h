@@ -42,7 +42,8 @@ enum health_state {
 	X(TLS, "tls_failed")            \
 	X(CLOSED, "closed")             \
 	X(BAD_RESPONSE, "bad_response") \
-	X(LOCAL, "local_error")
+	X(LOCAL, "local_error")         \
+	X(SKIPPED, "skipped_busy")
 
 enum health_result {
 #define HEALTH_RESULT_ENUM(name, label) HEALTH_RESULT_##name,

@@ -307,3 +307,33 @@ def test_checks_of_a_tls_group_verify_the_certificate_as_the_group_says(weir_fac
     assert "upstream name server %s: health down" % s in log, log
     r = w.get("/")
     assert r.status == 200 and b"sni=api.internal" in r.body, r
+
+
+def test_skip_when_busy_trusts_real_traffic_and_checks_again_once_it_stops(weir_factory, origin_factory):
+    w, a, b = two_origins(weir_factory, origin_factory, workers=2,
+                          health=FAST + " skip_when_busy = true;")
+    health_set(b, 503)  # its checks would fail, its real answers do not
+    skipped0 = checks(w, b.addr, "skipped_busy")
+    end = time.monotonic() + 2.0
+    with w.client() as c:
+        while time.monotonic() < end:
+            r = c.request("GET", "/echo")
+            assert r.status == 200, r
+            time.sleep(0.005)
+    assert checks(w, b.addr, "skipped_busy") - skipped0 >= 4
+    assert health(w, b.addr) == 1
+    # traffic stopped: the next checks are made, and fail
+    wait_until(lambda: health(w, b.addr) == 0, slack(3), what="b down once idle")
+    assert checks(w, b.addr, "bad_status") >= 2
+
+
+def test_skip_when_busy_does_not_skip_a_check_while_the_server_answers_5xx(weir_factory, origin_factory):
+    w, a, b = two_origins(weir_factory, origin_factory, workers=2,
+                          health=FAST + " skip_when_busy = true;")
+    health_set(b, 503)
+    end = time.monotonic() + 1.5
+    with w.client() as c:
+        while time.monotonic() < end and health(w, b.addr) != 0:
+            c.request("GET", "/status/500")  # real requests that fail: no skip
+            time.sleep(0.005)
+    assert health(w, b.addr) == 0
