@@ -144,6 +144,12 @@ int health_child_exited(pid_t pid, int status)
 	return 1;
 }
 
+void health_signal(int sig)
+{
+	if (hm.pid)
+		kill(hm.pid, sig);
+}
+
 void health_stop(void)
 {
 	hm.stopping = 1;

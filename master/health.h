@@ -50,6 +50,9 @@ void health_start(struct ev_loop *loop, struct shm_segment *seg, const struct co
 /* Master: 1 when <pid> was the prober (replaced unless stopping), else 0. */
 int health_child_exited(pid_t pid, int status);
 
+/* Master: sends <sig> to the prober, if any (USR1: it reopens its logs). */
+void health_signal(int sig);
+
 /* Master stopping: the prober is told to stop and not replaced. */
 void health_stop(void);
 

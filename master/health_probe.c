@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,8 @@ static struct {
 	int nprobes;
 	SSL_CTX *ctx[CONFIG_MAX_UPSTREAMS]; /* by config upstream index */
 	uint64_t rnd;
+	ev_signal usr1;
+	ev_timer tick;
 } hp;
 
 /* xorshift64*: spreads checks, nothing secret */
@@ -473,6 +476,24 @@ static int probe_setup(const struct config *cfg)
 	return 0;
 }
 
+/* USR1, forwarded by the master: the log files were moved */
+static void probe_usr1_cb(struct ev_loop *loop, ev_signal *s, int revents)
+{
+	(void)loop;
+	(void)s;
+	(void)revents;
+	log_reopen();
+}
+
+/* Once a second: what a slow log reader left pending. */
+static void probe_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)t;
+	(void)revents;
+	log_flush();
+}
+
 int health_probe_main(struct ev_loop *loop, struct shm_segment *seg, const struct config *cfg)
 {
 	hp.loop = loop;
@@ -481,6 +502,10 @@ int health_probe_main(struct ev_loop *loop, struct shm_segment *seg, const struc
 	log_set_who("health");
 	if (probe_setup(cfg) < 0)
 		return 1;
+	ev_signal_init(&hp.usr1, probe_usr1_cb, SIGUSR1);
+	ev_signal_start(loop, &hp.usr1);
+	ev_timer_init(&hp.tick, probe_tick_cb, 1.0, 1.0);
+	ev_timer_start(loop, &hp.tick);
 	log_info("health prober started, pid %d: %d server(s) to check", (int)getpid(), hp.nprobes);
 	ev_run(loop, 0);
 	return 0;

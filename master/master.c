@@ -622,6 +622,7 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 		else
 			log_notice("USR1 received: log files reopened");
 		master_signal_workers(SIGUSR1);
+		health_signal(SIGUSR1);
 		break;
 	case SIGHUP:
 		if (m.stopping || m.upgrade_pid) {

@@ -337,3 +337,14 @@ def test_skip_when_busy_does_not_skip_a_check_while_the_server_answers_5xx(weir_
             c.request("GET", "/status/500")  # real requests that fail: no skip
             time.sleep(0.005)
     assert health(w, b.addr) == 0
+
+
+def test_the_prober_reopens_its_log_on_usr1(weir_factory, origin_factory):
+    w, a, b = two_origins(weir_factory, origin_factory, workers=1)
+    os.rename(w.error_log, w.error_log + ".1")
+    w.signal(signal.SIGUSR1)
+    wait_until(lambda: any("USR1 received" in l for l in w.error_lines()), slack(3), what="the reopen")
+    time.sleep(slack(0.3))  # the prober's signal is handled on its next loop pass
+    health_set(b, 500)
+    wait_until(lambda: any("health down" in l and b.addr in l for l in w.error_lines()), slack(3),
+               what="the transition in the new log")
