@@ -204,6 +204,19 @@ static void probe_wait(struct probe *p, int events)
 	ev_io_start(hp.loop, &p->io);
 }
 
+/* After SSL_read or SSL_write returned <rc> <= 0: 1 when it must wait,
+ * with the socket watched for what TLS wants (a write may need a read
+ * first and a read a write), so a wait never spins. */
+static int probe_tls_wait(struct probe *p, int rc)
+{
+	int err = SSL_get_error(p->ssl, rc);
+
+	if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+		return 0;
+	probe_wait(p, err == SSL_ERROR_WANT_READ ? EV_READ : EV_WRITE);
+	return 1;
+}
+
 /* Connected (and handshaken): a TCP check has passed; an HTTP one sends. */
 static void probe_connected(struct probe *p)
 {
@@ -264,7 +277,7 @@ static void probe_step(struct probe *p)
 			if (p->ssl) {
 				rc = SSL_write(p->ssl, p->req + p->sent, (int)(p->req_len - p->sent));
 				n = rc > 0 ? rc : -1;
-				if (rc <= 0 && SSL_get_error(p->ssl, rc) == SSL_ERROR_WANT_WRITE)
+				if (rc <= 0 && probe_tls_wait(p, rc))
 					return;
 			} else {
 				n = send(p->fd, p->req + p->sent, p->req_len - p->sent, MSG_NOSIGNAL);
@@ -289,7 +302,7 @@ static void probe_step(struct probe *p)
 			if (p->ssl) {
 				rc = SSL_read(p->ssl, p->resp + p->got, (int)room);
 				n = rc > 0 ? rc : rc == 0 || SSL_get_error(p->ssl, rc) == SSL_ERROR_ZERO_RETURN ? 0 : -1;
-				if (rc <= 0 && SSL_get_error(p->ssl, rc) == SSL_ERROR_WANT_READ)
+				if (rc <= 0 && probe_tls_wait(p, rc))
 					return;
 			} else {
 				n = recv(p->fd, p->resp + p->got, room, 0);

@@ -156,6 +156,13 @@ def test_a_probe_target_that_accepts_and_stalls_times_out_and_does_not_delay_a_r
         wait_until(lambda: checks(w, addr, "timeout") >= 1, slack(4), what="the stalled check to time out")
         assert health(w, addr) == 0
         assert any("no status line within 900 ms" in l for l in w.error_lines()), w.error_lines()
+        # waiting on a stalled server costs the prober nothing
+        pid = prober_pid(w)
+        f0 = harness.proc_stat(pid)
+        time.sleep(2)
+        f1 = harness.proc_stat(pid)
+        ticks = (int(f1[11]) + int(f1[12])) - (int(f0[11]) + int(f0[12]))
+        assert ticks < 50, "the prober used %d ticks of CPU in 2 s" % ticks
         # while checks stall (each holds its socket for 900 ms of every
         # second), a HUP is handled at once
         old = set(w.worker_pids())
