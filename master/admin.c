@@ -19,7 +19,7 @@ static const char help_text[] =
     "  GET  /metrics     Prometheus metrics (text format 0.0.4)\n"
     "  GET  /info        version, uptime, workers alive, config and routes generation\n"
     "  GET  /routes      the current route table (host, path, upstream), in matching order\n"
-    "  GET  /upstreams   every upstream group and server: state, weight, counters\n"
+    "  GET  /upstreams   every upstream group and server: state, weight, counters, health\n"
     "  POST /upstreams/GROUP/ADDRESS?state=up|drain|down\n"
     "  POST /upstreams/GROUP/ADDRESS?weight=N   (1..1000, or \"default\" for the configured one)\n"
     "       change a server at run time, without a reload: drain and down take it out of\n"
