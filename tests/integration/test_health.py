@@ -355,3 +355,27 @@ def test_the_prober_reopens_its_log_on_usr1(weir_factory, origin_factory):
     health_set(b, 500)
     wait_until(lambda: any("health down" in l and b.addr in l for l in w.error_lines()), slack(3),
                what="the transition in the new log")
+
+
+def test_an_http_check_sends_its_path_and_host_and_passes_on_the_expected_statuses(weir_factory, origin_factory):
+    a = origin_factory("A")
+    health_set(a, 503)
+    w = weir_factory(upstreams=[{"name": "a", "servers": [a.addr], "health":
+                                 'path = "/healthz?deep=1"; host = "api.internal"; expect = [ "200", "500-503" ]; '
+                                 'interval = "200ms"; timeout = "150ms"; fall = 1;'}],
+                     routes=[{"path": "/", "upstream": "a"}], workers=2)
+    wait_until(lambda: checks(w, a.addr, "ok") >= 2, slack(3), what="checks passing on 503")
+    assert health(w, a.addr) == 1
+    e = a.requests("/healthz")[0]
+    assert e["method"] == "GET" and e["target"] == "/healthz?deep=1" and e["version"] == "1.1", e
+    assert [v for n, v in e["headers"] if n.lower() == "host"] == ["api.internal"], e
+    assert [v for n, v in e["headers"] if n.lower() == "connection"] == ["close"], e
+    assert [v for n, v in e["headers"] if n.lower() == "user-agent"] == ["weir-health-check"], e
+    # one prober, not one per worker: checks come about once per interval
+    n0, t0 = len(a.requests("/healthz")), time.monotonic()
+    time.sleep(1.0)
+    per_s = (len(a.requests("/healthz")) - n0) / (time.monotonic() - t0)
+    assert per_s < 1 / INTERVAL * 1.5, "%.1f checks a second for one server" % per_s
+    health_set(a, 404)
+    wait_until(lambda: health(w, a.addr) == 0, slack(3), what="404 is not expected")
+    assert upstreams_line(w, a.addr)["last_status"] == "404"
