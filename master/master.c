@@ -479,8 +479,6 @@ static int master_reload(void)
 		master_warn_shrink(ocfg->workers, ncfg->workers);
 
 	/* committed: from here on nothing fails back */
-	health_configure(m.seg, ncfg);
-	health_start(m.loop, m.seg, ncfg, master_in_prober);
 	/* sockets whose address or path stay are kept (a scrape in progress
 	 * goes on); a new one that cannot be opened is logged, not fatal */
 	stats_configure(m.loop, ncfg, m.seg);
@@ -493,6 +491,9 @@ static int master_reload(void)
 	listen_apply(&m.ls, ncfg); /* after the close: the groups are final */
 	m.cfg = ncfg;
 	master_raise_nofile(ncfg); /* more servers or connections: the new workers inherit it */
+	/* once m.ls is the new set: the prober closes every listener it inherits */
+	health_configure(m.seg, ncfg);
+	health_start(m.loop, m.seg, ncfg, master_in_prober);
 	for (int i = 0; i < ncfg->workers; i++)
 		master_spawn(i);
 	atomic_fetch_add(&m.seg->reloads_ok, 1);

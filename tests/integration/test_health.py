@@ -379,3 +379,44 @@ def test_an_http_check_sends_its_path_and_host_and_passes_on_the_expected_status
     health_set(a, 404)
     wait_until(lambda: health(w, a.addr) == 0, slack(3), what="404 is not expected")
     assert upstreams_line(w, a.addr)["last_status"] == "404"
+
+
+def listening_inodes():
+    """Socket inodes of every TCP socket in LISTEN on this machine."""
+    out = set()
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] == "0A":
+                        out.add(fields[9])
+        except OSError:
+            pass
+    return out
+
+
+def listeners_held(pid):
+    held = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            held.append(link[8:-1])
+    return set(held) & listening_inodes()
+
+
+def test_the_prober_holds_no_listening_socket_at_start_or_after_a_reload(weir_factory, origin_factory):
+    """A listener the prober kept open would stay in its reuseport group
+    after the master closed it, and connections hashed to it would wait
+    for an accept that never comes."""
+    w, a, b = two_origins(weir_factory, origin_factory, workers=2)
+    pid = wait_until(lambda: prober_pid(w), slack(3), what="the prober")
+    assert not listeners_held(pid)
+    w.signal(signal.SIGHUP)
+    pid2 = wait_until(lambda: (lambda p: p if p not in (None, pid) else None)(prober_pid(w)), slack(3),
+                      what="the new prober")
+    assert not listeners_held(pid2)
