@@ -155,8 +155,19 @@ static void probe_done(struct probe *p, enum health_result result, unsigned stat
 			run = 0;
 		}
 	} else {
-		log_error("upstream %s server %s: health check not made: %s (not counted against the server)",
-		          p->cu->name, p->addr, why);
+		/* one shortage hits every server's checks: a line a second at most */
+		static ev_tstamp last;
+		static unsigned more;
+
+		if (ev_now(hp.loop) - last < 1.0) {
+			more++;
+		} else {
+			log_error("upstream %s server %s: health check not made: %s (not counted against the server; "
+			          "%u more since the last such line)",
+			          p->cu->name, p->addr, why, more);
+			last = ev_now(hp.loop);
+			more = 0;
+		}
 	}
 	atomic_store_explicit(wp, HEALTH_WORD(state, result, run > 255 ? 255 : run, status), memory_order_relaxed);
 }
