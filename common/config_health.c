@@ -43,18 +43,20 @@ static void health_expect(struct loader *ld, const config_setting_t *g, struct c
 		return;
 	n = config_setting_is_aggregate(s) ? config_setting_length(s) : -1;
 	if (n < 1 || n > CONFIG_HEALTH_EXPECT_MAX) {
-		config_fail(ld, config_line_of(s),
-		            "upstreams.health.expect must be a list of 1 to %d status ranges: expect = [ \"200-399\" ];",
-		            CONFIG_HEALTH_EXPECT_MAX);
+		config_fail(
+		    ld, config_line_of(s),
+		    "upstreams.health.expect must be a list of 1 to %d status ranges: expect = [ \"200-399\" ];",
+		    CONFIG_HEALTH_EXPECT_MAX);
 		return;
 	}
 	for (int i = 0; i < n; i++) {
 		const char *v = config_setting_get_string(config_setting_get_elem(s, (unsigned)i));
 
 		if (!v || health_expect_parse(v, h->expect[i]) < 0) {
-			config_fail(ld, config_line_of(s),
-			            "upstreams.health.expect entries must be statuses such as \"200\" or ranges such as "
-			            "\"200-399\", from 100 to 599");
+			config_fail(
+			    ld, config_line_of(s),
+			    "upstreams.health.expect entries must be statuses such as \"200\" or ranges such as "
+			    "\"200-399\", from 100 to 599");
 			return;
 		}
 	}
@@ -85,12 +87,13 @@ void config_load_health(struct loader *ld, const config_setting_t *e, struct con
 	if (h->timeout > h->interval && config_engine_got(&config_keys_upstream_health, got, "timeout") == GOT_NONE)
 		h->timeout = h->interval;
 	if (h->timeout > h->interval)
-		config_fail(ld, health_line(g, "timeout"), "upstreams.health.timeout (%u ms) must be at most interval (%u ms)",
-		            h->timeout, h->interval);
+		config_fail(ld, health_line(g, "timeout"),
+		            "upstreams.health.timeout (%u ms) must be at most interval (%u ms)", h->timeout,
+		            h->interval);
 	/* the default jitter shrinks to a tenth of a short interval */
 	if (h->jitter >= h->interval && config_engine_got(&config_keys_upstream_health, got, "jitter") == GOT_NONE)
 		h->jitter = h->interval / 10;
 	if (h->jitter >= h->interval)
-		config_fail(ld, health_line(g, "jitter"), "upstreams.health.jitter (%u ms) must be below interval (%u ms)",
-		            h->jitter, h->interval);
+		config_fail(ld, health_line(g, "jitter"),
+		            "upstreams.health.jitter (%u ms) must be below interval (%u ms)", h->jitter, h->interval);
 }

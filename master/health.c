@@ -14,8 +14,8 @@
 #include "shm/shm.h"
 
 #define HEALTH_RESPAWN_YOUNG 2.0
-#define HEALTH_RESPAWN_MIN 0.1
-#define HEALTH_RESPAWN_MAX 10.0
+#define HEALTH_RESPAWN_MIN   0.1
+#define HEALTH_RESPAWN_MAX   10.0
 
 static struct {
 	struct ev_loop *loop;

@@ -44,8 +44,7 @@ void health_configure(struct shm_segment *seg, const struct config *cfg);
  * what is the master's (watchers, sockets, privileges). A prober that dies
  * is replaced (after a growing delay if it died young).
  */
-void health_start(struct ev_loop *loop, struct shm_segment *seg, const struct config *cfg,
-                  void (*in_child)(void));
+void health_start(struct ev_loop *loop, struct shm_segment *seg, const struct config *cfg, void (*in_child)(void));
 
 /* Master: 1 when <pid> was the prober (replaced unless stopping), else 0. */
 int health_child_exited(pid_t pid, int status);

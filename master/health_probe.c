@@ -91,7 +91,8 @@ static SSL_CTX *probe_ctx_new(const struct config_upstream *cu)
 
 	if (!ctx)
 		return NULL;
-	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) || !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
 	    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0 /* 0 is success here */)
 		goto fail;
 	if (cu->tls_verify) {
@@ -193,9 +194,8 @@ static int probe_status(const struct probe *p)
 
 	if (p->got < 13)
 		return memcmp(r, "HTTP/1.", p->got < 7 ? p->got : 7) == 0 ? 0 : -1;
-	if (memcmp(r, "HTTP/1.", 7) != 0 || (r[7] != '0' && r[7] != '1') || r[8] != ' ' || r[9] < '1' ||
-	    r[9] > '5' || r[10] < '0' || r[10] > '9' || r[11] < '0' || r[11] > '9' ||
-	    (r[12] != ' ' && r[12] != '\r'))
+	if (memcmp(r, "HTTP/1.", 7) != 0 || (r[7] != '0' && r[7] != '1') || r[8] != ' ' || r[9] < '1' || r[9] > '5' ||
+	    r[10] < '0' || r[10] > '9' || r[11] < '0' || r[11] > '9' || (r[12] != ' ' && r[12] != '\r'))
 		return -1;
 	return (r[9] - '0') * 100 + (r[10] - '0') * 10 + (r[11] - '0');
 }
@@ -312,7 +312,9 @@ static void probe_step(struct probe *p)
 
 			if (p->ssl) {
 				rc = SSL_read(p->ssl, p->resp + p->got, (int)room);
-				n = rc > 0 ? rc : rc == 0 || SSL_get_error(p->ssl, rc) == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+				n = rc > 0                                                          ? rc
+				    : rc == 0 || SSL_get_error(p->ssl, rc) == SSL_ERROR_ZERO_RETURN ? 0
+				                                                                    : -1;
 				if (rc <= 0 && probe_tls_wait(p, rc))
 					return;
 			} else {
@@ -338,8 +340,7 @@ static void probe_step(struct probe *p)
 			           (unsigned)status, why);
 			return;
 		}
-	case PROBE_IDLE:
-		break;
+	case PROBE_IDLE: break;
 	}
 }
 
@@ -358,7 +359,7 @@ static void probe_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)revents;
 
 	snprintf(why, sizeof why, "no %s within %u ms",
-	         p->phase == PROBE_CONNECTING ? "connection"
+	         p->phase == PROBE_CONNECTING  ? "connection"
 	         : p->phase == PROBE_HANDSHAKE ? "TLS handshake"
 	         : p->phase == PROBE_SENDING   ? "room for the request"
 	                                       : "status line",

@@ -33,23 +33,23 @@ enum health_state {
 
 /* What one check found: weir_health_checks_total{result=...} and
  * /upstreams' last_check. */
-#define HEALTH_RESULT_TABLE(X)          \
-	X(NONE, "none")                 \
-	X(OK, "ok")                     \
-	X(STATUS, "bad_status")         \
-	X(REFUSED, "connect_failed")    \
-	X(TIMEOUT, "timeout")           \
-	X(TLS, "tls_failed")            \
-	X(CLOSED, "closed")             \
-	X(BAD_RESPONSE, "bad_response") \
-	X(LOCAL, "local_error")         \
+#define HEALTH_RESULT_TABLE(X)                                                                                         \
+	X(NONE, "none")                                                                                                \
+	X(OK, "ok")                                                                                                    \
+	X(STATUS, "bad_status")                                                                                        \
+	X(REFUSED, "connect_failed")                                                                                   \
+	X(TIMEOUT, "timeout")                                                                                          \
+	X(TLS, "tls_failed")                                                                                           \
+	X(CLOSED, "closed")                                                                                            \
+	X(BAD_RESPONSE, "bad_response")                                                                                \
+	X(LOCAL, "local_error")                                                                                        \
 	X(SKIPPED, "skipped_busy")
 
 enum health_result {
 #define HEALTH_RESULT_ENUM(name, label) HEALTH_RESULT_##name,
 	HEALTH_RESULT_TABLE(HEALTH_RESULT_ENUM)
 #undef HEALTH_RESULT_ENUM
-	HEALTH_RESULT_COUNT
+	    HEALTH_RESULT_COUNT
 };
 
 /* "ok", "bad_status" ...: by enum health_result */
@@ -58,12 +58,12 @@ extern const char *const health_result_names[HEALTH_RESULT_COUNT];
 extern const char *const health_state_names[3];
 
 /* bits 0-1 state, 2-7 last result, 8-15 run, 16-25 last HTTP status */
-#define HEALTH_STATE(w) ((uint32_t)(w)&3u)
+#define HEALTH_STATE(w)  ((uint32_t)(w)&3u)
 #define HEALTH_RESULT(w) (((uint32_t)(w) >> 2) & 63u)
-#define HEALTH_RUN(w) (((uint32_t)(w) >> 8) & 255u)
+#define HEALTH_RUN(w)    (((uint32_t)(w) >> 8) & 255u)
 #define HEALTH_STATUS(w) (((uint32_t)(w) >> 16) & 1023u)
-#define HEALTH_WORD(state, result, run, status)                                                              \
-	(((uint32_t)(state)&3u) | (((uint32_t)(result)&63u) << 2) | (((uint32_t)(run)&255u) << 8) |               \
+#define HEALTH_WORD(state, result, run, status)                                                                        \
+	(((uint32_t)(state)&3u) | (((uint32_t)(result)&63u) << 2) | (((uint32_t)(run)&255u) << 8) |                    \
 	 (((uint32_t)(status)&1023u) << 16))
 
 struct shm_health {
