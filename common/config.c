@@ -587,6 +587,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
 		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_limits, &u->over);
+		config_load_health(ld, e, u);
 		load_servers(ld, e, u, total);
 	}
 	return 0;

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/config_health.h"
+
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
 #define CONFIG_PATH_MAX 256   /* route path prefix, including the NUL */
@@ -172,6 +174,7 @@ struct config_upstream {
 	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
 	struct x509_store_st *tls_store;
 	uint64_t tls_ca_sum; /* digest of the CA file as read, so a context is matched by what it trusts */
+	struct config_health health;  /* active checks: health.type 0 when none */
 	struct config_overrides over; /* timeouts = {...}, limits = {...} */
 };
 
