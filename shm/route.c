@@ -209,9 +209,10 @@ static int route_compile_routes(struct route_table *t, char *block, const struct
 	for (uint32_t k = 0; k < t->nhosts; k++) {
 		if (hosts[k].kind == CONFIG_HOST_EXACT)
 			route_put_table(exact, t->exact_mask, hosts[k].hash, k);
-		else if (hosts[k].kind == CONFIG_HOST_WILDCARD)
-			route_put_table(wild, t->wild_mask, hosts[k].hash, k), t->nwild++;
-		else
+		else if (hosts[k].kind == CONFIG_HOST_WILDCARD) {
+			route_put_table(wild, t->wild_mask, hosts[k].hash, k);
+			t->nwild++;
+		} else
 			t->any_host = k;
 	}
 	free(sorted);

@@ -116,9 +116,10 @@ uint64_t route_publish(struct shm_segment *seg, const struct config *cfg);
 
 /* The two halves of route_publish(), for a reload that must be able to
  * back out: prepare writes a free slot (-1 if none, -2 if the arena has no
- * gap large enough beside the busy generations) without making it visible, with the stat index of every route and server (new keys are
- * appended to the segment's key table even if the reload backs out: they
- * only use up room); commit makes it current and returns its generation id.
+ * gap large enough beside the busy generations) without making it visible,
+ * with the stat index of every route and server (new keys are appended to
+ * the segment's key table even if the reload backs out: they only use up
+ * room); commit makes it current and returns its generation id.
  * Commit also drops the admin override (state, weight) of every server key
  * the new table no longer holds, so a server removed and added back later
  * starts without one; servers that stay keep theirs. */

@@ -94,8 +94,8 @@ struct route_upstream {
 	uint8_t tls;
 	uint8_t tls_verify;
 	char tls_sni[CONFIG_HOST_MAX];
-	char tls_ca[1024];     /* the CA file the context was made from */
-	uint64_t tls_ca_sum;   /* and a digest of what it held (config_upstream.tls_ca_sum) */
+	char tls_ca[1024];   /* the CA file the context was made from */
+	uint64_t tls_ca_sum; /* and a digest of what it held (config_upstream.tls_ca_sum) */
 };
 
 /* A generation's header, in the segment's gens[]. */

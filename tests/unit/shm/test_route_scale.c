@@ -26,8 +26,8 @@
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_config.h"
 
-#define NHOSTS 5000
-#define NROUTES 10000
+#define NHOSTS   5000
+#define NROUTES  10000
 #define NQUERIES 200000
 
 static uint64_t rng = 88172645463325252ull;
@@ -42,8 +42,8 @@ static uint32_t rnd(uint32_t n)
 
 /* nested on purpose: "/a" "/a/" "/a/b/" and "/ab" side by side */
 static const char *const paths[] = {
-    "/",        "/a",       "/a/",         "/a/b/",      "/a/b/c/", "/ab",     "/api/",   "/api/v1/",
-    "/api/v1/users/", "/api/v2/", "/static/", "/static/img/", "/x",   "/x/y",    "/z/",     "/%41/",
+    "/",        "/a",       "/a/",          "/a/b/", "/a/b/c/", "/ab", "/api/", "/api/v1/", "/api/v1/users/",
+    "/api/v2/", "/static/", "/static/img/", "/x",    "/x/y",    "/z/", "/%41/",
 };
 #define NPATHS (sizeof paths / sizeof paths[0])
 
@@ -118,12 +118,9 @@ static int ref_host_match(const struct config_route *r, const char *host, size_t
 	size_t hl = strlen(r->host);
 
 	switch (r->host_kind) {
-	case CONFIG_HOST_EXACT:
-		return len == hl && strncasecmp(host, r->host, len) == 0;
-	case CONFIG_HOST_WILDCARD:
-		return len > hl && strncasecmp(host + len - hl, r->host, hl) == 0;
-	default:
-		return 1;
+	case CONFIG_HOST_EXACT: return len == hl && strncasecmp(host, r->host, len) == 0;
+	case CONFIG_HOST_WILDCARD: return len > hl && strncasecmp(host + len - hl, r->host, hl) == 0;
+	default: return 1;
 	}
 }
 
@@ -131,7 +128,9 @@ static int ref_host_match(const struct config_route *r, const char *host, size_t
  * longer wildcards above shorter, any below all. */
 static long ref_rank(const struct config_route *r)
 {
-	return r->host_kind == CONFIG_HOST_EXACT ? 100000 : r->host_kind == CONFIG_HOST_WILDCARD ? (long)strlen(r->host) : -1;
+	return r->host_kind == CONFIG_HOST_EXACT      ? 100000
+	       : r->host_kind == CONFIG_HOST_WILDCARD ? (long)strlen(r->host)
+	                                              : -1;
 }
 
 static const struct config_route *ref_lookup(const char *host, size_t len, const char *path, size_t plen)
@@ -171,12 +170,10 @@ static void query_host(char *out, size_t cap)
 
 	host_of(h, &r);
 	switch (rnd(6)) {
-	case 0:
-		snprintf(out, cap, "unknown%u.nowhere%s", rnd(100), suffix[rnd(6)]);
-		break;
+	case 0: snprintf(out, cap, "unknown%u.nowhere%s", rnd(100), suffix[rnd(6)]); break;
 	case 1: /* a subdomain of a host, exact or wildcard */
-		snprintf(out, cap, "%s%s%s%s", rnd(2) ? "x" : "a.b", r.host_kind == CONFIG_HOST_WILDCARD ? "" : ".", r.host,
-		         suffix[rnd(6)]);
+		snprintf(out, cap, "%s%s%s%s", rnd(2) ? "x" : "a.b", r.host_kind == CONFIG_HOST_WILDCARD ? "" : ".",
+		         r.host, suffix[rnd(6)]);
 		break;
 	case 2: /* a wildcard's bare domain: it does not match itself */
 		snprintf(out, cap, "%s%s", r.host[0] == '.' ? r.host + 1 : r.host, suffix[rnd(6)]);
@@ -217,10 +214,10 @@ static void test_lookup_at_scale_agrees_with_the_brute_force_rule(void)
 		if (q % 40)
 			continue;
 		want = ref_lookup(host, strlen(host), path, strlen(path));
-		if (!want != !got || (got && (got->host_kind != want->host_kind ||
-		                             strcmp(route_host(&t, got), want->host) != 0 ||
-		                             strcmp(route_path(&t, got), want->path) != 0 ||
-		                             got->upstream != (uint32_t)want->upstream))) {
+		if (!want != !got ||
+		    (got &&
+		     (got->host_kind != want->host_kind || strcmp(route_host(&t, got), want->host) != 0 ||
+		      strcmp(route_path(&t, got), want->path) != 0 || got->upstream != (uint32_t)want->upstream))) {
 			fprintf(stderr, "\n%s %s: got %s %s, want %s %s\n", host, path, got ? route_host(&t, got) : "-",
 			        got ? route_path(&t, got) : "404", want ? want->host : "-", want ? want->path : "404");
 			CU_FAIL("the index and the rule disagree");
@@ -305,9 +302,9 @@ static char *errors_of(const char *text)
 static void test_a_key_not_per_request_is_refused_in_a_route(void)
 {
 	char *why = errors_of("listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
-	                               "upstreams = ( { name = \"a\"; servers = ( { address = \"127.0.0.1:9001\"; } ); } );\n"
-	                               "routes = ( { upstream = \"a\";\n"
-	                               "  timeouts = { client_header = \"1s\"; }; } );\n");
+	                      "upstreams = ( { name = \"a\"; servers = ( { address = \"127.0.0.1:9001\"; } ); } );\n"
+	                      "routes = ( { upstream = \"a\";\n"
+	                      "  timeouts = { client_header = \"1s\"; }; } );\n");
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(why);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, ":4: unknown key \"client_header\" in routes.timeouts"));
@@ -316,12 +313,12 @@ static void test_a_key_not_per_request_is_refused_in_a_route(void)
 
 static void test_weir_T_writes_the_overrides_given_and_they_load_back(void)
 {
-	struct config *a = unit_config_load(
-	    "listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
-	    "upstreams = ( { name = \"a\"; servers = ( { address = \"127.0.0.1:9001\"; } );\n"
-	    "  timeouts = { upstream_read = \"20s\"; }; limits = { body_size = \"2m\"; }; } );\n"
-	    "routes = ( { upstream = \"a\"; timeouts = { request = \"off\"; tunnel = \"90s\"; }; },\n"
-	    "  { path = \"/x/\"; upstream = \"a\"; limits = { client_send_rate = 0; }; } );\n");
+	struct config *a =
+	    unit_config_load("listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
+	                     "upstreams = ( { name = \"a\"; servers = ( { address = \"127.0.0.1:9001\"; } );\n"
+	                     "  timeouts = { upstream_read = \"20s\"; }; limits = { body_size = \"2m\"; }; } );\n"
+	                     "routes = ( { upstream = \"a\"; timeouts = { request = \"off\"; tunnel = \"90s\"; }; },\n"
+	                     "  { path = \"/x/\"; upstream = \"a\"; limits = { client_send_rate = 0; }; } );\n");
 	struct config *b;
 	char *text = NULL;
 	size_t len = 0;
@@ -382,7 +379,7 @@ static void test_generations_take_the_room_they_need_and_never_overlap_a_busy_on
 	}
 	small = seg->gens[slots[1]].size;
 	big = seg->gens[slots[0]].size;
-	CU_ASSERT(small <= 8192);                     /* a page or two for one route */
+	CU_ASSERT(small <= 8192);                                         /* a page or two for one route */
 	CU_ASSERT(big >= (uint64_t)NROUTES * sizeof(struct route_entry)); /* sized for 10,000 */
 	/* the request ends: every generation but the current is free, and the
 	 * next one goes to the start of the arena again */
@@ -411,8 +408,9 @@ static void test_the_most_routes_load_in_linear_time(void)
 	                       "upstreams = ( { name = \"a\"; servers = ( { address = \"127.0.0.1:9001\"; } ); } );\n"
 	                       "routes = (\n");
 	for (int i = 0; i < CONFIG_MAX_ROUTES; i++)
-		len += (size_t)snprintf(text + len, cap - len, "{ host = \"h%d.test\"; path = \"/p%d/\"; upstream = \"a\"; }%s\n",
-		                        i / 2, i, i + 1 < CONFIG_MAX_ROUTES ? "," : "");
+		len += (size_t)snprintf(text + len, cap - len,
+		                        "{ host = \"h%d.test\"; path = \"/p%d/\"; upstream = \"a\"; }%s\n", i / 2, i,
+		                        i + 1 < CONFIG_MAX_ROUTES ? "," : "");
 	snprintf(text + len, cap - len, ");\n");
 	t0 = clock();
 	c = unit_config_load(text);
@@ -430,12 +428,15 @@ static void test_the_most_routes_load_in_linear_time(void)
 static const struct unit_test tests[] = {
     {"lookup over 10,000 routes and 5,000 hosts agrees with the brute-force rule",
      test_lookup_at_scale_agrees_with_the_brute_force_rule},
-    {"settings are the global ones, then the group's, then the route's", test_settings_are_global_then_group_then_route},
-    {"a key that is not per request is refused in a route's timeouts", test_a_key_not_per_request_is_refused_in_a_route},
+    {"settings are the global ones, then the group's, then the route's",
+     test_settings_are_global_then_group_then_route},
+    {"a key that is not per request is refused in a route's timeouts",
+     test_a_key_not_per_request_is_refused_in_a_route},
     {"generations take the room they need and never overlap a busy one",
      test_generations_take_the_room_they_need_and_never_overlap_a_busy_one},
     {"the most routes a config may hold load in linear time", test_the_most_routes_load_in_linear_time},
-    {"weir -T writes the overrides given, and they load back", test_weir_T_writes_the_overrides_given_and_they_load_back},
+    {"weir -T writes the overrides given, and they load back",
+     test_weir_T_writes_the_overrides_given_and_they_load_back},
 };
 
 UNIT_MAIN_WITH("shm/route_scale", tests, unit_config_init, unit_config_clean)
