@@ -26,10 +26,10 @@ enum auth_type {
 	AUTH_BASIC,
 };
 
-#define AUTH_NAME_MAX 64   /* consumer and user names, with the NUL */
+#define AUTH_NAME_MAX   64 /* consumer and user names, with the NUL */
 #define AUTH_CLAIMS_MAX 8  /* claims_to_headers entries */
-#define AUTH_ALLOW_MAX 64  /* allow entries */
-#define AUTH_PEM_MAX 16    /* keys entries (PEM files) */
+#define AUTH_ALLOW_MAX  64 /* allow entries */
+#define AUTH_PEM_MAX    16 /* keys entries (PEM files) */
 
 /* One line of keys_file: "consumer sha256hex". */
 struct auth_apikey {
@@ -46,10 +46,15 @@ struct auth_user {
 /* JWT algorithms; a key has exactly one, fixed when it is loaded. */
 enum auth_jwt_alg {
 	JWT_ALG_NONE, /* never accepted: no key has it */
-	JWT_HS256, JWT_HS384, JWT_HS512,
-	JWT_RS256, JWT_RS384, JWT_RS512,
+	JWT_HS256,
+	JWT_HS384,
+	JWT_HS512,
+	JWT_RS256,
+	JWT_RS384,
+	JWT_RS512,
 	JWT_PS256,
-	JWT_ES256, JWT_ES384,
+	JWT_ES256,
+	JWT_ES384,
 	JWT_EDDSA,
 	JWT_ALG_COUNT,
 };
@@ -57,10 +62,10 @@ enum auth_jwt_alg {
 struct evp_pkey_st;
 
 struct auth_jwk {
-	char kid[128];         /* "" when the key has none */
+	char kid[128]; /* "" when the key has none */
 	enum auth_jwt_alg alg;
 	struct evp_pkey_st *pkey; /* RS, PS, ES, EdDSA */
-	uint8_t *secret;       /* HS: the shared secret (OPENSSL_malloc) */
+	uint8_t *secret;          /* HS: the shared secret (OPENSSL_malloc) */
 	size_t secret_len;
 };
 
@@ -102,7 +107,7 @@ struct config_auth {
 
 	/* basic */
 	char htpasswd[1024];
-	uint32_t hash_rate; /* password hashes per second per worker */
+	uint32_t hash_rate;      /* password hashes per second per worker */
 	struct auth_user *users; /* sorted by name */
 	int nusers;
 };

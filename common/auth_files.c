@@ -93,7 +93,10 @@ static int name_valid(const char *s, size_t n)
 
 static int hex_value(int c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
 }
 
 static int key_cmp(const void *a, const void *b)
@@ -284,8 +287,10 @@ static int users_line(void *arg, char *line, int lineno, char *why, size_t cap)
 	}
 	h = colon + 1;
 	if (strncmp(h, "$2y$", 4) && strncmp(h, "$2b$", 4) && strncmp(h, "$5$", 3) && strncmp(h, "$6$", 3)) {
-		snprintf(why, cap, "user %.*s: only bcrypt ($2y$, htpasswd -B) and SHA-crypt ($5$, $6$) hashes are "
-		         "accepted", (int)(colon - line), line);
+		snprintf(why, cap,
+		         "user %.*s: only bcrypt ($2y$, htpasswd -B) and SHA-crypt ($5$, $6$) hashes are "
+		         "accepted",
+		         (int)(colon - line), line);
 		return -1;
 	}
 	if (strlen(h) >= sizeof u->hash || crypt_checksalt(h) != CRYPT_SALT_OK) {
@@ -335,8 +340,7 @@ static const char *alg_fits(enum auth_jwt_alg alg, EVP_PKEY *pkey)
 	switch (alg) {
 	case JWT_HS256:
 	case JWT_HS384:
-	case JWT_HS512:
-		return pkey ? "HS algorithms need a shared secret (kty \"oct\"), never a public key" : NULL;
+	case JWT_HS512: return pkey ? "HS algorithms need a shared secret (kty \"oct\"), never a public key" : NULL;
 	case JWT_RS256:
 	case JWT_RS384:
 	case JWT_RS512:
@@ -353,10 +357,8 @@ static const char *alg_fits(enum auth_jwt_alg alg, EVP_PKEY *pkey)
 			return alg == JWT_ES256 ? "ES256 needs a P-256 key" : "ES384 needs a P-384 key";
 		return NULL;
 	}
-	case JWT_EDDSA:
-		return type == EVP_PKEY_ED25519 ? NULL : "EdDSA needs an Ed25519 key";
-	default:
-		return "unsupported algorithm";
+	case JWT_EDDSA: return type == EVP_PKEY_ED25519 ? NULL : "EdDSA needs an Ed25519 key";
+	default: return "unsupported algorithm";
 	}
 }
 
@@ -364,16 +366,13 @@ static const char *alg_fits(enum auth_jwt_alg alg, EVP_PKEY *pkey)
 static enum auth_jwt_alg alg_default(EVP_PKEY *pkey)
 {
 	switch (EVP_PKEY_id(pkey)) {
-	case EVP_PKEY_RSA:
-		return JWT_RS256;
+	case EVP_PKEY_RSA: return JWT_RS256;
 	case EVP_PKEY_EC:
 		return EC_GROUP_get_curve_name(EC_KEY_get0_group(EVP_PKEY_get0_EC_KEY(pkey))) == NID_secp384r1
 		           ? JWT_ES384
 		           : JWT_ES256;
-	case EVP_PKEY_ED25519:
-		return JWT_EDDSA;
-	default:
-		return JWT_ALG_NONE;
+	case EVP_PKEY_ED25519: return JWT_EDDSA;
+	default: return JWT_ALG_NONE;
 	}
 }
 
@@ -503,15 +502,20 @@ static int jwks_entry(struct config_auth *a, json_t *o, char *why, size_t cap)
 		if (n < 32) {
 			OPENSSL_free(k->secret);
 			k->secret = NULL;
-			snprintf(why, cap, "key %s: \"k\" must be base64url of at least 32 bytes", kid ? kid : "without kid");
+			snprintf(why, cap, "key %s: \"k\" must be base64url of at least 32 bytes",
+			         kid ? kid : "without kid");
 			return -1;
 		}
 		k->secret_len = (size_t)n;
 	} else {
-		k->pkey = !strcmp(kty, "RSA") ? jwk_rsa(o) : !strcmp(kty, "EC") ? jwk_ec(o) : !strcmp(kty, "OKP") ? jwk_okp(o) : NULL;
+		k->pkey = !strcmp(kty, "RSA")   ? jwk_rsa(o)
+		          : !strcmp(kty, "EC")  ? jwk_ec(o)
+		          : !strcmp(kty, "OKP") ? jwk_okp(o)
+		                                : NULL;
 		ERR_clear_error();
 		if (!k->pkey) {
-			snprintf(why, cap, "key %s: not a valid %s public key (RSA n/e, EC P-256/P-384 x/y, OKP Ed25519 x)",
+			snprintf(why, cap,
+			         "key %s: not a valid %s public key (RSA n/e, EC P-256/P-384 x/y, OKP Ed25519 x)",
 			         kid ? kid : "without kid", kty);
 			return -1;
 		}
@@ -579,8 +583,9 @@ int auth_load_pem(struct config_auth *a, int i, char *why, size_t cap)
 	BIO_free(bio);
 	ERR_clear_error();
 	if (!pkey) {
-		snprintf(why, cap, "%s: %s", path, bio ? "no PEM public key in it (openssl pkey -pubout makes one)"
-		                                       : strerror(errno ? errno : ENOENT));
+		snprintf(why, cap, "%s: %s", path,
+		         bio ? "no PEM public key in it (openssl pkey -pubout makes one)"
+		             : strerror(errno ? errno : ENOENT));
 		return -1;
 	}
 	if ((bad = alg_fits(alg_default(pkey), pkey)) || jwks_grow(a) < 0) {

@@ -10,29 +10,29 @@
 #ifndef WEIR_COMMON_AUTH_RESULT_H
 #define WEIR_COMMON_AUTH_RESULT_H
 
-#define AUTH_RESULTS(X)                                  \
-	X(OK, "ok", "")                                  \
-	X(MISSING, "denied", "missing")                  \
-	X(MALFORMED, "denied", "malformed")              \
-	X(UNKNOWN_KEY, "denied", "unknown_key")          \
-	X(UNKNOWN_USER, "denied", "unknown_user")        \
-	X(BAD_PASSWORD, "denied", "bad_password")        \
-	X(ALG, "denied", "algorithm")                    \
-	X(KID, "denied", "unknown_kid")                  \
-	X(BAD_SIGNATURE, "denied", "bad_signature")      \
-	X(EXPIRED, "denied", "expired")                  \
-	X(NOT_YET_VALID, "denied", "not_yet_valid")      \
-	X(ISSUER, "denied", "issuer")                    \
-	X(AUDIENCE, "denied", "audience")                \
-	X(FORBIDDEN, "forbidden", "not_allowed")         \
-	X(BUSY, "busy", "hash_budget")                   \
+#define AUTH_RESULTS(X)                                                                                                \
+	X(OK, "ok", "")                                                                                                \
+	X(MISSING, "denied", "missing")                                                                                \
+	X(MALFORMED, "denied", "malformed")                                                                            \
+	X(UNKNOWN_KEY, "denied", "unknown_key")                                                                        \
+	X(UNKNOWN_USER, "denied", "unknown_user")                                                                      \
+	X(BAD_PASSWORD, "denied", "bad_password")                                                                      \
+	X(ALG, "denied", "algorithm")                                                                                  \
+	X(KID, "denied", "unknown_kid")                                                                                \
+	X(BAD_SIGNATURE, "denied", "bad_signature")                                                                    \
+	X(EXPIRED, "denied", "expired")                                                                                \
+	X(NOT_YET_VALID, "denied", "not_yet_valid")                                                                    \
+	X(ISSUER, "denied", "issuer")                                                                                  \
+	X(AUDIENCE, "denied", "audience")                                                                              \
+	X(FORBIDDEN, "forbidden", "not_allowed")                                                                       \
+	X(BUSY, "busy", "hash_budget")                                                                                 \
 	X(STALE, "error", "stale_worker")
 
 enum auth_result {
 #define AUTH_R_ENUM(n, r, why) AUTH_R_##n,
 	AUTH_RESULTS(AUTH_R_ENUM)
 #undef AUTH_R_ENUM
-	AUTH_R_COUNT
+	    AUTH_R_COUNT
 };
 
 #endif

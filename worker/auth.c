@@ -40,7 +40,7 @@ struct auth_rt {
 	const struct config_auth *p;
 	const struct config_route *route;
 	struct conn_answer_text ans[ANS_COUNT];
-	double tokens;   /* Basic: hashes left in the bucket */
+	double tokens;    /* Basic: hashes left in the bucket */
 	ev_tstamp refill; /* when the bucket was last topped up */
 };
 
@@ -59,13 +59,13 @@ struct basic_entry {
 static struct {
 	struct auth_rt *rt; /* one per route of the config with auth */
 	int nrt;
-	uint64_t table_id;  /* the table by_route was matched for */
+	uint64_t table_id; /* the table by_route was matched for */
 	struct auth_rt *by_route[CONFIG_MAX_ROUTES];
 	uint8_t boot_key[32];
 	struct basic_entry *basic; /* BASIC_SETS * BASIC_WAYS, in BoringSSL's heap */
 	uint32_t stamp;
-	struct crypt_data *cd;     /* crypt_rn's work area (about 32 KiB) */
-	char scratch[1024];        /* the consumer header line of the last check */
+	struct crypt_data *cd; /* crypt_rn's work area (about 32 KiB) */
+	char scratch[1024];    /* the consumer header line of the last check */
 } au;
 
 /* ---- answers --------------------------------------------------------- */
@@ -77,8 +77,8 @@ static int answer_make(struct conn_answer_text *a, int status, const char *reaso
 
 	for (int k = 0; k < 2; k++) {
 		int n = snprintf(buf, sizeof buf,
-		                 "HTTP/1.1 %d %s\r\n%sContent-Type: text/plain\r\nContent-Length: %d\r\n%s\r\n%s", status,
-		                 reason, extra, blen, k ? "Connection: close\r\n" : "", body);
+		                 "HTTP/1.1 %d %s\r\n%sContent-Type: text/plain\r\nContent-Length: %d\r\n%s\r\n%s",
+		                 status, reason, extra, blen, k ? "Connection: close\r\n" : "", body);
 		char *p;
 
 		if (n < 0 || (size_t)n >= sizeof buf || !(p = malloc((size_t)n)))
@@ -102,7 +102,8 @@ static int rt_init(struct auth_rt *rt)
 		         p->realm);
 		break;
 	case AUTH_BASIC:
-		snprintf(missing, sizeof missing, "WWW-Authenticate: Basic realm=\"%s\", charset=\"UTF-8\"\r\n", p->realm);
+		snprintf(missing, sizeof missing, "WWW-Authenticate: Basic realm=\"%s\", charset=\"UTF-8\"\r\n",
+		         p->realm);
 		strcpy(invalid, missing);
 		break;
 	default:
@@ -182,7 +183,8 @@ static void auth_sync(const struct route_table *tab)
 		for (int k = 0; k < au.nrt && e->auth; k++) {
 			const struct config_route *r = au.rt[k].route;
 
-			if (r->host_kind == e->host_kind && strcmp(r->host, e->host) == 0 && strcmp(r->path, e->path) == 0) {
+			if (r->host_kind == e->host_kind && strcmp(r->host, e->host) == 0 &&
+			    strcmp(r->path, e->path) == 0) {
 				au.by_route[i] = &au.rt[k];
 				break;
 			}
@@ -246,7 +248,10 @@ static void set_consumer(struct auth_state *st, const struct config_auth *p, con
 
 static int hex_value(int c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
 }
 
 /* The value of query argument <name> of the request, percent-decoded into
@@ -377,9 +382,8 @@ static int check_basic(struct txn *t, struct auth_rt *rt, struct auth_state *st,
 		OPENSSL_cleanse(cred, sizeof cred);
 		return AUTH_R_UNKNOWN_USER;
 	}
-	/* the policy is part of the key: one password, two htpasswd files */
+	/* an entry is also the policy's (e->rt): one password, two htpasswd files */
 	HMAC(EVP_sha256(), au.boot_key, sizeof au.boot_key, cred, (size_t)n, mac, &maclen);
-	mac[0] ^= (uint8_t)(rt - au.rt);
 	set = &au.basic[(mac[1] | (uint32_t)mac[2] << 8) % BASIC_SETS * BASIC_WAYS];
 	victim = set;
 	for (e = set; e < set + BASIC_WAYS; e++) {
@@ -448,15 +452,9 @@ int auth_check(struct txn *t)
 		res = AUTH_R_STALE;
 	} else {
 		switch (rt->p->type) {
-		case AUTH_API_KEY:
-			res = check_api_key(t, rt->p, st);
-			break;
-		case AUTH_JWT:
-			res = auth_jwt_check(t, rt->p, st, &cached);
-			break;
-		default:
-			res = check_basic(t, rt, st, &cached);
-			break;
+		case AUTH_API_KEY: res = check_api_key(t, rt->p, st); break;
+		case AUTH_JWT: res = auth_jwt_check(t, rt->p, st, &cached); break;
+		default: res = check_basic(t, rt, st, &cached); break;
 		}
 		if (res == AUTH_R_OK && !allowed(rt->p, st->consumer, st->consumer_len))
 			res = AUTH_R_FORBIDDEN;

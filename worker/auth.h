@@ -33,9 +33,9 @@ struct txn;
 
 /* What a check left in the request (struct txn's auth). */
 struct auth_state {
-	const char *extra;  /* header lines for the upstream ("Name: v\r\n"...),
-	                     * valid until the next check in this worker:
-	                     * head_write_request() copies them right after */
+	const char *extra; /* header lines for the upstream ("Name: v\r\n"...),
+	                    * valid until the next check in this worker:
+	                    * head_write_request() copies them right after */
 	uint32_t extra_len;
 	uint8_t consumer_len;
 	char consumer[AUTH_NAME_MAX]; /* who the credentials name ("" none): for

@@ -40,11 +40,11 @@
 #include "worker/txn.h"
 #include "worker/worker.h"
 
-#define JWT_TOKEN_MAX 8192
-#define JWT_HEADER_MAX 1024
+#define JWT_TOKEN_MAX   8192
+#define JWT_HEADER_MAX  1024
 #define JWT_PAYLOAD_MAX 6144
-#define JWT_SIG_MAX 1024
-#define JWT_HDRS_MAX 512 /* claim header lines of one token */
+#define JWT_SIG_MAX     1024
+#define JWT_HDRS_MAX    512 /* claim header lines of one token */
 
 #define CACHE_SETS 256
 #define CACHE_WAYS 4
@@ -116,15 +116,11 @@ static const EVP_MD *alg_md(enum auth_jwt_alg a)
 	switch (a) {
 	case JWT_HS384:
 	case JWT_RS384:
-	case JWT_ES384:
-		return EVP_sha384();
+	case JWT_ES384: return EVP_sha384();
 	case JWT_HS512:
-	case JWT_RS512:
-		return EVP_sha512();
-	case JWT_EDDSA:
-		return NULL;
-	default:
-		return EVP_sha256();
+	case JWT_RS512: return EVP_sha512();
+	case JWT_EDDSA: return NULL;
+	default: return EVP_sha256();
 	}
 }
 
@@ -179,16 +175,10 @@ static int jwt_verify(const struct auth_jwk *k, const uint8_t *msg, size_t mlen,
 	switch (k->alg) {
 	case JWT_HS256:
 	case JWT_HS384:
-	case JWT_HS512:
-		ok = verify_hmac(k, msg, mlen, sig, slen);
-		break;
+	case JWT_HS512: ok = verify_hmac(k, msg, mlen, sig, slen); break;
 	case JWT_ES256:
-	case JWT_ES384:
-		ok = verify_ecdsa(k, msg, mlen, sig, slen);
-		break;
-	default:
-		ok = verify_evp(k, msg, mlen, sig, slen);
-		break;
+	case JWT_ES384: ok = verify_ecdsa(k, msg, mlen, sig, slen); break;
+	default: ok = verify_evp(k, msg, mlen, sig, slen); break;
 	}
 	ERR_clear_error();
 	return ok;
@@ -357,8 +347,7 @@ static int jwt_claims(const struct config_auth *p, json_t *pl, struct jwt_entry 
 }
 
 /* Verifies token <tok> for <p> into <e> (not yet in the cache). */
-static int jwt_verify_token(const struct config_auth *p, const char *tok, size_t len, struct jwt_entry *e,
-                            int64_t now)
+static int jwt_verify_token(const struct config_auth *p, const char *tok, size_t len, struct jwt_entry *e, int64_t now)
 {
 	const char *d1 = memchr(tok, '.', len), *d2 = d1 ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - tok)) : NULL;
 	long hl, pl, sl;

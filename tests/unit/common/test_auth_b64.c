@@ -46,9 +46,9 @@ static void test_url_safe_without_padding(void)
 	CU_ASSERT_EQUAL(dec("-_-_", b, sizeof b, 1), 3);
 	CU_ASSERT_EQUAL(dec("QQ", b, sizeof b, 1), 1);
 	CU_ASSERT_EQUAL(b[0], 'A');
-	CU_ASSERT_EQUAL(dec("QR", b, sizeof b, 1), -1);   /* the same byte, other unused bits */
-	CU_ASSERT_EQUAL(dec("QQ==", b, sizeof b, 1), -1); /* padding is not JWS */
-	CU_ASSERT_EQUAL(dec("+/+/", b, sizeof b, 1), -1); /* the standard alphabet */
+	CU_ASSERT_EQUAL(dec("QR", b, sizeof b, 1), -1);    /* the same byte, other unused bits */
+	CU_ASSERT_EQUAL(dec("QQ==", b, sizeof b, 1), -1);  /* padding is not JWS */
+	CU_ASSERT_EQUAL(dec("+/+/", b, sizeof b, 1), -1);  /* the standard alphabet */
 	CU_ASSERT_EQUAL(dec("QUJDR", b, sizeof b, 1), -1); /* a length no bytes encode to */
 }
 
@@ -63,12 +63,12 @@ static void test_output_room_is_respected(void)
 }
 
 static const struct unit_test tests[] = {
-	{"the standard alphabet decodes with its padding", test_standard_with_padding},
-	{"the standard alphabet refuses missing or stray padding, set unused bits, spaces and '-_'",
-	 test_standard_refuses_what_is_not_canonical},
-	{"the URL-safe alphabet decodes without padding and refuses padding, '+/' and set unused bits",
-	 test_url_safe_without_padding},
-	{"decoding never writes past the room given", test_output_room_is_respected},
+    {"the standard alphabet decodes with its padding", test_standard_with_padding},
+    {"the standard alphabet refuses missing or stray padding, set unused bits, spaces and '-_'",
+     test_standard_refuses_what_is_not_canonical},
+    {"the URL-safe alphabet decodes without padding and refuses padding, '+/' and set unused bits",
+     test_url_safe_without_padding},
+    {"decoding never writes past the room given", test_output_room_is_respected},
 };
 
 UNIT_MAIN("common/auth_b64", tests)
