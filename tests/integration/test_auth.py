@@ -601,3 +601,32 @@ def test_a_worker_of_an_older_configuration_never_lets_a_route_that_gained_auth_
     # the new worker has the policy
     assert ask(w, "/echo/key").status == 401
     assert ask(w, "/echo/key", [("X-Api-Key", API_KEY)]).status == 200
+
+
+def test_weir_T_prints_each_policy_as_a_file_that_loads_to_the_same(weir_factory, origin, keys):
+    w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a"}])
+    w.write_raw_config(auth_config(w, origin, policies(keys)))
+
+    def dump(conf):
+        p = subprocess.run([WEIR_BIN, "-T", "-c", conf], capture_output=True, text=True, timeout=10)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    out = dump(w.conf)
+    for want in ('auth = { type = "api_key"; realm = "weir"; consumer_header = "X-Consumer"; header = "X-Api-Key"; '
+                 'query = "apikey"; keys_file = "%s"; }' % keys.keys_file,
+                 'leeway = "off"; cookie = "session"; consumer_claim = "sub"; claims_to_headers = [ "email:X-Email", '
+                 '"admin:X-Admin", "n:X-N", "bad:X-Bad" ]; }',
+                 'keys = [ "%s" ]; }' % keys.pem_file, 'htpasswd = "%s"; hash_rate = 5; }' % keys.htpasswd,
+                 'allow = [ "nobody" ]; }'):
+        assert want in out, (want, out)
+    assert "hash_rate" not in out.split("/echo/jwt")[1].split("\n")[0]  # only the keys of each type
+    p = os.path.join(w.dir, "dumped.conf")
+    with open(p, "w") as f:
+        f.write(out)
+    def body(text):  # but for the file it names and the token it masks
+        return [line for line in text.splitlines()[1:] if "admin_token" not in line]
+    assert body(dump(p)) == body(out)
+    for secret in (API_KEY, sha(API_KEY), "pw-bob", b64u(HS_SECRET)):
+        assert secret not in out
