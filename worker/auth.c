@@ -375,7 +375,8 @@ static int check_basic(struct txn *t, struct auth_rt *rt, struct auth_state *st,
 	if (dup || h->value_len < 6 || strncasecmp(h->value, "basic ", 6) != 0)
 		return AUTH_R_MALFORMED;
 	n = auth_b64_decode(h->value + 6, h->value_len - 6, cred, sizeof cred - 1, 0);
-	if (n <= 0 || !(colon = memchr(cred, ':', (size_t)n)))
+	/* a NUL would end the password early for crypt_rn */
+	if (n <= 0 || !(colon = memchr(cred, ':', (size_t)n)) || memchr(cred, '\0', (size_t)n))
 		return AUTH_R_MALFORMED;
 	cred[n] = '\0';
 	if (!(u = auth_find_user(p, (const char *)cred, (size_t)(colon - (const char *)cred)))) {

@@ -266,9 +266,14 @@ static int claim_time(json_t *payload, const char *name, int64_t *out)
 
 	if (!v)
 		return 0;
-	if (!json_is_number(v) || !isfinite(json_number_value(v)))
+	double d;
+
+	if (!json_is_number(v) || !isfinite(d = json_number_value(v)))
 		return -1;
-	*out = (int64_t)floor(json_number_value(v));
+	/* clamped far beyond any date, so that converting it and adding a
+	 * leeway stay defined */
+	d = d > 0x1p61 ? 0x1p61 : d < -0x1p61 ? -0x1p61 : d;
+	*out = (int64_t)floor(d);
 	return 1;
 }
 

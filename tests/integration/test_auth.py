@@ -279,12 +279,14 @@ def test_wrong_or_unknown_basic_credentials_are_401_with_the_realm(gate):
     assert_refused(ask(gate, "/echo/basic", [basic("bob", "nope")]), 401, challenge)  # the cached refusal
     assert_refused(ask(gate, "/echo/basic", [basic("eve", "pw-bob")]), 401, challenge)
     assert_refused(ask(gate, "/echo/basic", [("Authorization", "Basic !!!!")]), 401, challenge)
+    assert_refused(ask(gate, "/echo/basic", [("Authorization", "Basic " + base64.b64encode(b"bob:pw-bob\0x").decode())]),
+                   401, challenge)
     assert_refused(ask(gate, "/echo/basic", [("Authorization", "Basic " + base64.b64encode(b"bob").decode())]),
                    401, challenge)
     m = gate.metrics()
     assert m("weir_auth_total", host="*", path="/echo/basic", result="denied", reason="bad_password") == 2
     assert m("weir_auth_total", host="*", path="/echo/basic", result="denied", reason="unknown_user") == 1
-    assert m("weir_auth_total", host="*", path="/echo/basic", result="denied", reason="malformed") == 2
+    assert m("weir_auth_total", host="*", path="/echo/basic", result="denied", reason="malformed") == 3
     assert m("weir_auth_password_hashes_total", host="*", path="/echo/basic") == 1
     assert_no_secret_logged(gate, "pw-bob", "nope")
 
@@ -403,10 +405,15 @@ def test_the_classic_jwt_attacks_are_401_invalid_token_with_their_reason(gate, k
     assert keys.token("es256", aud=["a", "weir-tests"]) and \
         ask(gate, "/echo/jwt", bearer(keys.token("es256", aud=["a", "weir-tests"]))).status == 200
     assert_refused(ask(gate, "/echo/jwt"), 401, 'Bearer realm="weir"')
+    # dates past any clock are still dates: far ahead or long gone
+    assert ask(gate, "/echo/jwt", bearer(keys.token("es256", exp=1e300))).status == 200
+    assert ask(gate, "/echo/jwt", bearer(keys.token("es256", exp=-1e300))).status == 401
+    want_extra_expired = 1
     m = gate.metrics()
     want = {}
     for _, reason in cases:
         want[reason] = want.get(reason, 0) + 1
+    want["expired"] += want_extra_expired
     for reason, n in want.items():
         assert m("weir_auth_total", host="*", path="/echo/jwt", result="denied", reason=reason) == n, reason
     assert m("weir_auth_total", host="*", path="/echo/jwt", result="denied", reason="missing") == 1
