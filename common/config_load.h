@@ -85,4 +85,7 @@ const char *config_check_header_name(const char *text);
 struct config_auth;
 int config_auth_read(struct loader *ld, const config_setting_t *e, struct config_auth **out);
 
+/* health = { ... } of upstream entry <e> into u->health (common/config_health.c). */
+void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
+
 #endif
