@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from harness import WEIR_BIN, Client, render_config, settle, slack, wait_until
+from harness import WEIR_BIN, Client, proc_stat, render_config, slack, wait_until
 
 jwt = pytest.importorskip("jwt")
 crypto = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.rsa")
@@ -96,7 +96,8 @@ class Keys:
         lines = []
         for i, (u, pw) in enumerate(sorted(users.items())):
             if HTPASSWD and i % 2 == 0:
-                out = subprocess.run([HTPASSWD, "-nbB", "-C", "5", u, pw], check=True, capture_output=True,
+                # cost 8: some 17 ms a hash, so that hashing every guess would show in CPU time
+                out = subprocess.run([HTPASSWD, "-nbB", "-C", "8", u, pw], check=True, capture_output=True,
                                      text=True).stdout.strip()
                 lines.append(out)
             else:
@@ -253,6 +254,11 @@ def basic(user, pw):
     return ("Authorization", "Basic " + base64.b64encode(("%s:%s" % (user, pw)).encode()).decode())
 
 
+def cpu_seconds(pid):
+    f = proc_stat(pid)
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def hashes(w):
     return w.metrics()("weir_auth_password_hashes_total", host="*", path="/echo/basic")
 
@@ -294,6 +300,8 @@ def test_wrong_or_unknown_basic_credentials_are_401_with_the_realm(gate):
 def test_a_flood_of_password_guesses_is_held_to_the_hash_budget_while_known_users_pass(gate):
     good = [basic("bob", "pw-bob")]
     assert ask(gate, "/echo/basic", good).status == 200  # verified once, then cached
+    worker = gate.worker_pids()[0]
+    cpu0 = cpu_seconds(worker)
     start = time.monotonic()
     statuses = []
     with Client(gate.port) as c:
@@ -305,7 +313,10 @@ def test_a_flood_of_password_guesses_is_held_to_the_hash_budget_while_known_user
             if i % 20 == 0:
                 assert c.request("GET", "/echo/basic", headers=good).status == 200
     elapsed = time.monotonic() - start
+    cpu = cpu_seconds(worker) - cpu0
     assert set(statuses) <= {401, 503}
+    # 200 bcrypt hashes at cost 8 would be some 3.5 s; the budget leaves a few
+    assert cpu < 1.0 + 0.2 * elapsed, (cpu, elapsed)
     busy = statuses.count(503)
     # hash_rate = 5: a full bucket of 5, then 5 a second
     assert hashes(gate) <= 1 + 5 + 5 * elapsed + 1
