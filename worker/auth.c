@@ -432,11 +432,13 @@ static void auth_log_refusal(const struct txn *t, int res, int status)
 	    AUTH_RESULTS(AUTH_R_REASON)
 #undef AUTH_R_REASON
 	};
+	char host[CONFIG_HOST_MAX + 2];
 
 	if (log_level_min > LOG_LEVEL_INFO || !worker_log_gate(&next, &unlogged))
 		return;
-	log_info("%s: auth on %s%s: %s -> %d (%u more refusals since the last line)", t->c->peer, t->route->host,
-	         t->route->path, reason[res], status, unlogged);
+	log_info("%s: auth on host %s path %s: %s -> %d (%u more refusals since the last line)", t->c->peer,
+	         config_host_text(t->route->host_kind, t->route->host, host, sizeof host), t->route->path, reason[res],
+	         status, unlogged);
 	unlogged = 0;
 }
 

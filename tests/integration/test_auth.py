@@ -228,6 +228,10 @@ def test_a_missing_wrong_or_doubled_api_key_is_401_with_a_challenge_and_counted(
     assert m("weir_auth_total", host="*", path="/echo/key", result="denied", reason="unknown_key") == 1
     assert m("weir_auth_total", host="*", path="/echo/key", result="denied", reason="malformed") == 2
     assert m.error("auth_required") == 4
+    # one line a second at most, the first of them logged, the rest counted in the next
+    wait_until(lambda: "auth on host * path /echo/key: missing -> 401 (0 more" in gate.read(gate.error_log),
+               slack(2), what="the refusal's log line")
+    assert gate.read(gate.error_log).count("auth on host") <= 2
     assert_no_secret_logged(gate, API_KEY)
 
 
