@@ -45,6 +45,7 @@ struct config_addr {
 struct tlscert;
 struct tlsca;
 struct x509_store_st;
+struct config_auth;
 
 /* One certificate of a TLS listener: its files, and what was read from
  * them (common/tlscert.h), owned by the config. */
@@ -147,6 +148,9 @@ struct config_route {
 	 * space-separated; default "websocket", "" turns upgrades off); h2c
 	 * is never allowed */
 	char upgrade[CONFIG_UPGRADE_MAX];
+	/* auth = { type = ...; }: the route's authentication policy and the
+	 * keys it loaded (common/auth_conf.h), malloc'd; NULL for none */
+	struct config_auth *auth;
 	int line;
 };
 

@@ -105,6 +105,11 @@ static const char *client_header_check(const char *v)
 	           : NULL;
 }
 
+const char *config_check_header_name(const char *v)
+{
+	return client_header_check(v);
+}
+
 /* An upstream name: 1..63 of [A-Za-z0-9_.-]. */
 static const char *upstream_name_check(const char *s)
 {
@@ -330,6 +335,8 @@ static const struct config_key route_keys[] = {
      .show = route_upstream_show, .doc = "the `name` of an upstream"},
     {.name = "upgrade", .type = CONFIG_KEY_STRINGS, .def = "`[ \"websocket\" ]`",
      .doc = "Upgrade protocols passed on as tunnels; `[ ]`: none; never `h2c`"},
+    {.name = "auth", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_auth,
+     .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 

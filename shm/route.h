@@ -35,6 +35,8 @@ struct route_entry {
 	uint16_t path_len;
 	uint16_t stat;     /* stable stat index of (host kind, host, path): stat.h */
 	uint32_t upstream; /* index into route_table.upstreams */
+	uint8_t auth;      /* enum auth_type of its policy, 0 none: a worker finds
+	                    * the policy in its own config (worker/auth.c) */
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
 	char host[CONFIG_HOST_MAX];
 	char path[CONFIG_PATH_MAX];
