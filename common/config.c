@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/auth_conf.h"
 #include "common/config_keys.h"
 #include "common/config_load.h"
 #include "common/tlscert.h"
@@ -647,6 +648,8 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 
 		good &= route_upgrade(ld, e, r);
 		load_overrides(ld, e, &config_keys_route_timeouts, &config_keys_route_limits, &r->over);
+		if (config_auth_read(ld, e, &r->auth) < 0)
+			return -1;
 		if (!good)
 			continue;
 		/* the routes before it that loaded, by (host kind, host, path) in
@@ -768,6 +771,8 @@ void config_free(struct config *cfg)
 		X509_STORE_free(cfg->upstreams[i].tls_store);
 	free(cfg->upstreams);
 	free(cfg->servers);
+	for (int i = 0; i < cfg->nroutes; i++)
+		auth_conf_free(cfg->routes[i].auth);
 	free(cfg->routes);
 	for (int i = 0; i < cfg->ncerts; i++)
 		tlscert_free(cfg->certs[i].loaded);

@@ -45,6 +45,7 @@ struct config_addr {
 struct tlscert;
 struct tlsca;
 struct x509_store_st;
+struct config_auth;
 
 /* One certificate of a TLS listener: its files, and what was read from
  * them (common/tlscert.h), owned by the config. */
@@ -200,6 +201,9 @@ struct config_route {
 	 * is never allowed */
 	char upgrade[CONFIG_UPGRADE_MAX];
 	struct config_overrides over; /* timeouts = {...}, limits = {...}: over its group's */
+	/* auth = { type = ...; }: the route's authentication policy and the
+	 * keys it loaded (common/auth_conf.h), malloc'd; NULL for none */
+	struct config_auth *auth;
 	int line;
 };
 

@@ -150,6 +150,17 @@ static void dump_keys(FILE *out, const struct config *cfg, const struct config_k
 	}
 }
 
+void config_dump_string(FILE *out, const char *s)
+{
+	dump_str(out, s);
+}
+
+void config_dump_keys(FILE *out, const struct config *cfg, const struct config_keyset *ks, const void *base,
+                      const char *indent)
+{
+	dump_keys(out, cfg, ks, base, indent);
+}
+
 /* "name = {\n" the keys "};\n" */
 static void dump_group(FILE *out, const struct config *cfg, const char *name, const struct config_keyset *ks,
                        const void *base)
@@ -284,7 +295,10 @@ static void dump_routes(FILE *out, const struct config *cfg)
 			fprintf(out, "%s\"%.*s\"", p == r->upgrade ? " " : ", ", (int)n, p);
 			p += n + (p[n] == ' ');
 		}
-		fprintf(out, "%s]; }%s\n", r->upgrade[0] ? " " : "", i + 1 < cfg->nroutes ? "," : "");
+		fprintf(out, "%s]; ", r->upgrade[0] ? " " : "");
+		if (r->auth)
+			config_auth_dump(out, cfg, r->auth);
+		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);
 }

@@ -105,6 +105,11 @@ static const char *client_header_check(const char *v)
 	           : NULL;
 }
 
+const char *config_check_header_name(const char *v)
+{
+	return client_header_check(v);
+}
+
 /* An upstream name: 1..63 of [A-Za-z0-9_.-]. */
 static const char *upstream_name_check(const char *s)
 {
@@ -379,6 +384,8 @@ static const struct config_key route_keys[] = {
      .doc = "per-request timeouts for this route, over its upstream's"},
     {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_route_limits,
      .doc = "per-request limits for this route, over its upstream's"},
+    {.name = "auth", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_auth,
+     .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 

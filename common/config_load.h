@@ -76,6 +76,15 @@ const char *config_addr_parse(const char *text, struct config_addr *a);
 const char *config_check_route_path(const char *text);
 const char *config_store_route_host(const char *text, void *route);
 
+/* A header name weir writes for a client's sake (client_header,
+ * consumer_header): a token that is none of the names weir owns. */
+const char *config_check_header_name(const char *text);
+
+/* common/config_auth.c: the auth group of route entry <e>, if any, into
+ * *<out> (NULL when absent). Returns -1 only when out of memory. */
+struct config_auth;
+int config_auth_read(struct loader *ld, const config_setting_t *e, struct config_auth **out);
+
 /* health = { ... } of upstream entry <e> into u->health (common/config_health.c). */
 void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/auth_conf.h"
 #include "shm/shm.h"
 
 #define ROUTE_ALIGN(n) (((n) + 7) & ~(size_t)7)
@@ -190,6 +191,7 @@ static int route_compile_routes(struct route_table *t, char *block, const struct
 		e->path_off = str;
 		memcpy(strings + str, cr->path, pl + 1);
 		str += (uint32_t)pl + 1;
+		e->auth = cr->auth ? (uint8_t)cr->auth->type : 0;
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
 		e->settings = group_settings[cr->upstream];
 		if (route_overrides(&cr->over)) {

@@ -50,6 +50,8 @@ struct route_entry {
 	uint16_t path_len;
 	uint16_t stat;     /* stable stat index of (host kind, host, path): stat.h */
 	uint32_t upstream; /* index into the upstreams */
+	uint8_t auth;      /* enum auth_type of its policy, 0 none: a worker finds
+	                    * the policy in its own config (worker/auth.c) */
 	uint32_t settings; /* index into the settings */
 	uint32_t host_off; /* its host's name in the strings (shared by its host's routes) */
 	uint32_t path_off; /* its path prefix in the strings */

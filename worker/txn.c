@@ -543,6 +543,8 @@ void txn_start(struct txn *t)
 		return;
 	}
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
+	if (t->route->auth && auth_check(t) < 0)
+		return; /* answered: 401, 403 or 503 */
 	tunnel_offer(t);
 	rc = head_write_request(t);
 	t->replayable = 1;

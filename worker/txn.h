@@ -17,6 +17,7 @@
 
 #include <sys/uio.h>
 
+#include "worker/auth.h"
 #include "worker/http.h"
 #include "worker/tunnel.h"
 #include "worker/txn_settings.h"
@@ -102,6 +103,7 @@ struct txn {
 	uint64_t bytes_out;      /* bytes written to the client */
 	int status;
 	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
+	struct auth_state auth;  /* what routes.auth learnt: consumer, headers (auth.h) */
 
 	struct http_header headers[]; /* limits.headers entries, shared by the
 	                               * request and then the response */
