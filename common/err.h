@@ -49,7 +49,10 @@
 	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory") \
 	X(UPSTREAM_BAD_UPGRADE, 502, "upstream_bad_upgrade", "upstream switched protocols unasked or to another") \
 	X(TUNNEL_ERROR, 0, "tunnel_error", "tunnel cut by a read or write error") \
-	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header")
+	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header") \
+	X(BAD_FORWARDED_FOR, 0, "bad_forwarded_for", "X-Forwarded-For entry from a trusted proxy is not an address") \
+	X(SYSLOG_DROPPED, 0, "syslog_dropped", "access log datagram not taken by the syslog socket") \
+	X(BAD_HEADER_VALUE, 500, "bad_header_value", "a variable put CR, LF or another control byte in a header")
 
 #define WEIR_OK 0
 

@@ -35,12 +35,17 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		e->host_kind = (uint8_t)cr->host_kind;
 		e->host_len = (uint16_t)strlen(cr->host);
 		e->path_len = (uint16_t)strlen(cr->path);
-		e->upstream = (uint32_t)cr->upstream;
+		e->upstream = cr->upstream >= 0 ? (uint32_t)cr->upstream : 0;
+		e->ret = (int16_t)cr->ret;
+		e->log = (uint8_t)cr->log;
+		e->log_sample = (uint16_t)cr->log_sample;
 		memcpy(e->host, cr->host, e->host_len);
 		memcpy(e->path, cr->path, e->path_len);
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
 	}
 	qsort(t->routes, t->nroutes, sizeof(t->routes[0]), route_cmp);
+	t->nreturns = (uint32_t)cfg->nreturns;
+	memcpy(t->returns, cfg->returns, (size_t)cfg->nreturns * sizeof(t->returns[0]));
 
 	t->nservers = (uint32_t)cfg->nservers;
 	for (int i = 0; i < cfg->nservers; i++) {

@@ -34,7 +34,10 @@ struct route_entry {
 	uint16_t host_len;
 	uint16_t path_len;
 	uint16_t stat;     /* stable stat index of (host kind, host, path): stat.h */
-	uint32_t upstream; /* index into route_table.upstreams */
+	uint32_t upstream; /* index into route_table.upstreams (0 with a return) */
+	int16_t ret;       /* index into route_table.returns, -1: proxied */
+	uint8_t log;       /* access log lines for its requests (routes.log) */
+	uint16_t log_sample; /* the share logged, in 1/10000 (routes.log_sample) */
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
 	char host[CONFIG_HOST_MAX];
 	char path[CONFIG_PATH_MAX];
@@ -72,6 +75,8 @@ struct route_table {
 	struct route_entry routes[CONFIG_MAX_ROUTES];
 	struct route_upstream upstreams[CONFIG_MAX_UPSTREAMS];
 	struct route_server servers[CONFIG_MAX_SERVERS];
+	uint32_t nreturns;
+	struct policy_return returns[POLICY_RETURNS_MAX]; /* routes.return (common/policy.h) */
 };
 
 /* Fills <t> from <cfg>, sorted for lookup. Stat indices are left 0:

@@ -326,6 +326,7 @@ static const char *conn_reason(int status)
 	case 503: return "Service Unavailable";
 	case 504: return "Gateway Timeout";
 	case 425: return "Too Early";
+	case 500: return "Internal Server Error";
 	default: return "Error";
 	}
 }

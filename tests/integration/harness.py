@@ -627,7 +627,9 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
         host = 'host = "%s"; ' % r["host"] if r.get("host") is not None else ""
         if r.get("upgrade") is not None:
             host += "upgrade = [ %s ]; " % ", ".join('"%s"' % u for u in r["upgrade"])
-        rs.append('  { %spath = "%s"; upstream = "%s"; }' % (host, r.get("path", "/"), r["upstream"]))
+        # "extra": more keys of the entry (return, log); no "upstream": none
+        up = 'upstream = "%s"; ' % r["upstream"] if r.get("upstream") else ""
+        rs.append('  { %spath = "%s"; %s%s}' % (host, r.get("path", "/"), up, r.get("extra", "")))
     out.append("routes = (\n%s\n);" % ",\n".join(rs))
     out.append("timeouts = { %s };" % " ".join('%s = "%s";' % kv for kv in t.items()))
     if limits:
