@@ -45,7 +45,8 @@ void route_compile(struct route_table *t, const struct config *cfg)
 	}
 	qsort(t->routes, t->nroutes, sizeof(t->routes[0]), route_cmp);
 	t->nreturns = (uint32_t)cfg->nreturns;
-	memcpy(t->returns, cfg->returns, (size_t)cfg->nreturns * sizeof(t->returns[0]));
+	if (cfg->nreturns) /* cfg->returns is NULL without any */
+		memcpy(t->returns, cfg->returns, (size_t)cfg->nreturns * sizeof(t->returns[0]));
 
 	t->nservers = (uint32_t)cfg->nservers;
 	for (int i = 0; i < cfg->nservers; i++) {
