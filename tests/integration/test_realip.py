@@ -183,8 +183,8 @@ def weir_t(tmp_path, extra):
     ('trusted_proxies = [ "10.0.0.0/" ];', "has no prefix length"),
     ('trusted_proxies = [ 10 ];', "trusted_proxies entries must be strings"),
     ('trusted_proxies = "10.0.0.0/8";', "trusted_proxies must be a list of strings"),
-    ("real_ip_depth = 0;", "real_ip_depth"),
-    ("real_ip_depth = 17;", "real_ip_depth"),
+    ("real_ip_depth = 0;", "real_ip_depth must be from 1 to 16 (got 0)"),
+    ("real_ip_depth = 17;", "real_ip_depth must be from 1 to 16 (got 17)"),
 ])
 def test_bad_trusted_proxies_and_depths_are_refused_with_their_line(tmp_path, extra, why):
     rc, err, where = weir_t(tmp_path, extra)
