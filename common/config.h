@@ -123,6 +123,10 @@ struct config_upstream {
 	char tls_ca[1024];
 	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
 	struct x509_store_st *tls_store;
+	/* proxy_protocol = "v1" | "v2": a PROXY header with the client's
+	 * address opens every connection to the group's servers (worker/
+	 * upproxy.h), which are then never pooled; "off" (default): none */
+	int proxy_protocol;
 };
 
 enum config_host_kind {

@@ -166,6 +166,8 @@ static const char *const verify_names[] = {
     [CONFIG_CLIENT_VERIFY_REQUIRED] = "required",
 };
 
+static const char *const upstream_pp_names[] = {"off", "v1", "v2"};
+
 /* ---- the tables -------------------------------------------------------- */
 
 static const struct config_key log_keys[] = {
@@ -272,6 +274,9 @@ static const struct config_key upstream_keys[] = {
      .def = "10s", .doc = "the window between failures, and how long a server stays down"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,
      .doc = "TLS to every server of the group"},
+    {.name = "proxy_protocol", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, proxy_protocol), .def = "off",
+     .names = upstream_pp_names, .nnames = 3,
+     .doc = "a PROXY header with the client's address opens each connection; no pooling then"},
     {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
      .doc = "the servers, at least one"},
 };

@@ -68,7 +68,9 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		memcpy(u->name, cu->name, sizeof(u->name));
 		u->first_server = (uint32_t)cu->first_server;
 		u->nservers = (uint32_t)cu->nservers;
-		u->keepalive = (uint32_t)cu->keepalive;
+		/* a connection that told one client's address is no other's */
+		u->keepalive = cu->proxy_protocol ? 0 : (uint32_t)cu->keepalive;
+		u->proxy_protocol = (uint8_t)cu->proxy_protocol;
 		u->max_fails = (uint32_t)cu->max_fails;
 		u->fail_timeout = cu->fail_timeout;
 		u->tls = (uint8_t)cu->tls;

@@ -64,6 +64,7 @@ struct route_upstream {
 	 * contexts it built from its own config (worker/tls_client.c) */
 	uint8_t tls;
 	uint8_t tls_verify;
+	uint8_t proxy_protocol; /* 0 off, 1 v1, 2 v2 (worker/upproxy.h) */
 	char tls_sni[CONFIG_HOST_MAX];
 };
 

@@ -13,6 +13,7 @@
 #include "worker/tls_bio.h"
 #include "worker/tls_client.h"
 #include "worker/tls.h"
+#include "worker/upproxy.h"
 #include "worker/upstream.h"
 
 static const char chunk_end[] = "0\r\n\r\n";
@@ -1064,6 +1065,8 @@ void txn_on_upstream_event(struct txn *t, int revents)
 				log_warn("upstream %s: connect failed: %s", t->table->servers[t->server].text,
 				         strerror(err));
 				rc = upstream_errno_local(err) ? WEIR_ERR(LOCAL_CONNECT_ERROR) : WEIR_ERR(UPSTREAM_REFUSED);
+			} else if ((rc = upproxy_send(t)) < 0) {
+				/* the PROXY header goes first, before any TLS byte */
 			} else if (u->ssl) {
 				u->handshaking = 1;
 			}

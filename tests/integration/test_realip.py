@@ -1,5 +1,5 @@
-"""Real client addresses (trusted_proxies, real_ip_depth) and request ids
-(request_id = true): X-Forwarded-For believed from the right through
+"""Real client addresses (trusted_proxies, real_ip_depth), request ids
+(request_id = true) and the PROXY protocol towards an upstream group: X-Forwarded-For believed from the right through
 trusted hops, the client in the access log and in the X-Forwarded-For sent
 upstream (the believed entries and the peer, nothing a client wrote left of
 them), garbage counted as bad_forwarded_for, PROXY protocol sources judged
@@ -196,3 +196,93 @@ def test_good_trusted_proxies_pass_weir_t(tmp_path):
     rc, err, _ = weir_t(tmp_path, 'trusted_proxies = [ "10.0.0.0/8", "192.168.1.1", "2001:db8::/32", "::1" ];'
                                   "\nreal_ip_depth = 16;")
     assert rc == 0, err
+
+
+# ---- the PROXY protocol towards an upstream group --------------------------
+
+
+def pp_chain(weir_factory, origin, version, front_extra=""):
+    """weir A (group "b" with proxy_protocol = <version>) -> weir B (a
+    proxy_protocol listener) -> origin."""
+    b = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a"}], workers=1)
+    text = open(b.conf).read()
+    old = 'listeners = ( { address = "127.0.0.1:%d"; } );' % b.port
+    b.write_raw_config(text.replace(old, 'listeners = ( { address = "127.0.0.1:%d"; proxy_protocol = true; } );'
+                                    % b.port))
+    b.start()
+    a = weir_factory(start=False, upstreams=[{"name": "b", "servers": ["127.0.0.1:%d" % b.port]}],
+                     routes=[{"path": "/", "upstream": "b"}], workers=1, extra=front_extra)
+    text = open(a.conf).read().replace('{ name = "b"; ', '{ name = "b"; proxy_protocol = "%s"; ' % version)
+    a.write_raw_config(text)
+    a.start()
+    return a, b
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_group_with_proxy_protocol_tells_the_client_to_its_servers(weir_factory, origin, version):
+    a, b = pp_chain(weir_factory, origin, version, 'trusted_proxies = [ "127.0.0.0/8" ];')
+    before = b.metrics().error("proxy_protocol")
+    with Client(a.port) as c:
+        for i, client in enumerate(["203.0.113.5", "2001:db8::9"]):
+            r = c.request("GET", "/echo/pp%d" % i, headers=[("X-Forwarded-For", client)])
+            assert r.status == 200, r
+            # B believes the header: the client is the last X-Forwarded-For
+            # entry it adds, and the first column of its log
+            assert xff(r.json())[0].endswith(", " + client), r.json()["headers"]
+            assert line_for(b, "/echo/pp%d" % i).startswith(client + " ")
+    assert b.metrics().error("proxy_protocol") == before
+    # a connection that told one client's address is never pooled
+    m = a.metrics()
+    assert m("weir_upstream_reuses_total") == 0 and m("weir_upstream_connects_total") >= 2
+
+
+@pytest.mark.skipif(not __import__("shutil").which("haproxy"), reason="haproxy is not installed")
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_haproxy_accepts_the_header_weir_sends(weir_factory, origin, tmp_path, version):
+    hport = free_port()
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text("""global
+    maxconn 100
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 5s
+    timeout server 5s
+frontend fe
+    bind 127.0.0.1:%d accept-proxy
+    option forwardfor
+    default_backend be
+backend be
+    server o %s
+""" % (hport, origin.addr))
+    out = open(str(tmp_path / "haproxy.out"), "wb")
+    hp = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+                          start_new_session=True)
+    try:
+        import harness
+        wait_until(lambda: hp.poll() is None and harness.can_connect(hport, 0.2), slack(5), what="haproxy")
+        a = weir_factory(start=False, upstreams=[{"name": "h", "servers": ["127.0.0.1:%d" % hport]}],
+                         routes=[{"path": "/", "upstream": "h"}], workers=1,
+                         extra='trusted_proxies = [ "127.0.0.0/8" ];')
+        a.write_raw_config(open(a.conf).read().replace('{ name = "h"; ', '{ name = "h"; proxy_protocol = "%s"; '
+                                                       % version))
+        a.start()
+        r = echo(a, "/echo/hap", [("X-Forwarded-For", "198.51.100.77")])[1]
+        # haproxy's option forwardfor adds the PROXY header's source
+        assert xff(r)[-1] == "198.51.100.77" or xff(r)[-1].endswith(", 198.51.100.77"), r["headers"]
+    finally:
+        harness.kill_and_reap(hp)
+
+
+def test_a_bad_upstream_proxy_protocol_is_refused(tmp_path):
+    text = render_config(str(tmp_path), free_port(), free_port(),
+                         upstreams=[{"name": "a", "servers": ["127.0.0.1:9"]}],
+                         routes=[{"path": "/", "upstream": "a"}])
+    text = text.replace('{ name = "a"; ', '{ name = "a"; proxy_protocol = "v3"; ')
+    p = tmp_path / "weir.conf"
+    p.write_text(text)
+    r = subprocess.run([WEIR_BIN, "-t", "-c", str(p)], capture_output=True, timeout=slack(10))
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if '"v3"' in l)
+    assert r.returncode == 1
+    assert '%s:%d: upstreams.proxy_protocol "v3" is not one of' % (p, line) in r.stderr.decode(), r.stderr
