@@ -157,3 +157,18 @@ def test_bad_returns_are_refused_with_their_line(tmp_path, extra, upstream, why)
     rc, err, where = weir_t(tmp_path, extra, upstream)
     assert rc == 1, err
     assert where in err and why in err, err
+
+
+def test_a_reload_changes_the_answer_and_a_route_can_become_proxied(weir_factory, origin):
+    from test_reload import hup_and_wait
+    w = ret_weir(weir_factory, origin, [{"path": "/v", "extra": 'return = { status = 200; body = "one"; }; '}])
+    assert raw_answer(w, build_request("GET", "/v"))[0].body == b"one"
+    text = open(w.conf).read()
+    w.write_raw_config(text.replace('body = "one"', 'body = "two"'))
+    hup_and_wait(w)
+    wait_until(lambda: raw_answer(w, build_request("GET", "/v"))[0].body == b"two", slack(5), what="new body")
+    w.write_raw_config(text.replace('path = "/v"; return = { status = 200; body = "one"; }; ',
+                                    'path = "/v"; upstream = "a"; '))
+    hup_and_wait(w)
+    wait_until(lambda: raw_answer(w, build_request("GET", "/v"))[0].body == b"hello from origin\n", slack(5),
+               what="proxied again")
