@@ -146,6 +146,8 @@ void accesslog_write(struct conn *c, struct txn *t, int status)
 
 	if (al.syslog_fd < 0 && !log_access_enabled())
 		return;
+	if (t && !t->ident.client_len && t->req.st.done)
+		realip_begin(t); /* a whole head refused before txn_start (400) */
 	if (t && t->route) {
 		if (!t->route->log)
 			return;

@@ -68,6 +68,14 @@ def test_a_trusted_chain_is_walked_from_the_right_to_the_first_untrusted_hop(wei
     assert line_for(w, target).startswith(client + " "), w.access_lines()
 
 
+def test_a_request_refused_after_its_head_is_logged_with_its_real_client(weir_factory, origin):
+    w = trusting(weir_factory, origin, ["127.0.0.0/8"])
+    with Client(w.port) as c:
+        c.send(b"GET /dup HTTP/1.1\r\nHost: a\r\nHost: b\r\nX-Forwarded-For: 203.0.113.5\r\n\r\n")
+        assert c.read_response().status == 400
+    assert line_for(w, "/dup").startswith("203.0.113.5 "), w.access_lines()
+
+
 def test_an_untrusted_peer_is_the_client_and_its_x_forwarded_for_is_dropped(weir_factory, origin):
     w = trusting(weir_factory, origin, ["10.0.0.0/8"], 3)
     r, j = echo(w, "/echo/untrusted", [("X-Forwarded-For", "10.0.0.7, 203.0.113.5")])
