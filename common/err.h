@@ -52,7 +52,7 @@
 	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header") \
 	X(BAD_FORWARDED_FOR, 0, "bad_forwarded_for", "X-Forwarded-For entry from a trusted proxy is not an address") \
 	X(SYSLOG_DROPPED, 0, "syslog_dropped", "access log datagram not taken by the syslog socket") \
-	X(BAD_HEADER_VALUE, 500, "bad_header_value", "a variable put CR, LF or another control byte in a header")
+	X(BAD_HEADER_VALUE, 500, "bad_header_value", "a header made from variables would hold a control byte or pass its size")
 
 #define WEIR_OK 0
 

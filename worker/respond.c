@@ -26,8 +26,8 @@ void respond_start(struct txn *t)
 	if (ret->has_location)
 		ll = vars_expand(&ret->location, &x, VARS_ESC_NONE, loc, sizeof(loc), &full, &bad);
 	if (bad || full) {
-		log_warn("%s: the location of route %s%s would not be a valid header value; answering 500", t->c->peer,
-		         t->route->host, t->route->path);
+		log_warn("%s: the location of route %s%s would %s; answering 500", t->c->peer, t->route->host,
+		         t->route->path, bad ? "hold a control byte" : "pass 8 KiB");
 		txn_fail(t, WEIR_ERR(BAD_HEADER_VALUE));
 		return;
 	}

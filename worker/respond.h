@@ -7,10 +7,10 @@
  * pipelining, the client's send deadline, counters and the access log are
  * those of any proxied answer. The location and the body are templates
  * (common/vars.h) expanded for the request; a location whose variables
- * would put CR, LF or another control byte in the head is not sent: the
- * request is answered 500 and counted as
- * weir_errors_total{kind="bad_header_value"} (the parser refuses such bytes
- * in what variables read, so this is a guard, not a path). A request body
+ * would put CR, LF or another control byte in the head (the parser refuses
+ * such bytes in what variables read: a guard), or make it pass 8 KiB, is
+ * not sent: the request is answered 500 and counted as
+ * weir_errors_total{kind="bad_header_value"}. A request body
  * is not read: the connection lingers to discard it and then closes, as
  * after any answer given before the body.
  */
