@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from harness import Client, WEIR_BIN, build_request, free_port, render_config, simple, slack, wait_until
+from harness import (Client, WEIR_BIN, build_request, closed_port, free_port, render_config, simple, slack,
+                     wait_until)
 from test_proxy_protocol import v1, v2
 
 ID = re.compile(r"^[0-9a-f]{32}$")
@@ -164,6 +165,28 @@ def test_a_request_id_is_kept_only_from_a_trusted_peer(weir_factory, origin, tru
     else:
         assert ID.match(up[0]), up
     assert r.get_all("X-Request-Id") == up
+
+
+def test_weir_s_own_error_answers_carry_the_request_id(weir_factory, origin):
+    port = closed_port()
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}, {"name": "down",
+                                                                         "servers": ["127.0.0.1:%d" % port]}],
+                     routes=[{"host": "x.example", "path": "/", "upstream": "a"},
+                             {"host": "down.example", "path": "/", "upstream": "down"}],
+                     extra="request_id = true;", log_extra='format = "$status $request_id"; ')
+    with Client(w.port) as c:
+        for host, status in (("nope.example", 404), ("down.example", 502)):
+            r = c.request("GET", "/e", host=host)
+            assert r.status == status
+            ids = r.get_all("X-Request-Id")
+            assert len(ids) == 1 and ID.match(ids[0]), r.raw_head
+            assert r.raw_head.endswith(b"X-Request-Id: %s\r\n\r\n" % ids[0].encode())
+            wait_until(lambda: "%d %s" % (status, ids[0]) in w.access_lines(), slack(3), what="its line")
+    # a head refused as a whole (a 400) gets one too
+    with Client(w.port) as c:
+        c.send(b"GET /dup HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 400 and ID.match(r.get("X-Request-Id")), r.raw_head
 
 
 def test_without_request_id_no_header_is_added(weir_factory, origin):
