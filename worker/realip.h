@@ -23,8 +23,8 @@
  * if it is 1 to 64 of [A-Za-z0-9._:+/=-], otherwise a new one is made: 32
  * hex digits from a per-worker generator seeded once from getrandom(2) (no
  * system call per request). It goes upstream and back in the response as
- * X-Request-Id; a client's or upstream's own header of that name is
- * replaced, never passed beside it.
+ * X-Request-Id (weir's own answers too: conn.c, respond.c); a client's or
+ * upstream's own header of that name is replaced, never passed beside it.
  */
 #ifndef WEIR_WORKER_REALIP_H
 #define WEIR_WORKER_REALIP_H
