@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "common/policy.h"
+#include "common/config_health.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -127,6 +128,7 @@ struct config_upstream {
 	 * address opens every connection to the group's servers (worker/
 	 * upproxy.h), which are then never pooled; "off" (default): none */
 	int proxy_protocol;
+	struct config_health health; /* active checks: health.type 0 when none */
 };
 
 enum config_host_kind {

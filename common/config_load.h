@@ -95,5 +95,7 @@ void config_policy_load_top(struct loader *ld, const config_setting_t *root);
  * both (<has_upstream>). Returns 1 if good, 0 (reported) if not, -1 when
  * out of memory. */
 int config_policy_load_route(struct loader *ld, const config_setting_t *e, struct config_route *r, int has_upstream);
+/* health = { ... } of upstream entry <e> into u->health (common/config_health.c). */
+void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
 
 #endif
