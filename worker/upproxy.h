@@ -32,4 +32,11 @@ int upproxy_send(struct txn *t);
  * the group sends none. */
 size_t upproxy_header(const struct txn *t, uint8_t *out);
 
+/* A connection of weir's own (a health check, master/health_probe.c) to a
+ * server of a group with proxy_protocol <version> (1 or 2) opens with the
+ * header that says so: "PROXY UNKNOWN" (v1) or the LOCAL command (v2), as
+ * HAProxy's checks do; the server takes the socket's addresses. Written on
+ * <fd> just connected; returns 0, or -1 when it could not be written whole. */
+int upproxy_send_local(int fd, int version);
+
 #endif

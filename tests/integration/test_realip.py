@@ -268,6 +268,25 @@ def test_a_group_with_proxy_protocol_tells_the_client_to_its_servers(weir_factor
     assert m("weir_upstream_reuses_total") == 0 and m("weir_upstream_connects_total") >= 2
 
 
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_health_checks_of_such_a_group_open_with_a_local_header(weir_factory, origin, version):
+    a, b = pp_chain(weir_factory, origin, version)
+    text = open(a.conf).read().replace('proxy_protocol = "%s"; ' % version,
+                                       'proxy_protocol = "%s"; health = { path = "/"; interval = "100ms"; '
+                                       'timeout = "90ms"; jitter = "off"; }; ' % version)
+    a.stop()
+    a.write_raw_config(text)
+    a.start()
+
+    def checks(result):
+        return sum(v for (n, labels), v in a.metrics().samples.items()
+                   if n == "weir_health_checks_total" and ("result", result) in labels)
+    wait_until(lambda: checks("ok") >= 3, slack(5), what="three passed checks")
+    assert sum(checks(r) for r in ("bad_status", "closed", "bad_response", "timeout", "connect_failed")) == 0
+    assert b.metrics().error("proxy_protocol") == 0
+    assert echo(a, "/echo/after-checks")[0].status == 200
+
+
 @pytest.mark.skipif(not __import__("shutil").which("haproxy"), reason="haproxy is not installed")
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_haproxy_accepts_the_header_weir_sends(weir_factory, origin, tmp_path, version):
