@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/auth_conf.h"
 #include "common/config_keys.h"
 #include "common/config_load.h"
 #include "common/tlscert.h"
@@ -591,6 +592,8 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		good &= rc;
 
 		good &= route_upgrade(ld, e, r);
+		if (config_auth_read(ld, e, &r->auth) < 0)
+			return -1;
 		if (!good)
 			continue;
 		for (int j = 0; j < i; j++) {
@@ -708,6 +711,8 @@ void config_free(struct config *cfg)
 		X509_STORE_free(cfg->upstreams[i].tls_store);
 	free(cfg->upstreams);
 	free(cfg->servers);
+	for (int i = 0; i < cfg->nroutes; i++)
+		auth_conf_free(cfg->routes[i].auth);
 	free(cfg->routes);
 	free(cfg->returns);
 	for (int i = 0; i < cfg->ncerts; i++)

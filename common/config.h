@@ -46,6 +46,7 @@ struct config_addr {
 struct tlscert;
 struct tlsca;
 struct x509_store_st;
+struct config_auth;
 
 /* One certificate of a TLS listener: its files, and what was read from
  * them (common/tlscert.h), owned by the config. */
@@ -159,6 +160,9 @@ struct config_route {
 	 * that share of requests, in 1/10000 (default 10000: every one) */
 	int log;
 	uint32_t log_sample;
+	/* auth = { type = ...; }: the route's authentication policy and the
+	 * keys it loaded (common/auth_conf.h), malloc'd; NULL for none */
+	struct config_auth *auth;
 	int line;
 };
 

@@ -153,6 +153,17 @@ static void dump_keys(FILE *out, const struct config *cfg, const struct config_k
 	}
 }
 
+void config_dump_string(FILE *out, const char *s)
+{
+	dump_str(out, s);
+}
+
+void config_dump_keys(FILE *out, const struct config *cfg, const struct config_keyset *ks, const void *base,
+                      const char *indent)
+{
+	dump_keys(out, cfg, ks, base, indent);
+}
+
 /* "name = {\n" the keys "};\n" */
 static void dump_group(FILE *out, const struct config *cfg, const char *name, const struct config_keyset *ks,
                        const void *base)
@@ -262,6 +273,8 @@ static void dump_routes(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_route_return, &cfg->returns[r->ret], NULL);
 			fputs("}; ", out);
 		}
+		if (r->auth)
+			config_auth_dump(out, cfg, r->auth);
 		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);

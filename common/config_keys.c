@@ -107,6 +107,11 @@ static const char *client_header_check(const char *v)
 	           : NULL;
 }
 
+const char *config_check_header_name(const char *v)
+{
+	return client_header_check(v);
+}
+
 /* An upstream name: 1..63 of [A-Za-z0-9_.-]. */
 static const char *upstream_name_check(const char *s)
 {
@@ -348,6 +353,8 @@ static const struct config_key route_keys[] = {
      .doc = "`false`: no access log line for the route's requests"},
     {.name = "log_sample", .type = CONFIG_KEY_STRING, .max = 16, .def = "1", .store = config_store_log_sample,
      .show = config_show_log_sample, .doc = "the share of requests logged, `\"0\"` to `\"1\"`, such as `\"0.1\"`"},
+    {.name = "auth", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_auth,
+     .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 

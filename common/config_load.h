@@ -95,6 +95,15 @@ void config_policy_load_top(struct loader *ld, const config_setting_t *root);
  * both (<has_upstream>). Returns 1 if good, 0 (reported) if not, -1 when
  * out of memory. */
 int config_policy_load_route(struct loader *ld, const config_setting_t *e, struct config_route *r, int has_upstream);
+/* A header name weir writes for a client's sake (client_header,
+ * consumer_header): a token that is none of the names weir owns. */
+const char *config_check_header_name(const char *text);
+
+/* common/config_auth.c: the auth group of route entry <e>, if any, into
+ * *<out> (NULL when absent). Returns -1 only when out of memory. */
+struct config_auth;
+int config_auth_read(struct loader *ld, const config_setting_t *e, struct config_auth **out);
+
 /* health = { ... } of upstream entry <e> into u->health (common/config_health.c). */
 void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
 

@@ -52,7 +52,8 @@
 	X(TIME_ISO, "time_iso8601", "UTC time, `2026-11-30T05:40:00.123Z`")              \
 	X(TIME_LOCAL, "time_local", "local time, `30/Nov/2026:05:40:00 +0000`")         \
 	X(MSEC, "msec", "Unix time in seconds, ms precision")                           \
-	X(REMOTE_USER, "remote_user", "empty until authentication exists")              \
+	X(REMOTE_USER, "remote_user", "the same as `$consumer` (nginx's name)")          \
+	X(CONSUMER, "consumer", "who the route's auth credentials name, or empty")       \
 	X(HTTP, "http_", "a request header: `$http_user_agent`")                        \
 	X(COOKIE, "cookie_", "a cookie of the request: `$cookie_session`")              \
 	X(ARG, "arg_", "a query argument as sent: `$arg_page`")

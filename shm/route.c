@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/auth_conf.h"
 #include "shm/shm.h"
 
 /* Sort order: exact hosts, wildcard hosts (longest suffix first), any host;
@@ -39,6 +40,7 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		e->ret = (int16_t)cr->ret;
 		e->log = (uint8_t)cr->log;
 		e->log_sample = (uint16_t)cr->log_sample;
+		e->auth = cr->auth ? (uint8_t)cr->auth->type : 0;
 		memcpy(e->host, cr->host, e->host_len);
 		memcpy(e->path, cr->path, e->path_len);
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));

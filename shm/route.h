@@ -38,6 +38,8 @@ struct route_entry {
 	int16_t ret;       /* index into route_table.returns, -1: proxied */
 	uint8_t log;       /* access log lines for its requests (routes.log) */
 	uint16_t log_sample; /* the share logged, in 1/10000 (routes.log_sample) */
+	uint8_t auth;      /* enum auth_type of its policy, 0 none: a worker finds
+	                    * the policy in its own config (worker/auth.c) */
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
 	char host[CONFIG_HOST_MAX];
 	char path[CONFIG_PATH_MAX];

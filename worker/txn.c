@@ -498,6 +498,8 @@ void txn_start(struct txn *t)
 		return;
 	}
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
+	if (t->route->auth && auth_check(t) < 0)
+		return; /* answered: 401, 403 or 503 */
 	if (t->route->ret >= 0) {
 		respond_start(t);
 		return;

@@ -17,6 +17,7 @@
 
 #include <sys/uio.h>
 
+#include "worker/auth.h"
 #include "worker/http.h"
 #include "worker/realip.h"
 #include "worker/tunnel.h"
@@ -100,6 +101,7 @@ struct txn {
 	int status;
 	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
 	struct realip ident;     /* the client's address and request id (realip.h) */
+	struct auth_state auth;  /* what routes.auth learnt: consumer, headers (auth.h) */
 
 	struct http_header headers[]; /* limits.headers entries, shared by the
 	                               * request and then the response */

@@ -314,7 +314,14 @@ static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, co
 		q = memchr(s, '?', n);
 		return q && vars_pair(q + 1, (size_t)(s + n - q - 1), '&', tpl->text + p->off, p->len, v, len);
 	}
-	default: /* VARS_REMOTE_USER: no authentication yet */
+	case VARS_REMOTE_USER:
+	case VARS_CONSUMER:
+		if (!t || !t->auth.consumer_len)
+			return 0;
+		*v = t->auth.consumer;
+		*len = t->auth.consumer_len;
+		return 1;
+	default:
 		return 0;
 	}
 	*len = k < 0 ? 0 : (size_t)k < tcap ? (size_t)k : tcap - 1;

@@ -12,6 +12,7 @@
 #include "common/secmem.h"
 #include "common/process.h"
 #include "worker/accesslog.h"
+#include "worker/auth.h"
 #include "worker/conn.h"
 #include "worker/tls.h"
 #include "worker/tls_bio.h"
@@ -451,6 +452,10 @@ static int worker_setup(const struct worker_start *ws)
 	realip_init();
 	if (accesslog_init(cfg) < 0)
 		return -1;
+	if (auth_init(cfg) < 0) {
+		log_error("auth: out of memory");
+		return -1;
+	}
 	return tls_init(cfg);
 }
 

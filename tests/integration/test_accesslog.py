@@ -279,3 +279,17 @@ def test_a_relative_syslog_path_is_refused(tmp_path):
     r = subprocess.run([WEIR_BIN, "-t", "-c", str(p)], capture_output=True, timeout=slack(10))
     assert r.returncode == 1
     assert "%s:2: log.access must name a unix socket" % p in r.stderr.decode(), r.stderr
+
+
+def test_the_consumer_of_a_route_with_auth_is_a_variable(weir_factory, origin, tmp_path):
+    import hashlib
+    keys = tmp_path / "keys"
+    keys.write_text("alice %s\n" % hashlib.sha256(b"k-alice-0123456789").hexdigest())
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], workers=1,
+                     routes=[{"path": "/", "upstream": "a",
+                              "extra": 'auth = { type = "api_key"; keys_file = "%s"; }; ' % keys}],
+                     log_extra='format = "$status $consumer $remote_user"; ')
+    with Client(w.port) as c:
+        assert c.request("GET", "/bytes/1", headers=[("X-Api-Key", "k-alice-0123456789")]).status == 200
+        assert c.request("GET", "/bytes/1").status == 401
+    assert lines(w, 2) == ["200 alice alice", "401 - -"]
