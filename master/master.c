@@ -22,6 +22,7 @@
 #include "master/notify.h"
 #include "master/stats.h"
 #include "master/upgrade.h"
+#include "shm/limit.h"
 #include "shm/route.h"
 #include "shm/shm.h"
 #include "shm/ticket.h"
@@ -134,6 +135,7 @@ static void master_in_child(int index, struct worker_start *ws)
 	}
 	listen_close(&m.ls);
 	close(m.shm_fd);
+	close(limit_seg_fd); /* the mapping is inherited; the fd is for upgrades */
 	master_drop_privileges();
 	/* a worker whose master is gone has nobody to reload or replace it:
 	 * it drains and exits rather than serve an old config forever */
@@ -439,6 +441,7 @@ static int master_reload(void)
 		free(ncfg);
 		return master_reload_failed("master_process cannot be turned off by a reload");
 	}
+	limit_reload(ncfg);
 	gslot = route_prepare(m.seg, ncfg);
 	if (gslot < 0) {
 		config_free(ncfg);
@@ -763,6 +766,8 @@ int master_run(struct config *cfg, char *const argv[])
 		atomic_store(&m.seg->config_generation, 1);
 	}
 	if (master_rotate_ticket_key() < 0)
+		return 1;
+	if (limit_start(cfg, inh ? inh->limit_fd : -1) < 0)
 		return 1;
 	if (route_publish(m.seg, cfg) == 0) {
 		log_error("cannot publish the routing table");

@@ -1,0 +1,45 @@
+/*
+ * metrics_limit.c: the rate limits' families of /metrics (shm/limit.h).
+ *
+ * Labels come from the limit names the segment has seen (bounded by
+ * LIMIT_IDS) and the fixed set of results; a name no longer configured
+ * keeps its series, as counters must not go back.
+ */
+#include <stdatomic.h>
+
+#include "master/metrics.h"
+#include "master/textbuf.h"
+#include "shm/limit.h"
+
+void metrics_render_limits(struct textbuf *o)
+{
+	const struct limit_segment *s = limit_seg;
+	uint32_t n;
+
+	if (!s)
+		return;
+	n = atomic_load_explicit(&s->nids, memory_order_acquire);
+	textbuf_printf(o, "# HELP weir_rate_limit_decisions_total Rate limit decisions, by limit and result "
+	                  "(table_full: the key had no room and was limited under the limit's shared entry).\n"
+	                  "# TYPE weir_rate_limit_decisions_total counter\n");
+	for (uint32_t id = 0; id < n; id++)
+		for (int r = 0; r < LIMIT_RESULTS; r++) {
+			textbuf_printf(o, "weir_rate_limit_decisions_total{limit=\"");
+			textbuf_label(o, s->ids[id].name);
+			textbuf_printf(o, "\",result=\"%s\"} %llu\n", limit_result_names[r],
+			               (unsigned long long)limit_sum(s, id, r));
+		}
+	textbuf_printf(o, "# HELP weir_rate_limit_table_keys Keys held in the shared rate-limit table.\n"
+	                  "# TYPE weir_rate_limit_table_keys gauge\nweir_rate_limit_table_keys %lld\n"
+	                  "# HELP weir_rate_limit_table_capacity Keys the shared rate-limit table can hold.\n"
+	                  "# TYPE weir_rate_limit_table_capacity gauge\nweir_rate_limit_table_capacity %llu\n",
+	               (long long)atomic_load_explicit(&s->used, memory_order_relaxed),
+	               (unsigned long long)(s->nbuckets * LIMIT_WAYS));
+	textbuf_printf(o, "# HELP weir_rate_limit_evictions_total Keys evicted from the rate-limit table for a new "
+	                  "one: expired (state at rest, nothing lost) or lru (least recently used, its state dropped).\n"
+	                  "# TYPE weir_rate_limit_evictions_total counter\n"
+	                  "weir_rate_limit_evictions_total{kind=\"expired\"} %llu\n"
+	                  "weir_rate_limit_evictions_total{kind=\"lru\"} %llu\n",
+	               (unsigned long long)atomic_load_explicit(&s->evicted_expired, memory_order_relaxed),
+	               (unsigned long long)atomic_load_explicit(&s->evicted_lru, memory_order_relaxed));
+}
