@@ -409,7 +409,7 @@ static const struct config_key top_keys[] = {
      .doc = "sizes and counts weir accepts"},
     {.name = "rate_limits", .type = CONFIG_KEY_LIST, .def = "absent: none", .sub = &config_keys_rate_limit,
      .doc = "0 to 64 named [rate limits](#rate_limits) that routes name"},
-    {.name = "rate_limit_table", .type = CONFIG_KEY_INT, AT(struct config, rate_limit_table), .min = 16,
+    {.name = "rate_limit_table", .type = CONFIG_KEY_INT, AT(struct config, rate_limit_table), .min = 10,
      .max = 100000000, .def = "1048576",
      .doc = "keys the shared rate-limit table holds, 25.6 bytes each; read at start"},
 };

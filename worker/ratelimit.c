@@ -159,25 +159,28 @@ static size_t rl_key(const struct txn *t, const struct config_rate_limit *l, uin
 	return n;
 }
 
-/* One line a second at most, with the count of lines held back. */
+/* One line a second at most of each kind (refused, dry run), with the
+ * count of lines held back. */
 static void rl_log(const struct txn *t, const struct config_rate_limit *l, const char *what, int status)
 {
-	static ev_tstamp last;
-	static unsigned held;
+	static ev_tstamp last[2];
+	static unsigned held_n[2];
 	ev_tstamp now = ev_now(wk.loop);
+	int k = status == 0;
+	unsigned held = held_n[k];
 
-	if (now - last < 1.0) {
-		held++;
+	if (now - last[k] < 1.0) {
+		held_n[k]++;
 		return;
 	}
-	last = now;
+	last[k] = now;
+	held_n[k] = 0;
 	if (held)
 		log_notice("%s: rate limit \"%s\" (%s) %s%s%.0d (and %u more in the last second, not logged)",
 		           t->c->peer, l->name, l->key, what, status ? ", answered " : "", status, held);
 	else
 		log_notice("%s: rate limit \"%s\" (%s) %s%s%.0d", t->c->peer, l->name, l->key, what,
 		           status ? ", answered " : "", status);
-	held = 0;
 }
 
 static const char *rl_reason(int status)

@@ -287,7 +287,7 @@ static void test_workers_in_several_processes_admit_exactly_the_bound_together(v
 
 	printf("\n    1000/s: admitted %llu of a bound of %llu ", (unsigned long long)got, 20ull + 400);
 	CU_ASSERT(got <= 20 + 400 + 1);
-	CU_ASSERT(got >= 20 + 400 - 40); /* a loaded machine may leave the key idle a while */
+	CU_ASSERT(got >= 20 + 400 - 100); /* a loaded machine may leave the key idle a while */
 }
 
 static const struct unit_test tests[] = {
