@@ -17,7 +17,7 @@
  * when any limit refuses.
  *
  * The table: buckets of LIMIT_WAYS entries, 256 bytes each (four cache
- * lines), picked by a keyed hash (SipHash-2-4 with a secret made with the
+ * lines), picked by a keyed hash (SipHash-1-3 with a secret made with the
  * segment: keys chosen by clients cannot be aimed at one bucket). Lookup
  * reads at most one bucket and writes nothing but the value and a last-use
  * stamp. Inserting a key is serialised per bucket by an insert word (a
@@ -143,15 +143,17 @@ void limit_assign(struct limit_segment *s, struct config *cfg);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t limit_now(void);
 
-/* The key hash of <len> bytes <k> under a limit of <seed>; <concurrent>
- * marks it as a count. Never 0. */
+/* The key hash (SipHash-1-3, keyed by the segment's secret) of <seed>
+ * then <len> bytes <k>, for a limit of that seed; <concurrent> marks it
+ * as a count (the low bit). Never 0 or 1. */
 uint64_t limit_hash(const struct limit_segment *s, uint64_t seed, int concurrent, const void *k, size_t len);
 
 /* The entry of key <h>, inserted if new (evicting as the header says);
- * when there is no room, the overflow entry of limit <id>, keyed <okey>
- * (the limit's own hash), with *full set. */
-struct limit_entry *limit_find(struct limit_segment *s, uint64_t h, uint64_t okey, uint32_t id, uint64_t now,
-                               int *full);
+ * when there is no room, the overflow entry of limit <id>, keyed by the
+ * hash of its <seed> alone. *held is the key the entry holds: <h>, or the
+ * overflow's (the table was full for it). */
+struct limit_entry *limit_find(struct limit_segment *s, uint64_t h, uint64_t seed, uint32_t id, uint64_t now,
+                               uint64_t *held);
 
 /* What a request asks of one limit. */
 struct limit_ask {

@@ -3,7 +3,7 @@
  * (worker/ratelimit.h; the shared state and GCRA are shm/limit.c).
  *
  * A key is the bytes of its parts, each a tag, a length and the value,
- * after the limit's 8-byte seed, hashed once (SipHash, shm/limit.h); a
+ * hashed once with the limit's seed (SipHash-1-3, shm/limit.h); a
  * value longer than RL_VALUE_MAX bytes counts by its first RL_VALUE_MAX
  * and its length (two such keys may share a state: they are limited more,
  * never less). Everything lives on the stack: no allocation but the
@@ -22,17 +22,34 @@
 #include "worker/txn.h"
 
 #define RL_VALUE_MAX 256
-#define RL_KEY_MAX (8 + CONFIG_LIMIT_PARTS * (4 + RL_VALUE_MAX))
+#define RL_KEY_MAX (CONFIG_LIMIT_PARTS * (4 + RL_VALUE_MAX))
+
+/* A dotted quad as inet_ntop writes it (the peer's text), in network
+ * order; 0 if <p> is not one. Cheaper than inet_pton on every request. */
+static int rl_ipv4(const char *p, uint8_t out[4])
+{
+	for (int i = 0; i < 4; i++) {
+		unsigned v = 0, n = 0;
+
+		while (*p >= '0' && *p <= '9' && n < 3)
+			v = v * 10 + (unsigned)(*p++ - '0'), n++;
+		if (!n || v > 255 || *p != (i < 3 ? '.' : 0))
+			return 0;
+		out[i] = (uint8_t)v;
+		p++;
+	}
+	return 1;
+}
 
 int ratelimit_client_addr(const struct txn *t, uint8_t out[16])
 {
 	const struct conn *c = t->c;
-	struct in_addr a4;
+	uint8_t a4[4];
 
-	if (inet_pton(AF_INET, c->peer, &a4) == 1) {
+	if (rl_ipv4(c->peer, a4)) {
 		memset(out, 0, 10);
 		out[10] = out[11] = 0xff;
-		memcpy(out + 12, &a4, 4);
+		memcpy(out + 12, a4, 4);
 		return 4;
 	}
 	if (inet_pton(AF_INET6, c->peer, out) == 1) {
@@ -92,12 +109,11 @@ static size_t rl_put(uint8_t *k, size_t n, uint8_t tag, const void *v, size_t le
 	return n + take;
 }
 
-/* Makes the key of limit <l> for <t> into <k> (its first 8 bytes left for
- * the seed). Returns its length, or 0 when a part is missing and the
- * limit skips such requests. */
+/* Makes the key of limit <l> for <t> into <k>. Returns its length, or 0
+ * when a part is missing and the limit skips such requests. */
 static size_t rl_key(const struct txn *t, const struct config_rate_limit *l, uint8_t *k)
 {
-	size_t n = 8;
+	size_t n = 0;
 
 	for (int i = 0; i < l->nparts; i++) {
 		const char *name = l->parts[i].name, *v = NULL;
@@ -114,10 +130,15 @@ static size_t rl_key(const struct txn *t, const struct config_rate_limit *l, uin
 				v = NULL;
 				break;
 			}
-			for (int b = 0; b < 16; b++) {
-				int keep = bits - b * 8;
-				a[b] &= keep >= 8 ? 0xff : keep <= 0 ? 0 : (uint8_t)(0xff << (8 - keep));
-			}
+			/* the mask as two big-endian halves */
+			uint64_t hi, lo, mh = bits >= 64 ? ~0ull : ~(~0ull >> bits),
+			                 ml = bits >= 128 ? ~0ull : bits <= 64 ? 0 : ~(~0ull >> (bits - 64));
+			memcpy(&hi, a, 8);
+			memcpy(&lo, a + 8, 8);
+			hi &= __builtin_bswap64(mh);
+			lo &= __builtin_bswap64(ml);
+			memcpy(a, &hi, 8);
+			memcpy(a + 8, &lo, 8);
 			n = rl_put(k, n, tag, a, 16);
 			continue;
 		}
@@ -292,8 +313,7 @@ int ratelimit_check(struct txn *t)
 	struct limit_segment *s = limit_seg;
 	struct limit_ask a[CONFIG_ROUTE_LIMITS];
 	struct config_rate_limit *lim[CONFIG_ROUTE_LIMITS];
-	uint8_t full[CONFIG_ROUTE_LIMITS];
-	uint64_t hash[CONFIG_ROUTE_LIMITS], okey[CONFIG_ROUTE_LIMITS];
+	uint64_t hash[CONFIG_ROUTE_LIMITS];
 	uint8_t key[RL_KEY_MAX];
 	uint64_t now = limit_now(), delay = 0;
 	int n = 0, rc = -2;
@@ -307,7 +327,6 @@ int ratelimit_check(struct txn *t)
 		if (!len)
 			continue;
 		hash[n] = limit_hash(s, l->seed, l->concurrent > 0, key, len);
-		okey[n] = limit_hash(s, l->seed, l->concurrent > 0, key, 8);
 		lim[n] = l;
 		a[n] = (struct limit_ask){
 		    .interval = l->concurrent ? 0 : l->interval_ns,
@@ -322,19 +341,14 @@ int ratelimit_check(struct txn *t)
 	/* -2: an entry changed hands between finding and taking (evicted by
 	 * another worker's insert): find them all again */
 	for (int tries = 0; rc == -2 && tries < 8; tries++) {
-		for (int i = 0; i < n; i++) {
-			int f;
-
-			a[i].e = limit_find(s, hash[i], okey[i], lim[i]->id, now, &f);
-			a[i].key = f ? okey[i] : hash[i];
-			full[i] = (uint8_t)f;
-		}
+		for (int i = 0; i < n; i++)
+			a[i].e = limit_find(s, hash[i], lim[i]->seed, lim[i]->id, now, &a[i].key);
 		rc = limit_take(a, n, now);
 	}
 	for (int i = 0; i < n; i++) {
 		int res;
 
-		if (full[i])
+		if (a[i].key != hash[i])
 			limit_count(s, wk.slot, lim[i]->id, LIMIT_TABLE_FULL);
 		if (a[i].refused && a[i].advisory) {
 			res = LIMIT_DRY_RUN;

@@ -157,12 +157,12 @@ static uint64_t bucket_of(const struct limit_segment *s, uint64_t h)
 /* <n> key hashes of kind <conc> that fall in bucket 0. */
 static void same_bucket(const struct limit_segment *s, uint64_t *out, int n, int conc)
 {
-	uint8_t k[16];
+	uint8_t k[8];
 
 	for (uint64_t i = 0; n > 0; i++) {
 		uint64_t h;
 
-		memcpy(k + 8, &i, 8);
+		memcpy(k, &i, 8);
 		h = limit_hash(s, 77, conc, k, sizeof(k));
 		if (bucket_of(s, h) == 0)
 			*out++ = h, n--;
@@ -172,14 +172,14 @@ static void same_bucket(const struct limit_segment *s, uint64_t *out, int n, int
 static void test_a_key_finds_its_own_entry_again(void)
 {
 	struct limit_segment *s = limit_create(1000, NULL);
-	uint8_t k[12] = {0};
-	int full;
+	uint8_t k[4];
+	uint64_t held;
 
-	memcpy(k + 8, "abcd", 4);
+	memcpy(k, "abcd", 4);
 	uint64_t h = limit_hash(s, 1, 0, k, sizeof(k));
-	struct limit_entry *e = limit_find(s, h, 99, 0, SEC, &full);
-	CU_ASSERT(!full);
-	CU_ASSERT_PTR_EQUAL(limit_find(s, h, 99, 0, SEC, &full), e);
+	struct limit_entry *e = limit_find(s, h, 1, 0, SEC, &held);
+	CU_ASSERT_EQUAL(held, h);
+	CU_ASSERT_PTR_EQUAL(limit_find(s, h, 1, 0, SEC, &held), e);
 	CU_ASSERT_EQUAL(atomic_load(&e->key), h);
 	CU_ASSERT_EQUAL(atomic_load(&s->used), 1);
 	/* another seed is another key, another kind too */
@@ -194,26 +194,26 @@ static void test_a_full_bucket_evicts_the_expired_first_then_the_least_recently_
 	uint64_t h[LIMIT_WAYS + 2];
 	struct limit_entry *e[LIMIT_WAYS + 2];
 	uint64_t now = 100 * SEC;
-	int full;
+	uint64_t held;
 
 	CU_ASSERT_EQUAL(s->nbuckets, 2);
 	same_bucket(s, h, LIMIT_WAYS + 2, 0);
 	for (int i = 0; i < LIMIT_WAYS; i++) {
 		/* each used a millisecond after the one before; all but the
 		 * last with a TAT far ahead */
-		e[i] = limit_find(s, h[i], 1, 0, now + (uint64_t)i * MS, &full);
-		CU_ASSERT(!full);
+		e[i] = limit_find(s, h[i], 77, 0, now + (uint64_t)i * MS, &held);
+		CU_ASSERT_EQUAL(held, h[i]);
 		atomic_store(&e[i]->val, i == LIMIT_WAYS - 1 ? now : now + 60 * SEC);
 	}
 	/* the newest one is at rest: it goes, not the least recently used */
 	now += SEC;
-	e[LIMIT_WAYS] = limit_find(s, h[LIMIT_WAYS], 1, 0, now, &full);
+	e[LIMIT_WAYS] = limit_find(s, h[LIMIT_WAYS], 77, 0, now, &held);
 	CU_ASSERT_PTR_EQUAL(e[LIMIT_WAYS], e[LIMIT_WAYS - 1]);
 	CU_ASSERT_EQUAL(atomic_load(&s->evicted_expired), 1);
 	CU_ASSERT_EQUAL(atomic_load(&e[LIMIT_WAYS]->val), 0);
 	atomic_store(&e[LIMIT_WAYS]->val, now + 60 * SEC);
 	/* none at rest: the least recently used (the first) goes */
-	e[LIMIT_WAYS + 1] = limit_find(s, h[LIMIT_WAYS + 1], 1, 0, now + MS, &full);
+	e[LIMIT_WAYS + 1] = limit_find(s, h[LIMIT_WAYS + 1], 77, 0, now + MS, &held);
 	CU_ASSERT_PTR_EQUAL(e[LIMIT_WAYS + 1], e[0]);
 	CU_ASSERT_EQUAL(atomic_load(&s->evicted_lru), 1);
 	CU_ASSERT_EQUAL(atomic_load(&s->used), LIMIT_WAYS);
@@ -224,21 +224,22 @@ static void test_keys_with_requests_in_flight_are_never_evicted_the_overflow_tak
 {
 	struct limit_segment *s = limit_create(LIMIT_WAYS * 2, NULL);
 	uint64_t h[LIMIT_WAYS + 2];
-	int full;
+	uint64_t held;
 
 	same_bucket(s, h, LIMIT_WAYS + 2, 1);
 	for (int i = 0; i < LIMIT_WAYS; i++) {
-		struct limit_entry *e = limit_find(s, h[i], 1001, 3, SEC, &full);
+		struct limit_entry *e = limit_find(s, h[i], 77, 3, SEC, &held);
 		atomic_store(&e->val, 1); /* one request in flight each */
 	}
-	struct limit_entry *o1 = limit_find(s, h[LIMIT_WAYS], 1001, 3, 2 * SEC, &full);
-	CU_ASSERT(full);
+	uint64_t okey = limit_hash(s, 77, 1, NULL, 0);
+	struct limit_entry *o1 = limit_find(s, h[LIMIT_WAYS], 77, 3, 2 * SEC, &held);
+	CU_ASSERT_EQUAL(held, okey); /* no room */
 	CU_ASSERT_PTR_EQUAL(o1, &s->overflow[3]);
-	CU_ASSERT_EQUAL(atomic_load(&o1->key), 1001);
+	CU_ASSERT_EQUAL(atomic_load(&o1->key), okey);
 	/* every key without room shares it: limited as one, never unlimited */
-	struct limit_ask a = {.e = o1, .key = 1001, .tolerance = 1};
+	struct limit_ask a = {.e = o1, .key = okey, .tolerance = 1};
 	CU_ASSERT_EQUAL(limit_take(&a, 1, 2 * SEC), 1);
-	CU_ASSERT_PTR_EQUAL(limit_find(s, h[LIMIT_WAYS + 1], 1001, 3, 2 * SEC, &full), o1);
+	CU_ASSERT_PTR_EQUAL(limit_find(s, h[LIMIT_WAYS + 1], 77, 3, 2 * SEC, &held), o1);
 	CU_ASSERT_EQUAL(limit_take(&a, 1, 2 * SEC), 0);
 	CU_ASSERT_EQUAL(atomic_load(&s->evicted_lru) + atomic_load(&s->evicted_expired), 0);
 	munmap(s, s->size);
@@ -252,8 +253,8 @@ static uint64_t hammer(int nproc, uint64_t interval, uint64_t span)
 	struct limit_segment *s = limit_create(1000, &fd);
 	uint8_t k[9] = {0};
 	uint64_t h = limit_hash(s, 5, 0, k, sizeof(k)), got = 0;
-	int full;
-	struct limit_entry *e = limit_find(s, h, 1, 0, limit_now(), &full);
+	uint64_t held;
+	struct limit_entry *e = limit_find(s, h, 1, 0, limit_now(), &held);
 	_Atomic uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	uint64_t start = limit_now() + 50 * MS, end = start + span;
 
