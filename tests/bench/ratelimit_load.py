@@ -5,7 +5,7 @@ is from the exact bound burst + rate x t (tests/bench/ratelimit.sh).
 
 Each address has 2 keep-alive connections with one request always
 outstanding, for --seconds; t is measured per address from its first
-request sent to its last admitted answer. A proxy that counts per process
+request sent to its last answer. A proxy that counts per process
 admits up to workers x the bound; one that resets or approximates drifts.
 """
 
@@ -83,7 +83,7 @@ def main():
         other += sum(1 for x in r if x[2] not in (200, 429, 503))
         if not ok:
             continue
-        span = max(x[1] for x in ok) - min(x[0] for x in r)
+        span = max(x[1] for x in r) - min(x[0] for x in r)
         bound = a.burst + a.rate * span
         tot_ok += len(ok)
         tot_bound += bound
