@@ -571,3 +571,34 @@ def test_a_table_full_of_requests_in_flight_limits_new_keys_together_and_counts_
     for x in socks + [s]:
         x.close()
     wait_until(lambda: one(w.port, "/", headers=[("K", "new2")])[0] == 200, slack(5), what="room again")
+
+
+def test_client_ip_is_the_proxy_protocol_address_and_ipv6_keys_are_slash_64(weir_factory, origin):
+    w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a"}])
+    text = rl_config(w, origin, ['name = "ip"; key = "client_ip"; rate = "1/m";'], [("/", ["ip"])])
+    text = text.replace('listeners = ( { address = "127.0.0.1:%d"; } );' % w.port,
+                        'listeners = ( { address = "127.0.0.1:%d"; proxy_protocol = true; } );' % w.port)
+    w.write_raw_config(text)
+    w.start()
+
+    def via(src):
+        fam = "TCP6" if ":" in src else "TCP4"
+        dst = "::1" if ":" in src else "127.0.0.1"
+        s = socket.create_connection(("127.0.0.1", w.port))
+        s.settimeout(5)
+        s.sendall(("PROXY %s %s %s 40000 80\r\nGET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+                   % (fam, src, dst)).encode())
+        data = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            data += b
+        s.close()
+        return int(data.split(b" ", 2)[1])
+    # every connection comes from 127.0.0.1: the key is the balancer's client
+    assert [via("192.0.2.1"), via("192.0.2.2"), via("192.0.2.1")] == [200, 200, 429]
+    assert via("2001:db8:1:2::1") == 200
+    assert via("2001:db8:1:2:ffff::9") == 429  # the same /64
+    assert via("2001:db8:1:3::1") == 200
