@@ -158,6 +158,7 @@ struct config_route {
  * is made, and what a key may do. */
 enum config_rl_mode { CONFIG_RL_REJECT, CONFIG_RL_DELAY, CONFIG_RL_DRY_RUN };
 enum config_rl_missing { CONFIG_RL_SKIP, CONFIG_RL_SHARED };
+enum config_rl_scope { CONFIG_RL_LOCAL, CONFIG_RL_CLUSTER };
 enum config_rl_part { CONFIG_RL_CLIENT_IP, CONFIG_RL_HEADER, CONFIG_RL_COOKIE, CONFIG_RL_QUERY, CONFIG_RL_ROUTE };
 
 struct config_rate_limit {
@@ -180,6 +181,10 @@ struct config_rate_limit {
 	int status;           /* answer when refused: 429 */
 	int legacy_headers;   /* X-RateLimit-* as well */
 	int ipv4_mask, ipv6_mask;
+	/* scope = "cluster": reconciled with the other nodes through redis
+	 * (master/redis_sync.c); fail_closed: refuse while redis is away */
+	int scope;
+	int fail_closed;
 	int line;
 	/* identity of the state: name, key, masks and kind hashed; the same
 	 * across reloads and upgrades while those stay (shm/limit.h) */
@@ -266,6 +271,11 @@ struct config {
 	/* rate_limit_table: keys the shared rate-limit table holds (all limits
 	 * together); read at start, kept across reloads (shm/limit.h) */
 	uint32_t rate_limit_table;
+	/* redis = { address = "127.0.0.1:6379"; interval = "100ms"; }: where
+	 * scope = "cluster" limits are reconciled, and how often */
+	int has_redis;
+	struct config_addr redis_addr;
+	uint32_t redis_interval; /* ms */
 	/* tls_ticket_rotate: how often the master makes a new session ticket
 	 * key (the previous one still decrypts); default 12 h */
 	uint32_t tls_ticket_rotate;

@@ -279,6 +279,10 @@ int config_dump(FILE *out, const struct config *cfg)
 	fputc('\n', out);
 	dump_upstreams(out, cfg);
 	fputc('\n', out);
+	if (cfg->has_redis) {
+		dump_group(out, cfg, "redis", &config_keys_redis, cfg);
+		fputc('\n', out);
+	}
 	dump_rate_limits(out, cfg);
 	dump_routes(out, cfg);
 	fputc('\n', out);

@@ -335,6 +335,7 @@ KEYSET(config_keys_limits, "limits", "in limits", limit_keys);
 
 static const char *const rl_mode_names[] = {"reject", "delay", "dry_run"};
 static const char *const rl_missing_names[] = {"skip", "shared"};
+static const char *const rl_scope_names[] = {"local", "cluster"};
 
 static const struct config_key rate_limit_keys[] = {
     {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED,
@@ -364,8 +365,21 @@ static const struct config_key rate_limit_keys[] = {
      .def = "32", .doc = "`client_ip`: IPv4 prefix length that makes one key"},
     {.name = "ipv6_mask", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, ipv6_mask), .min = 1, .max = 128,
      .def = "64", .doc = "`client_ip`: IPv6 prefix length that makes one key"},
+    {.name = "scope", .type = CONFIG_KEY_ENUM, AT(struct config_rate_limit, scope), .def = "local",
+     .names = rl_scope_names, .nnames = 2,
+     .doc = "`\"cluster\"`: shared with other nodes through `redis` (a rate only)"},
+    {.name = "fail_closed", .type = CONFIG_KEY_BOOL, AT(struct config_rate_limit, fail_closed), .def = "false",
+     .doc = "`scope = \"cluster\"`: refuse while redis cannot be reached, rather than admit from local state"},
 };
 KEYSET(config_keys_rate_limit, "rate_limits", "in rate_limits entry", rate_limit_keys);
+
+static const struct config_key redis_keys[] = {
+    {.name = "address", .type = CONFIG_KEY_ADDR, .flags = CONFIG_KEY_REQUIRED, AT(struct config, redis_addr),
+     .doc = "the redis server's IP address and port"},
+    {.name = "interval", .type = CONFIG_KEY_DURATION, AT(struct config, redis_interval), DAYS49,
+     .def = "100ms", .doc = "how often each node reconciles its cluster limits with redis"},
+};
+KEYSET(config_keys_redis, "redis", "in redis", redis_keys);
 
 /* read from true, false or "auto" */
 static const char *const affinity_names[] = {"false", "true", "auto"};
@@ -409,6 +423,8 @@ static const struct config_key top_keys[] = {
      .doc = "sizes and counts weir accepts"},
     {.name = "rate_limits", .type = CONFIG_KEY_LIST, .def = "absent: none", .sub = &config_keys_rate_limit,
      .doc = "0 to 64 named [rate limits](#rate_limits) that routes name"},
+    {.name = "redis", .type = CONFIG_KEY_GROUP, .def = "absent: no cluster limits", .sub = &config_keys_redis,
+     .doc = "where `scope = \"cluster\"` rate limits are reconciled"},
     {.name = "rate_limit_table", .type = CONFIG_KEY_INT, AT(struct config, rate_limit_table), .min = 10,
      .max = 100000000, .def = "1048576",
      .doc = "keys the shared rate-limit table holds, 25.6 bytes each; read at start"},

@@ -148,7 +148,12 @@ int config_load_rate_limits(struct loader *ld, const config_setting_t *root)
 	const struct config_keyset *ks = &config_keys_rate_limit;
 	struct config *cfg = ld->cfg;
 	config_setting_t *list = config_setting_get_member(root, "rate_limits");
+	config_setting_t *redis = config_get_group(ld, root, "redis", "redis");
+	enum got rgot[CONFIG_KEYS_MAX];
 	int n;
+
+	config_engine_read(ld, redis, &config_keys_redis, cfg, rgot);
+	cfg->has_redis = redis && config_engine_got(&config_keys_redis, rgot, "address") == GOT_OK;
 
 	if (!list)
 		return 0;
@@ -193,6 +198,11 @@ int config_load_rate_limits(struct loader *ld, const config_setting_t *root)
 		if (gr != GOT_OK && (l->burst > 1 || l->mode == CONFIG_RL_DELAY)) {
 			fail(ld, l->line, "rate limit \"%s\": burst and mode = \"delay\" need a rate, not concurrent",
 			     l->name);
+			continue;
+		}
+		if (l->scope == CONFIG_RL_CLUSTER && (gr != GOT_OK || !cfg->has_redis)) {
+			fail(ld, l->line, "rate limit \"%s\": scope = \"cluster\" needs a rate and a redis = { address = ...; } "
+			     "group", l->name);
 			continue;
 		}
 		if (gr == GOT_OK) {

@@ -120,6 +120,7 @@ static void master_in_child(int index, struct worker_start *ws)
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
 	master_upgrade_end();
+	redis_sync_forget();
 	stats_close(m.loop, 0); /* the socket file is the master's, not ours to remove */
 	ev_loop_fork(m.loop);
 
@@ -461,6 +462,7 @@ static int master_reload(void)
 	/* sockets whose address or path stay are kept (a scrape in progress
 	 * goes on); a new one that cannot be opened is logged, not fatal */
 	stats_configure(m.loop, ncfg, m.seg);
+	redis_sync_configure(m.loop, ncfg);
 	metrics_set_certs(ncfg);
 	if (logfiles_open(ncfg) < 0)
 		log_error("reload: cannot open the new log files (%s); keeping the old ones", strerror(errno));
@@ -783,6 +785,7 @@ int master_run(struct config *cfg, char *const argv[])
 	if (inh && inh->stats_unix_fd >= 0)
 		stats_adopt(m.loop, STATS_UNIX, inh->stats_unix_fd, inh->stats_unix_path, m.seg);
 	free(inh);
+	redis_sync_configure(m.loop, cfg);
 	metrics_set_certs(cfg);
 	if (stats_configure(m.loop, cfg, m.seg) < 0)
 		return 1;

@@ -42,4 +42,20 @@ void metrics_render_limits(struct textbuf *o)
 	                  "weir_rate_limit_evictions_total{kind=\"lru\"} %llu\n",
 	               (unsigned long long)atomic_load_explicit(&s->evicted_expired, memory_order_relaxed),
 	               (unsigned long long)atomic_load_explicit(&s->evicted_lru, memory_order_relaxed));
+	textbuf_printf(o, "# HELP weir_rate_limit_redis_syncs_total Cluster rate-limit reconciles with redis, by result.\n"
+	                  "# TYPE weir_rate_limit_redis_syncs_total counter\n"
+	                  "weir_rate_limit_redis_syncs_total{result=\"ok\"} %llu\n"
+	                  "weir_rate_limit_redis_syncs_total{result=\"failed\"} %llu\n"
+	                  "# HELP weir_rate_limit_redis_sync_seconds_total Time from sending a reconcile to its answer, "
+	                  "summed over the ok ones.\n"
+	                  "# TYPE weir_rate_limit_redis_sync_seconds_total counter\n"
+	                  "weir_rate_limit_redis_sync_seconds_total %.6f\n"
+	                  "# HELP weir_rate_limit_redis_up 1 unless the master failed to reach redis since its last success.\n"
+	                  "# TYPE weir_rate_limit_redis_up gauge\nweir_rate_limit_redis_up %d\n"
+	                  "# HELP weir_rate_limit_redis_dropped_total Cluster counts not sent: the ring to the master was full.\n"
+	                  "# TYPE weir_rate_limit_redis_dropped_total counter\nweir_rate_limit_redis_dropped_total %llu\n",
+	               (unsigned long long)atomic_load(&s->redis_syncs_ok),
+	               (unsigned long long)atomic_load(&s->redis_syncs_failed),
+	               (double)atomic_load(&s->redis_sync_us) / 1e6, !atomic_load(&s->redis_down),
+	               (unsigned long long)atomic_load(&s->ring_dropped));
 }

@@ -220,6 +220,43 @@ static uint64_t limit_siphash(const uint64_t key[2], uint64_t seed, const uint8_
 	return v0 ^ v1 ^ v2 ^ v3;
 }
 
+uint64_t limit_hash_cluster(uint64_t seed, const void *k, size_t len)
+{
+	static const uint64_t fixed[2] = {0x7765697220726c20ull, 0x636c757374657221ull};
+	uint64_t h = limit_siphash(fixed, seed, k, len) & ~(uint64_t)1;
+
+	return h < 2 ? h + 2 : h;
+}
+
+void limit_mark(struct limit_segment *s, struct limit_entry *e, uint32_t id)
+{
+	uint64_t i;
+
+	if (atomic_fetch_add_explicit(&e->unsynced, 1, memory_order_relaxed))
+		return; /* already in the ring */
+	i = atomic_fetch_add_explicit(&s->ring_head, 1, memory_order_relaxed);
+	if (i - atomic_load_explicit(&s->ring_tail, memory_order_relaxed) >= LIMIT_RING) { /* the master is behind: counted, not sent */
+		atomic_fetch_add_explicit(&s->ring_dropped, 1, memory_order_relaxed);
+		atomic_store_explicit(&e->unsynced, 0, memory_order_relaxed);
+		return;
+	}
+	{
+		size_t off = (size_t)((const char *)e - (const char *)s->buckets);
+		uint32_t idx = (uint32_t)(off / sizeof(struct limit_bucket) * LIMIT_WAYS +
+		                          (off % sizeof(struct limit_bucket) - offsetof(struct limit_bucket, way)) /
+		                              sizeof(struct limit_entry));
+
+		atomic_store_explicit(&s->ring[i % LIMIT_RING], (uint64_t)id << 32 | (idx + 1), memory_order_release);
+	}
+}
+
+struct limit_entry *limit_entry_at(struct limit_segment *s, uint32_t i)
+{
+	if (i / LIMIT_WAYS >= s->nbuckets)
+		return NULL;
+	return &s->buckets[i / LIMIT_WAYS].way[i % LIMIT_WAYS];
+}
+
 uint64_t limit_hash(const struct limit_segment *s, uint64_t seed, int concurrent, const void *k, size_t len)
 {
 	uint64_t h = limit_siphash(s->secret, seed, k, len);
@@ -359,6 +396,7 @@ struct limit_entry *limit_find(struct limit_segment *s, uint64_t h, uint64_t see
 		/* ours alone now: a reader that loads LIMIT_BUSY looks again */
 		atomic_store_explicit(&e->key, h, memory_order_relaxed);
 		atomic_store_explicit(&e->last, (uint32_t)(now / 1000000u), memory_order_relaxed);
+		atomic_store_explicit(&e->unsynced, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->val, 0, memory_order_release);
 		if (!k)
 			atomic_fetch_add_explicit(&s->used, 1, memory_order_relaxed);

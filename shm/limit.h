@@ -50,7 +50,8 @@
 #include "shm/shm.h"
 
 #define LIMIT_MAGIC 0x4c524957u /* "WIRL" */
-#define LIMIT_VERSION 1u
+#define LIMIT_VERSION 2u
+#define LIMIT_RING 65536 /* entries with cluster counts not yet sent to redis */
 #define LIMIT_WAYS 10
 #define LIMIT_IDS 128 /* limit names the segment counts, over reloads */
 #define LIMIT_BUSY UINT64_MAX
@@ -75,7 +76,7 @@ struct limit_entry {
 	_Atomic uint64_t key;  /* 0: empty; low bit: 1 for a concurrency count */
 	_Atomic uint64_t val;  /* TAT in ns, or requests in flight; LIMIT_BUSY while changing hands */
 	_Atomic uint32_t last; /* last use, ms (wraps every 49 days), for LRU */
-	uint32_t pad;
+	_Atomic uint32_t unsynced; /* scope = "cluster": admitted here, not yet told to redis */
 };
 
 struct limit_bucket {
@@ -100,6 +101,15 @@ struct limit_segment {
 	_Alignas(64) _Atomic int64_t used; /* entries holding a key */
 	_Atomic uint64_t evicted_expired;
 	_Atomic uint64_t evicted_lru;
+	/* scope = "cluster" (master/redis_sync.c): entries with counts to
+	 * send, pushed by workers (an entry once per interval: when its
+	 * unsynced count leaves zero), taken by the master; lossy when full */
+	_Alignas(64) _Atomic uint64_t ring_head;
+	_Atomic uint64_t ring_tail; /* written by the master only */
+	_Atomic uint64_t ring_dropped;
+	_Atomic uint32_t redis_down; /* 1 while the master cannot reach redis */
+	_Atomic uint64_t redis_syncs_ok, redis_syncs_failed, redis_sync_us; /* replies, and their latency summed */
+	_Atomic uint64_t ring[LIMIT_RING]; /* limit id << 32 | (entry index + 1); 0: not yet written */
 	_Alignas(64) struct limit_id ids[LIMIT_IDS];
 	struct limit_entry overflow[LIMIT_IDS]; /* one per limit id: keys with no room */
 	/* per worker slot, per id, per result; single writer (the slot's
@@ -193,6 +203,17 @@ static inline void limit_count(struct limit_segment *s, int slot, uint32_t id, i
 
 	atomic_store_explicit((_Atomic uint64_t *)p, *p + 1, memory_order_relaxed);
 }
+
+/* Worker: notes an admission of cluster limit <id> on <e> (not an
+ * overflow entry) for the next reconcile. */
+void limit_mark(struct limit_segment *s, struct limit_entry *e, uint32_t id);
+
+/* The entry of index <i> (bucket x LIMIT_WAYS + way), or NULL. */
+struct limit_entry *limit_entry_at(struct limit_segment *s, uint32_t i);
+
+/* The key hash a cluster limit uses: the same on every node (a fixed
+ * SipHash key: redis names the key by it), so not flooding-proof. */
+uint64_t limit_hash_cluster(uint64_t seed, const void *k, size_t len);
 
 /* The sum over the slots of <result> for limit <id>. */
 uint64_t limit_sum(const struct limit_segment *s, uint32_t id, int result);

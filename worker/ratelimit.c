@@ -326,7 +326,8 @@ int ratelimit_check(struct txn *t)
 
 		if (!len)
 			continue;
-		hash[n] = limit_hash(s, l->seed, l->concurrent > 0, key, len);
+		hash[n] = l->scope == CONFIG_RL_CLUSTER ? limit_hash_cluster(l->seed, key, len)
+		                                        : limit_hash(s, l->seed, l->concurrent > 0, key, len);
 		lim[n] = l;
 		a[n] = (struct limit_ask){
 		    .interval = l->concurrent ? 0 : l->interval_ns,
@@ -338,6 +339,20 @@ int ratelimit_check(struct txn *t)
 	}
 	if (!n)
 		return RATELIMIT_CONTINUE;
+	for (int i = 0; i < n; i++)
+		if (lim[i]->fail_closed && atomic_load_explicit(&s->redis_down, memory_order_relaxed)) {
+			/* a cluster limit that must not guess: refused, nothing taken */
+			for (int j = 0; j < n; j++) {
+				a[j].e = NULL;
+				a[j].refused = j == i;
+				a[j].wait = (uint64_t)wk.cfg->redis_interval * 1000000u; /* a hint: the next reconnect */
+				a[j].advisory = a[j].advisory && j != i;
+			}
+			limit_count(s, wk.slot, lim[i]->id, LIMIT_REJECTED);
+			rl_log(t, lim[i], "refused (redis unreachable, fail_closed)", lim[i]->status);
+			rl_answer(t, a, lim, n);
+			return RATELIMIT_ANSWERED;
+		}
 	/* -2: an entry changed hands between finding and taking (evicted by
 	 * another worker's insert): find them all again */
 	for (int tries = 0; rc == -2 && tries < 8; tries++) {
@@ -374,9 +389,12 @@ int ratelimit_check(struct txn *t)
 		rl_answer(t, a, lim, n);
 		return RATELIMIT_ANSWERED;
 	}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		if (!a[i].interval && !a[i].refused)
 			t->rl.held[t->rl.nheld++] = a[i].e;
+		if (lim[i]->scope == CONFIG_RL_CLUSTER && !a[i].refused && a[i].key == hash[i])
+			limit_mark(s, a[i].e, lim[i]->id);
+	}
 	if (!delay)
 		return RATELIMIT_CONTINUE;
 	/* queued: the request goes on when its turn comes; the client is not

@@ -178,6 +178,7 @@ BAD = [
     ('name = "a"; key = "client_ip"; rate = "1/s"; mode = "slow"; ', "rate_limits.mode", ""),
     ('name = "a"; key = "client_ip"; rate = "1/s"; burst = 0; ', "rate_limits.burst", ""),
     ('name = "a"; key = "client_ip"; rate = "1/s"; ipv4_mask = 33; ', "rate_limits.ipv4_mask", ""),
+    ('name = "a"; key = "client_ip"; rate = "1/s"; scope = "cluster";', "needs a rate and a redis", ""),
     ('name = "a"; key = "client_ip"; rate = "1/s"; }, { name = "a"; key = "route"; rate = "1/s";',
      "already defined on line", ""),
 ]
@@ -602,3 +603,92 @@ def test_client_ip_is_the_proxy_protocol_address_and_ipv6_keys_are_slash_64(weir
     assert via("2001:db8:1:2::1") == 200
     assert via("2001:db8:1:2:ffff::9") == 429  # the same /64
     assert via("2001:db8:1:3::1") == 200
+
+
+# ---------------------------------------------------------------------------
+# scope = "cluster": two nodes and a real redis-server
+# ---------------------------------------------------------------------------
+
+class Redis:
+    def __init__(self, tmp_path, port=None):
+        import harness
+        self.port = port or harness.free_port()
+        self.dir = str(tmp_path)
+        self.proc = None
+
+    def start(self):
+        import subprocess
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", self.dir],
+                                     stdout=open(os.path.join(self.dir, "redis.out"), "ab"), stderr=subprocess.STDOUT)
+        from harness import can_connect
+        wait_until(lambda: can_connect(self.port), slack(5), what="redis-server")
+        return self
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@pytest.fixture
+def redis(tmp_path):
+    import shutil
+    if not shutil.which("redis-server"):
+        pytest.skip("no redis-server (tests/install-deps installs it)")
+    r = Redis(tmp_path).start()
+    yield r
+    r.stop()
+
+
+CLUSTER = 'name = "c"; key = "client_ip"; rate = "40/s"; burst = 10; scope = "cluster";%s'
+
+
+def cluster_node(weir_factory, origin, redis_port, extra_limit=""):
+    return start(weir_factory, origin, [CLUSTER % extra_limit], [("/", ["c"])],
+                 extra='redis = { address = "127.0.0.1:%d"; interval = "100ms"; };' % redis_port)
+
+
+def both(nodes, seconds):
+    loads = [Load(n.port, 6, seconds) for n in nodes]
+    for l in loads:
+        l.__enter__()
+    for l in loads:
+        l.__exit__()
+    ok = sum(l.count(200) for l in loads)
+    span = max(max(r[1] for r in l.results) for l in loads) - min(min(r[0] for r in l.results) for l in loads)
+    return ok, span
+
+
+def test_cluster_limit_holds_over_two_nodes_and_fails_open_while_redis_is_gone(weir_factory, origin, redis):
+    nodes = [cluster_node(weir_factory, origin, redis.port) for _ in range(2)]
+    ok, span = both(nodes, 3.0)
+    bound = 10 + 40 * span
+    one_interval = 2 * 40 * 0.1  # each node learns the other's admissions an interval late
+    assert ok <= bound + one_interval + 2, (ok, bound)
+    assert ok >= 0.8 * bound, (ok, bound)  # and not far under it either
+    assert all(n.metrics()("weir_rate_limit_redis_syncs_total", result="ok") > 5 for n in nodes)
+    # redis killed: each node admits from its own state (fail open), counted
+    redis.stop()
+    for n in nodes:
+        wait_until(lambda: n.metrics()("weir_rate_limit_redis_up") == 0, slack(3), what="redis seen gone")
+    ok, span = both(nodes, 1.5)
+    assert ok > 1.5 * 40 * span, ok  # both nodes at their full local rate
+    assert any("cluster rate limits use this node's state alone" in l for n in nodes for l in n.error_lines())
+    # redis back (empty): the nodes reconnect and hold the bound again
+    redis.start()
+    for n in nodes:
+        wait_until(lambda: n.metrics()("weir_rate_limit_redis_up") == 1, slack(3), what="redis back")
+    time.sleep(0.5)
+    ok, span = both(nodes, 3.0)
+    assert ok <= 10 + 40 * span + one_interval + 2, (ok, span)
+
+
+def test_a_fail_closed_cluster_limit_refuses_while_redis_is_unreachable(weir_factory, origin, tmp_path):
+    import harness
+    w = cluster_node(weir_factory, origin, harness.closed_port(), ' fail_closed = true;')
+    wait_until(lambda: w.metrics()("weir_rate_limit_redis_up") == 0, slack(3), what="redis seen unreachable")
+    st, h, _ = one(w.port)
+    assert st == 429 and h.get("retry-after") == "1", (st, h)
+    assert w.metrics()("weir_rate_limit_decisions_total", limit="c", result="rejected") == 1
+    assert len(origin.requests()) == 0
