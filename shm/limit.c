@@ -302,7 +302,9 @@ static int limit_insert_lock(struct limit_bucket *b, uint64_t now)
 	for (int spin = 0; spin < 4096; spin++) {
 		uint64_t cur = atomic_load_explicit(&b->insert, memory_order_relaxed);
 
-		if (cur && (mine >> 1) - (cur >> 1) < 500) { /* claim times in 2 ms units: stale after ~1 s */
+		/* claim times in 2 ms units, stale after about a second; signed,
+		 * as another worker's claim may be a little later than our now */
+		if (cur && (int64_t)((mine >> 1) - (cur >> 1)) < 500) {
 #if defined(__x86_64__) || defined(__i386__)
 			__builtin_ia32_pause();
 #endif

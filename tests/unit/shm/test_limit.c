@@ -280,6 +280,26 @@ static uint64_t hammer(int nproc, uint64_t interval, uint64_t span)
 	return got;
 }
 
+/* A claim a little later than our clock (another worker read the time
+ * after us) is a live one: wait for it, never take the bucket from it;
+ * one a second old is a dead holder's, overtaken. */
+static void test_an_insert_word_held_is_waited_for_and_one_a_second_old_is_overtaken(void)
+{
+	struct limit_segment *s = limit_create(LIMIT_WAYS * 2, NULL);
+	uint64_t h[2], held, now = 50 * SEC;
+
+	same_bucket(s, h, 2, 0);
+	atomic_store(&s->buckets[0].insert, ((now + 2 * MS) / MS) | 1);
+	limit_find(s, h[0], 77, 1, now, &held);
+	CU_ASSERT_NOT_EQUAL(held, h[0]); /* the overflow: not inserted beside the holder */
+	CU_ASSERT_EQUAL(atomic_load(&s->used), 0);
+	atomic_store(&s->buckets[0].insert, ((now - 1100 * MS) / MS) | 1);
+	limit_find(s, h[1], 77, 1, now, &held);
+	CU_ASSERT_EQUAL(held, h[1]);
+	CU_ASSERT_EQUAL(atomic_load(&s->buckets[0].insert), 0);
+	munmap(s, s->size);
+}
+
 static void test_workers_in_several_processes_admit_exactly_the_bound_together(void)
 {
 	/* 1000/s for 400 ms: the machine keeps up, so the bound is met;
@@ -303,6 +323,8 @@ static const struct unit_test tests[] = {
      test_a_full_bucket_evicts_the_expired_first_then_the_least_recently_used},
     {"keys with requests in flight are never evicted; the overflow takes the rest",
      test_keys_with_requests_in_flight_are_never_evicted_the_overflow_takes_the_rest},
+    {"an insert word held is waited for, and one a second old is overtaken",
+     test_an_insert_word_held_is_waited_for_and_one_a_second_old_is_overtaken},
     {"workers in several processes admit exactly the bound together",
      test_workers_in_several_processes_admit_exactly_the_bound_together},
 };
