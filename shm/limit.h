@@ -38,6 +38,10 @@
  * keys). An evictor first swaps the value to LIMIT_BUSY, then stores the
  * new key and value; readers load the value before they re-check the key,
  * so a swap never lands on an entry that changed hands.
+ *
+ * scope = "cluster" limits also count each admission in the entry's
+ * unsynced word and, when it leaves zero, push the entry's index into a
+ * ring the master drains each redis interval (master/redis_sync.c).
  */
 #ifndef WEIR_SHM_LIMIT_H
 #define WEIR_SHM_LIMIT_H

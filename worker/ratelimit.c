@@ -22,7 +22,7 @@
 #include "worker/txn.h"
 
 #define RL_VALUE_MAX 256
-#define RL_KEY_MAX (CONFIG_LIMIT_PARTS * (4 + RL_VALUE_MAX))
+#define RL_KEY_MAX (CONFIG_LIMIT_PARTS * (3 + RL_VALUE_MAX))
 
 /* A dotted quad as inet_ntop writes it (the peer's text), in network
  * order; 0 if <p> is not one. Cheaper than inet_pton on every request. */
@@ -96,15 +96,16 @@ static const char *rl_pair(const char *p, const char *end, char sep, const char 
 }
 
 /* Appends part <tag> of <len> bytes <v> to the key at <k> (room checked
- * by RL_KEY_MAX); returns the new length. */
+ * by RL_KEY_MAX; a length past 65535 is kept as 65535: no request value is
+ * that long); returns the new length. */
 static size_t rl_put(uint8_t *k, size_t n, uint8_t tag, const void *v, size_t len)
 {
 	size_t take = len > RL_VALUE_MAX ? RL_VALUE_MAX : len;
+	size_t l16 = len > 65535 ? 65535 : len;
 
 	k[n++] = tag;
-	k[n++] = (uint8_t)(len >> 16);
-	k[n++] = (uint8_t)(len >> 8);
-	k[n++] = (uint8_t)len;
+	k[n++] = (uint8_t)(l16 >> 8);
+	k[n++] = (uint8_t)l16;
 	memcpy(k + n, v, take);
 	return n + take;
 }
@@ -139,7 +140,8 @@ static size_t rl_key(const struct txn *t, const struct config_rate_limit *l, uin
 			lo &= __builtin_bswap64(ml);
 			memcpy(a, &hi, 8);
 			memcpy(a + 8, &lo, 8);
-			n = rl_put(k, n, tag, a, 16);
+			/* an IPv4 client is its 4 bytes: a shorter hash */
+			n = fam == 4 ? rl_put(k, n, tag, a + 12, 4) : rl_put(k, n, tag, a, 16);
 			continue;
 		}
 		case CONFIG_RL_ROUTE:
@@ -316,7 +318,7 @@ int ratelimit_check(struct txn *t)
 	uint64_t hash[CONFIG_ROUTE_LIMITS];
 	uint8_t key[RL_KEY_MAX];
 	uint64_t now = limit_now(), delay = 0;
-	int n = 0, rc = -2;
+	int n = 0, rc = -2, closed = 0;
 
 	if (!s)
 		return RATELIMIT_CONTINUE;
@@ -335,11 +337,12 @@ int ratelimit_check(struct txn *t)
 		    .delay = l->mode == CONFIG_RL_DELAY,
 		    .advisory = l->mode == CONFIG_RL_DRY_RUN,
 		};
+		closed |= l->fail_closed;
 		n++;
 	}
 	if (!n)
 		return RATELIMIT_CONTINUE;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; closed && i < n; i++)
 		if (lim[i]->fail_closed && atomic_load_explicit(&s->redis_down, memory_order_relaxed)) {
 			/* a cluster limit that must not guess: refused, nothing taken */
 			for (int j = 0; j < n; j++) {
