@@ -84,4 +84,7 @@ const char *config_check_rl_rate(const char *text);
 int config_load_rate_limits(struct loader *ld, const config_setting_t *root);
 int config_route_rate_limits(struct loader *ld, const config_setting_t *e, struct config_route *r);
 
+/* health = { ... } of upstream entry <e> into u->health (common/config_health.c). */
+void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
+
 #endif
