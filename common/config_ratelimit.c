@@ -17,7 +17,7 @@
 
 #include "common/config_load.h"
 
-#define fail config_fail
+#define fail    config_fail
 #define line_of config_line_of
 
 /* RFC 9110's tchar, for header names. */
@@ -182,7 +182,8 @@ int config_load_rate_limits(struct loader *ld, const config_setting_t *root)
 		for (int j = 0; j < cfg->nrate_limits; j++)
 			if (!strcmp(cfg->rate_limits[j].name, l->name)) {
 				fail(ld, line_of(config_setting_get_member(e, "name")),
-				     "rate limit \"%s\" is already defined on line %d", l->name, cfg->rate_limits[j].line);
+				     "rate limit \"%s\" is already defined on line %d", l->name,
+				     cfg->rate_limits[j].line);
 				break;
 			}
 		rl_key_parse(l->key, l);
@@ -191,8 +192,8 @@ int config_load_rate_limits(struct loader *ld, const config_setting_t *root)
 		if (gr == GOT_BAD || gc == GOT_BAD)
 			continue;
 		if ((gr == GOT_OK) == (gc == GOT_OK && l->concurrent > 0)) {
-			fail(ld, l->line, "rate limit \"%s\" needs either rate = \"N/s\" or concurrent = N, not %s", l->name,
-			     gr == GOT_OK ? "both" : "neither");
+			fail(ld, l->line, "rate limit \"%s\" needs either rate = \"N/s\" or concurrent = N, not %s",
+			     l->name, gr == GOT_OK ? "both" : "neither");
 			continue;
 		}
 		if (gr != GOT_OK && (l->burst > 1 || l->mode == CONFIG_RL_DELAY)) {
@@ -201,8 +202,10 @@ int config_load_rate_limits(struct loader *ld, const config_setting_t *root)
 			continue;
 		}
 		if (l->scope == CONFIG_RL_CLUSTER && (gr != GOT_OK || !cfg->has_redis)) {
-			fail(ld, l->line, "rate limit \"%s\": scope = \"cluster\" needs a rate and a redis = { address = ...; } "
-			     "group", l->name);
+			fail(ld, l->line,
+			     "rate limit \"%s\": scope = \"cluster\" needs a rate and a redis = { address = ...; } "
+			     "group",
+			     l->name);
 			continue;
 		}
 		if (gr == GOT_OK) {
@@ -230,7 +233,8 @@ int config_route_rate_limits(struct loader *ld, const config_setting_t *e, struc
 	}
 	n = config_setting_length(s);
 	if (n > CONFIG_ROUTE_LIMITS) {
-		fail(ld, line_of(s), "routes.rate_limits names %d limits, at most %d are allowed", n, CONFIG_ROUTE_LIMITS);
+		fail(ld, line_of(s), "routes.rate_limits names %d limits, at most %d are allowed", n,
+		     CONFIG_ROUTE_LIMITS);
 		return 0;
 	}
 	for (int i = 0; i < n; i++) {
@@ -240,7 +244,8 @@ int config_route_rate_limits(struct loader *ld, const config_setting_t *e, struc
 		for (k = 0; v && k < cfg->nrate_limits && strcmp(cfg->rate_limits[k].name, v); k++)
 			;
 		if (!v || k == cfg->nrate_limits) {
-			fail(ld, line_of(s), "routes.rate_limits: \"%s\" is not a defined rate limit", v ? v : "(not a string)");
+			fail(ld, line_of(s), "routes.rate_limits: \"%s\" is not a defined rate limit",
+			     v ? v : "(not a string)");
 			return 0;
 		}
 		for (int j = 0; j < r->nrate_limits; j++)

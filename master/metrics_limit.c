@@ -29,33 +29,36 @@ void metrics_render_limits(struct textbuf *o)
 			textbuf_printf(o, "\",result=\"%s\"} %llu\n", limit_result_names[r],
 			               (unsigned long long)limit_sum(s, id, r));
 		}
-	textbuf_printf(o, "# HELP weir_rate_limit_table_keys Keys held in the shared rate-limit table.\n"
-	                  "# TYPE weir_rate_limit_table_keys gauge\nweir_rate_limit_table_keys %lld\n"
-	                  "# HELP weir_rate_limit_table_capacity Keys the shared rate-limit table can hold.\n"
-	                  "# TYPE weir_rate_limit_table_capacity gauge\nweir_rate_limit_table_capacity %llu\n",
+	textbuf_printf(o,
+	               "# HELP weir_rate_limit_table_keys Keys held in the shared rate-limit table.\n"
+	               "# TYPE weir_rate_limit_table_keys gauge\nweir_rate_limit_table_keys %lld\n"
+	               "# HELP weir_rate_limit_table_capacity Keys the shared rate-limit table can hold.\n"
+	               "# TYPE weir_rate_limit_table_capacity gauge\nweir_rate_limit_table_capacity %llu\n",
 	               (long long)atomic_load_explicit(&s->used, memory_order_relaxed),
 	               (unsigned long long)(s->nbuckets * LIMIT_WAYS));
-	textbuf_printf(o, "# HELP weir_rate_limit_evictions_total Keys evicted from the rate-limit table for a new "
-	                  "one: expired (state at rest, nothing lost) or lru (least recently used, its state dropped).\n"
-	                  "# TYPE weir_rate_limit_evictions_total counter\n"
-	                  "weir_rate_limit_evictions_total{kind=\"expired\"} %llu\n"
-	                  "weir_rate_limit_evictions_total{kind=\"lru\"} %llu\n",
+	textbuf_printf(o,
+	               "# HELP weir_rate_limit_evictions_total Keys evicted from the rate-limit table for a new "
+	               "one: expired (state at rest, nothing lost) or lru (least recently used, its state dropped).\n"
+	               "# TYPE weir_rate_limit_evictions_total counter\n"
+	               "weir_rate_limit_evictions_total{kind=\"expired\"} %llu\n"
+	               "weir_rate_limit_evictions_total{kind=\"lru\"} %llu\n",
 	               (unsigned long long)atomic_load_explicit(&s->evicted_expired, memory_order_relaxed),
 	               (unsigned long long)atomic_load_explicit(&s->evicted_lru, memory_order_relaxed));
-	textbuf_printf(o, "# HELP weir_rate_limit_redis_syncs_total Cluster rate-limit reconciles with redis, by result.\n"
-	                  "# TYPE weir_rate_limit_redis_syncs_total counter\n"
-	                  "weir_rate_limit_redis_syncs_total{result=\"ok\"} %llu\n"
-	                  "weir_rate_limit_redis_syncs_total{result=\"failed\"} %llu\n"
-	                  "# HELP weir_rate_limit_redis_sync_seconds_total Time from sending a reconcile to its answer, "
-	                  "summed over the ok ones.\n"
-	                  "# TYPE weir_rate_limit_redis_sync_seconds_total counter\n"
-	                  "weir_rate_limit_redis_sync_seconds_total %.6f\n"
-	                  "# HELP weir_rate_limit_redis_up 1 unless the master failed to reach redis since its last success.\n"
-	                  "# TYPE weir_rate_limit_redis_up gauge\nweir_rate_limit_redis_up %d\n"
-	                  "# HELP weir_rate_limit_redis_dropped_total Cluster counts not sent: the ring to the master was full.\n"
-	                  "# TYPE weir_rate_limit_redis_dropped_total counter\nweir_rate_limit_redis_dropped_total %llu\n",
-	               (unsigned long long)atomic_load(&s->redis_syncs_ok),
-	               (unsigned long long)atomic_load(&s->redis_syncs_failed),
-	               (double)atomic_load(&s->redis_sync_us) / 1e6, !atomic_load(&s->redis_down),
-	               (unsigned long long)atomic_load(&s->ring_dropped));
+	textbuf_printf(
+	    o,
+	    "# HELP weir_rate_limit_redis_syncs_total Cluster rate-limit reconciles with redis, by result.\n"
+	    "# TYPE weir_rate_limit_redis_syncs_total counter\n"
+	    "weir_rate_limit_redis_syncs_total{result=\"ok\"} %llu\n"
+	    "weir_rate_limit_redis_syncs_total{result=\"failed\"} %llu\n"
+	    "# HELP weir_rate_limit_redis_sync_seconds_total Time from sending a reconcile to its answer, "
+	    "summed over the ok ones.\n"
+	    "# TYPE weir_rate_limit_redis_sync_seconds_total counter\n"
+	    "weir_rate_limit_redis_sync_seconds_total %.6f\n"
+	    "# HELP weir_rate_limit_redis_up 1 unless the master failed to reach redis since its last success.\n"
+	    "# TYPE weir_rate_limit_redis_up gauge\nweir_rate_limit_redis_up %d\n"
+	    "# HELP weir_rate_limit_redis_dropped_total Cluster counts not sent: the ring to the master was full.\n"
+	    "# TYPE weir_rate_limit_redis_dropped_total counter\nweir_rate_limit_redis_dropped_total %llu\n",
+	    (unsigned long long)atomic_load(&s->redis_syncs_ok),
+	    (unsigned long long)atomic_load(&s->redis_syncs_failed), (double)atomic_load(&s->redis_sync_us) / 1e6,
+	    !atomic_load(&s->redis_down), (unsigned long long)atomic_load(&s->ring_dropped));
 }

@@ -40,14 +40,13 @@
 
 /* KEYS[1]: the key; ARGV: admitted, interval in us, TTL in ms. Returns the
  * microseconds the key's TAT stands ahead of redis's now. */
-static const char script[] =
-    "local t = redis.call('TIME') "
-    "local now = t[1] * 1000000 + t[2] "
-    "local tat = tonumber(redis.call('GET', KEYS[1]) or '0') "
-    "if tat < now then tat = now end "
-    "tat = tat + tonumber(ARGV[1]) * tonumber(ARGV[2]) "
-    "redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', ARGV[3]) "
-    "return tat - now";
+static const char script[] = "local t = redis.call('TIME') "
+                             "local now = t[1] * 1000000 + t[2] "
+                             "local tat = tonumber(redis.call('GET', KEYS[1]) or '0') "
+                             "if tat < now then tat = now end "
+                             "tat = tat + tonumber(ARGV[1]) * tonumber(ARGV[2]) "
+                             "redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', ARGV[3]) "
+                             "return tat - now";
 
 #define SYNC_MAX_PER_TICK 20000 /* commands per interval, the rest waits */
 
@@ -112,7 +111,8 @@ static void redis_connect(void)
 	char host[64];
 
 	if (rs.addr.sa.ss_family == AF_INET6) {
-		snprintf(host, sizeof host, "%.*s", (int)(strchr(rs.addr.text, ']') - rs.addr.text - 1), rs.addr.text + 1);
+		snprintf(host, sizeof host, "%.*s", (int)(strchr(rs.addr.text, ']') - rs.addr.text - 1),
+		         rs.addr.text + 1);
 	} else {
 		snprintf(host, sizeof host, "%.*s", (int)(strrchr(rs.addr.text, ':') - rs.addr.text), rs.addr.text);
 	}

@@ -166,22 +166,22 @@ uint64_t limit_now(void)
 }
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                     \
-	do {                                                         \
-		v0 += v1;                                            \
-		v1 = ROTL(v1, 13);                                   \
-		v1 ^= v0;                                            \
-		v0 = ROTL(v0, 32);                                   \
-		v2 += v3;                                            \
-		v3 = ROTL(v3, 16);                                   \
-		v3 ^= v2;                                            \
-		v0 += v3;                                            \
-		v3 = ROTL(v3, 21);                                   \
-		v3 ^= v0;                                            \
-		v2 += v1;                                            \
-		v1 = ROTL(v1, 17);                                   \
-		v1 ^= v2;                                            \
-		v2 = ROTL(v2, 32);                                   \
+#define SIPROUND                                                                                                       \
+	do {                                                                                                           \
+		v0 += v1;                                                                                              \
+		v1 = ROTL(v1, 13);                                                                                     \
+		v1 ^= v0;                                                                                              \
+		v0 = ROTL(v0, 32);                                                                                     \
+		v2 += v3;                                                                                              \
+		v3 = ROTL(v3, 16);                                                                                     \
+		v3 ^= v2;                                                                                              \
+		v0 += v3;                                                                                              \
+		v3 = ROTL(v3, 21);                                                                                     \
+		v3 ^= v0;                                                                                              \
+		v2 += v1;                                                                                              \
+		v1 = ROTL(v1, 17);                                                                                     \
+		v1 ^= v2;                                                                                              \
+		v2 = ROTL(v2, 32);                                                                                     \
 	} while (0)
 
 /*
@@ -235,7 +235,8 @@ void limit_mark(struct limit_segment *s, struct limit_entry *e, uint32_t id)
 	if (atomic_fetch_add_explicit(&e->unsynced, 1, memory_order_relaxed))
 		return; /* already in the ring */
 	i = atomic_fetch_add_explicit(&s->ring_head, 1, memory_order_relaxed);
-	if (i - atomic_load_explicit(&s->ring_tail, memory_order_relaxed) >= LIMIT_RING) { /* the master is behind: counted, not sent */
+	if (i - atomic_load_explicit(&s->ring_tail, memory_order_relaxed) >=
+	    LIMIT_RING) { /* the master is behind: counted, not sent */
 		atomic_fetch_add_explicit(&s->ring_dropped, 1, memory_order_relaxed);
 		atomic_store_explicit(&e->unsynced, 0, memory_order_relaxed);
 		return;

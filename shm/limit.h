@@ -53,33 +53,33 @@
 #include "common/config.h"
 #include "shm/shm.h"
 
-#define LIMIT_MAGIC 0x4c524957u /* "WIRL" */
+#define LIMIT_MAGIC   0x4c524957u /* "WIRL" */
 #define LIMIT_VERSION 2u
-#define LIMIT_RING 65536 /* entries with cluster counts not yet sent to redis */
-#define LIMIT_WAYS 10
-#define LIMIT_IDS 128 /* limit names the segment counts, over reloads */
-#define LIMIT_BUSY UINT64_MAX
+#define LIMIT_RING    65536 /* entries with cluster counts not yet sent to redis */
+#define LIMIT_WAYS    10
+#define LIMIT_IDS     128 /* limit names the segment counts, over reloads */
+#define LIMIT_BUSY    UINT64_MAX
 
 /* Results of one limit's decision, weir_rate_limit_decisions_total{result} */
-#define LIMIT_RESULT_TABLE(X) \
-	X(ALLOWED, "allowed") \
-	X(DELAYED, "delayed") \
-	X(REJECTED, "rejected") \
-	X(DRY_RUN, "dry_run") \
+#define LIMIT_RESULT_TABLE(X)                                                                                          \
+	X(ALLOWED, "allowed")                                                                                          \
+	X(DELAYED, "delayed")                                                                                          \
+	X(REJECTED, "rejected")                                                                                        \
+	X(DRY_RUN, "dry_run")                                                                                          \
 	X(TABLE_FULL, "table_full")
 
 enum limit_result {
 #define LIMIT_RESULT_ENUM(name, label) LIMIT_##name,
 	LIMIT_RESULT_TABLE(LIMIT_RESULT_ENUM)
 #undef LIMIT_RESULT_ENUM
-	LIMIT_RESULTS
+	    LIMIT_RESULTS
 };
 extern const char *const limit_result_names[LIMIT_RESULTS];
 
 struct limit_entry {
-	_Atomic uint64_t key;  /* 0: empty; low bit: 1 for a concurrency count */
-	_Atomic uint64_t val;  /* TAT in ns, or requests in flight; LIMIT_BUSY while changing hands */
-	_Atomic uint32_t last; /* last use, ms (wraps every 49 days), for LRU */
+	_Atomic uint64_t key;      /* 0: empty; low bit: 1 for a concurrency count */
+	_Atomic uint64_t val;      /* TAT in ns, or requests in flight; LIMIT_BUSY while changing hands */
+	_Atomic uint32_t last;     /* last use, ms (wraps every 49 days), for LRU */
 	_Atomic uint32_t unsynced; /* scope = "cluster": admitted here, not yet told to redis */
 };
 
@@ -100,8 +100,8 @@ struct limit_segment {
 	uint32_t version;
 	uint64_t size;
 	uint64_t nbuckets;
-	uint64_t secret[2];              /* SipHash key, made with the segment */
-	_Atomic uint32_t nids;           /* ids[] in use; master only writes */
+	uint64_t secret[2];                /* SipHash key, made with the segment */
+	_Atomic uint32_t nids;             /* ids[] in use; master only writes */
 	_Alignas(64) _Atomic int64_t used; /* entries holding a key */
 	_Atomic uint64_t evicted_expired;
 	_Atomic uint64_t evicted_lru;
@@ -111,7 +111,7 @@ struct limit_segment {
 	_Alignas(64) _Atomic uint64_t ring_head;
 	_Atomic uint64_t ring_tail; /* written by the master only */
 	_Atomic uint64_t ring_dropped;
-	_Atomic uint32_t redis_down; /* 1 while the master cannot reach redis */
+	_Atomic uint32_t redis_down;                                        /* 1 while the master cannot reach redis */
 	_Atomic uint64_t redis_syncs_ok, redis_syncs_failed, redis_sync_us; /* replies, and their latency summed */
 	_Atomic uint64_t ring[LIMIT_RING]; /* limit id << 32 | (entry index + 1); 0: not yet written */
 	_Alignas(64) struct limit_id ids[LIMIT_IDS];
@@ -172,17 +172,17 @@ struct limit_entry *limit_find(struct limit_segment *s, uint64_t h, uint64_t see
 /* What a request asks of one limit. */
 struct limit_ask {
 	struct limit_entry *e;
-	uint64_t key;      /* the key hash the entry must still hold */
-	uint64_t interval; /* rate: ns per request; 0: a concurrency limit */
-	uint64_t tolerance;/* rate: burst x interval; concurrency: the maximum in flight */
-	int delay;         /* rate: queue (GCRA with a start time) rather than refuse */
-	int advisory;      /* dry run: decided and counted, never refuses */
+	uint64_t key;       /* the key hash the entry must still hold */
+	uint64_t interval;  /* rate: ns per request; 0: a concurrency limit */
+	uint64_t tolerance; /* rate: burst x interval; concurrency: the maximum in flight */
+	int delay;          /* rate: queue (GCRA with a start time) rather than refuse */
+	int advisory;       /* dry run: decided and counted, never refuses */
 	/* out */
 	uint64_t old, new; /* the value read and the value to swap in */
 	int refused;
-	uint64_t wait;     /* refused rate: ns until it would be admitted; delay: ns to wait */
-	uint64_t remaining;/* requests admitted at once after this one */
-	uint64_t reset;    /* ns until the key is at rest again */
+	uint64_t wait;      /* refused rate: ns until it would be admitted; delay: ns to wait */
+	uint64_t remaining; /* requests admitted at once after this one */
+	uint64_t reset;     /* ns until the key is at rest again */
 };
 
 /* Decides one limit for a value <v> at <now> into <a> (pure: the unit

@@ -22,7 +22,7 @@
 #include "worker/txn.h"
 
 #define RL_VALUE_MAX 256
-#define RL_KEY_MAX (CONFIG_LIMIT_PARTS * (3 + RL_VALUE_MAX))
+#define RL_KEY_MAX   (CONFIG_LIMIT_PARTS * (3 + RL_VALUE_MAX))
 
 /* A dotted quad as inet_ntop writes it (the peer's text), in network
  * order; 0 if <p> is not one. Cheaper than inet_pton on every request. */
@@ -133,7 +133,9 @@ static size_t rl_key(const struct txn *t, const struct config_rate_limit *l, uin
 			}
 			/* the mask as two big-endian halves */
 			uint64_t hi, lo, mh = bits >= 64 ? ~0ull : ~(~0ull >> bits),
-			                 ml = bits >= 128 ? ~0ull : bits <= 64 ? 0 : ~(~0ull >> (bits - 64));
+			                 ml = bits >= 128  ? ~0ull
+			                      : bits <= 64 ? 0
+			                                   : ~(~0ull >> (bits - 64));
 			memcpy(&hi, a, 8);
 			memcpy(&lo, a + 8, 8);
 			hi &= __builtin_bswap64(mh);
@@ -144,9 +146,7 @@ static size_t rl_key(const struct txn *t, const struct config_rate_limit *l, uin
 			n = fam == 4 ? rl_put(k, n, tag, a + 12, 4) : rl_put(k, n, tag, a, 16);
 			continue;
 		}
-		case CONFIG_RL_ROUTE:
-			n = rl_put(k, n, tag, &t->route->stat, sizeof(t->route->stat));
-			continue;
+		case CONFIG_RL_ROUTE: n = rl_put(k, n, tag, &t->route->stat, sizeof(t->route->stat)); continue;
 		case CONFIG_RL_HEADER: {
 			const struct http_header *h = rl_header(t, name, nl);
 
@@ -278,7 +278,8 @@ static void rl_answer(struct txn *t, const struct limit_ask *a, struct config_ra
 			PUT("X-RateLimit-Limit: %u\r\nX-RateLimit-Remaining: 0\r\n",
 			    a[i].interval ? lim[i]->quota : (uint32_t)lim[i]->concurrent);
 			if (a[i].interval)
-				PUT("X-RateLimit-Reset: %llu\r\n", (unsigned long long)((a[i].wait + 999999999u) / 1000000000u));
+				PUT("X-RateLimit-Reset: %llu\r\n",
+				    (unsigned long long)((a[i].wait + 999999999u) / 1000000000u));
 			break;
 		}
 	PUT("%s\r\n", close ? "Connection: close\r\n" : "");
@@ -348,7 +349,8 @@ int ratelimit_check(struct txn *t)
 			for (int j = 0; j < n; j++) {
 				a[j].e = NULL;
 				a[j].refused = j == i;
-				a[j].wait = (uint64_t)wk.cfg->redis_interval * 1000000u; /* a hint: the next reconnect */
+				a[j].wait =
+				    (uint64_t)wk.cfg->redis_interval * 1000000u; /* a hint: the next reconnect */
 				a[j].advisory = a[j].advisory && j != i;
 			}
 			limit_count(s, wk.slot, lim[i]->id, LIMIT_REJECTED);

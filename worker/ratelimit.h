@@ -22,8 +22,8 @@ struct conn;
 struct limit_entry;
 
 struct ratelimit_txn {
-	ev_timer delay;   /* mode = "delay": the request goes on when it fires */
-	uint8_t waiting;  /* the timer is running */
+	ev_timer delay;  /* mode = "delay": the request goes on when it fires */
+	uint8_t waiting; /* the timer is running */
 	uint8_t nheld;
 	struct limit_entry *held[CONFIG_ROUTE_LIMITS]; /* concurrency taken */
 };
@@ -37,10 +37,10 @@ int ratelimit_check(struct txn *t);
 
 /* The end of a request: stops a delay, gives back concurrency. */
 void ratelimit_release(struct txn *t);
-#define ratelimit_end(t)                                   \
-	do {                                               \
-		if ((t)->rl.nheld || (t)->rl.waiting)      \
-			ratelimit_release(t);              \
+#define ratelimit_end(t)                                                                                               \
+	do {                                                                                                           \
+		if ((t)->rl.nheld || (t)->rl.waiting)                                                                  \
+			ratelimit_release(t);                                                                          \
 	} while (0)
 
 /*

@@ -17,13 +17,13 @@
 #include "shm/limit.h"
 #include "tests/unit/unit.h"
 
-#define MS 1000000ull
+#define MS  1000000ull
 #define SEC 1000000000ull
 
 static struct limit_ask rate_ask(struct limit_entry *e, uint64_t interval, uint64_t burst)
 {
-	return (struct limit_ask){.e = e, .key = atomic_load(&e->key), .interval = interval,
-	                          .tolerance = burst * interval};
+	return (struct limit_ask){
+	    .e = e, .key = atomic_load(&e->key), .interval = interval, .tolerance = burst * interval};
 }
 
 /* A lone entry with key <k>, as the table would hold it. */
@@ -128,8 +128,8 @@ static void test_a_concurrency_limit_counts_in_flight_and_gives_back(void)
 static void test_several_limits_are_all_or_nothing(void)
 {
 	struct limit_entry *e1 = lone(10), *e2 = lone(12), *e3 = lone(5);
-	struct limit_ask a[3] = {rate_ask(e1, 10 * MS, 10), rate_ask(e2, 10 * MS, 1),
-	                         {.e = e3, .key = 5, .tolerance = 5}};
+	struct limit_ask a[3] = {
+	    rate_ask(e1, 10 * MS, 10), rate_ask(e2, 10 * MS, 1), {.e = e3, .key = 5, .tolerance = 5}};
 	uint64_t now = 9 * SEC, v1;
 
 	CU_ASSERT_EQUAL(limit_take(a, 3, now), 1);
