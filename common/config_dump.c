@@ -267,7 +267,14 @@ static void dump_routes(FILE *out, const struct config *cfg)
 			fprintf(out, "%s\"%.*s\"", p == r->upgrade ? " " : ", ", (int)n, p);
 			p += n + (p[n] == ' ');
 		}
-		fprintf(out, "%s]; ", r->upgrade[0] ? " " : "");
+		fprintf(out, "%s];", r->upgrade[0] ? " " : "");
+		if (r->nrate_limits) {
+			fputs(" rate_limits = [", out);
+			for (int k = 0; k < r->nrate_limits; k++)
+				fprintf(out, "%s\"%s\"", k ? ", " : " ", cfg->rate_limits[r->rate_limits[k]].name);
+			fputs(" ];", out);
+		}
+		fputs(" ", out);
 		if (r->ret >= 0) {
 			fputs("return = { ", out);
 			dump_keys(out, cfg, &config_keys_route_return, &cfg->returns[r->ret], NULL);
@@ -278,6 +285,19 @@ static void dump_routes(FILE *out, const struct config *cfg)
 		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);
+}
+
+static void dump_rate_limits(FILE *out, const struct config *cfg)
+{
+	if (!cfg->nrate_limits)
+		return;
+	fputs("rate_limits = (\n", out);
+	for (int i = 0; i < cfg->nrate_limits; i++) {
+		fputs("\t{ ", out);
+		dump_keys(out, cfg, &config_keys_rate_limit, &cfg->rate_limits[i], NULL);
+		fprintf(out, "}%s\n", i + 1 < cfg->nrate_limits ? "," : "");
+	}
+	fputs(");\n\n", out);
 }
 
 int config_dump(FILE *out, const struct config *cfg)
@@ -309,6 +329,11 @@ int config_dump(FILE *out, const struct config *cfg)
 	fputc('\n', out);
 	dump_upstreams(out, cfg);
 	fputc('\n', out);
+	if (cfg->has_redis) {
+		dump_group(out, cfg, "redis", &config_keys_redis, cfg);
+		fputc('\n', out);
+	}
+	dump_rate_limits(out, cfg);
 	dump_routes(out, cfg);
 	fputc('\n', out);
 	dump_group(out, cfg, "timeouts", &config_keys_timeouts, &cfg->timeouts);

@@ -75,6 +75,14 @@ const char *config_addr_parse(const char *text, struct config_addr *a);
 /* Checks for string keys, in common/config.c, named in the descriptors. */
 const char *config_check_route_path(const char *text);
 const char *config_store_route_host(const char *text, void *route);
+const char *config_check_rl_key(const char *text);
+const char *config_check_rl_rate(const char *text);
+
+/* common/config_ratelimit.c: the rate_limits list, and a route's
+ * rate_limits names (after the list is read). Return -1 only when out of
+ * memory. */
+int config_load_rate_limits(struct loader *ld, const config_setting_t *root);
+int config_route_rate_limits(struct loader *ld, const config_setting_t *e, struct config_route *r);
 
 /* common/config_policy.c: the keys of real client addresses, access log
  * formats and direct responses. */

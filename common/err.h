@@ -57,7 +57,8 @@
 	X(AUTH_FORBIDDEN, 403, "auth_forbidden", "credentials valid, consumer not in the route's auth.allow") \
 	X(AUTH_BUSY, 503, "auth_busy", "unverified Basic credentials past the worker's auth.hash_rate") \
 	X(AUTH_STALE, 503, "auth_stale", "route has auth this worker's configuration does not know") \
-	X(AUTH_CLAIM_DROPPED, 0, "auth_claim_dropped", "JWT claim not passed upstream: not a scalar, a control character, or too long")
+	X(AUTH_CLAIM_DROPPED, 0, "auth_claim_dropped", "JWT claim not passed upstream: not a scalar, a control character, or too long") \
+	X(RATE_LIMITED, 429, "rate_limited", "refused by a rate limit (its status may differ)")
 
 #define WEIR_OK 0
 

@@ -44,7 +44,12 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		memcpy(e->host, cr->host, e->host_len);
 		memcpy(e->path, cr->path, e->path_len);
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
+		e->nlimits = cr->nrate_limits;
+		memcpy(e->limits, cr->rate_limits, sizeof(e->limits));
 	}
+	t->nlimits = (uint32_t)cfg->nrate_limits;
+	if (cfg->nrate_limits)
+		memcpy(t->limits, cfg->rate_limits, sizeof(t->limits[0]) * (size_t)cfg->nrate_limits);
 	qsort(t->routes, t->nroutes, sizeof(t->routes[0]), route_cmp);
 	t->nreturns = (uint32_t)cfg->nreturns;
 	if (cfg->nreturns) /* cfg->returns is NULL without any */

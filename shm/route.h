@@ -41,6 +41,8 @@ struct route_entry {
 	uint8_t auth;      /* enum auth_type of its policy, 0 none: a worker finds
 	                    * the policy in its own config (worker/auth.c) */
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
+	uint8_t nlimits;                  /* rate limits checked: indices into route_table.limits */
+	uint8_t limits[CONFIG_ROUTE_LIMITS];
 	char host[CONFIG_HOST_MAX];
 	char path[CONFIG_PATH_MAX];
 };
@@ -80,6 +82,10 @@ struct route_table {
 	struct route_server servers[CONFIG_MAX_SERVERS];
 	uint32_t nreturns;
 	struct policy_return returns[POLICY_RETURNS_MAX]; /* routes.return (common/policy.h) */
+	/* the rate limits, as configured (pointer-free), their ids given
+	 * (limit_assign): a worker of any config reads a table's own */
+	uint32_t nlimits;
+	struct config_rate_limit limits[CONFIG_MAX_RATE_LIMITS];
 };
 
 /* Fills <t> from <cfg>, sorted for lookup. Stat indices are left 0:

@@ -207,10 +207,10 @@ struct shm_segment {
 };
 
 /*
- * Size: 31.3 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
+ * Size: 32.3 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
  * routes and 128 KiB for servers, times 128 slots and the retired block;
- * the eight route generations are 6.5 MiB; the health words and check
- * counts 152 KiB). The
+ * the eight route generations, with their rate limits, are 7.4 MiB; the
+ * health words and check counts 152 KiB). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.
