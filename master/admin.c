@@ -119,8 +119,7 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	for (uint32_t i = 0; i < t->nroutes; i++) {
 		const struct route_entry *e = &route_entries(t)[i];
 		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, config_host_text(e->host_kind, route_host(t, e), hb, sizeof(hb)), wp,
-		               route_path(t, e),
-		               route_upstreams(t)[e->upstream].name);
+		               route_path(t, e), e->ret >= 0 ? "(return)" : route_upstreams(t)[e->upstream].name);
 	}
 }
 

@@ -552,6 +552,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       atomic_load(&seg->config_generation));
 	metric(o, "weir_routes_generation", "gauge", "Id of the route table workers take for new requests.", t->id);
 	render_certs(o);
+	metrics_render_limits(o);
 	render_routes(o, r);
 	render_servers(o, r);
 	render_health(o, r);

@@ -51,6 +51,7 @@ static uint32_t route_pow2(uint32_t n)
 struct route_counts {
 	uint32_t nsettings, nexact, nwild, strings;
 	size_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings, size;
+	size_t off_returns, off_limits;
 };
 
 static int route_overrides(const struct config_overrides *o)
@@ -88,6 +89,10 @@ static void route_count(const struct config *cfg, struct route_counts *c)
 	n += ROUTE_ALIGN(route_pow2(2 * c->nexact) * sizeof(uint32_t));
 	c->off_wild = n;
 	n += ROUTE_ALIGN(route_pow2(2 * c->nwild) * sizeof(uint32_t));
+	c->off_returns = n;
+	n += ROUTE_ALIGN((size_t)cfg->nreturns * sizeof(struct policy_return));
+	c->off_limits = n;
+	n += ROUTE_ALIGN((size_t)cfg->nrate_limits * sizeof(struct config_rate_limit));
 	c->off_strings = n;
 	n += ROUTE_ALIGN(c->strings);
 	c->size = n;
@@ -186,14 +191,20 @@ static int route_compile_routes(struct route_table *t, char *block, const struct
 		e->host_kind = (uint8_t)cr->host_kind;
 		e->host_len = (uint16_t)hl;
 		e->path_len = (uint16_t)pl;
-		e->upstream = (uint32_t)cr->upstream;
+		e->upstream = cr->upstream >= 0 ? (uint32_t)cr->upstream : 0;
+		e->ret = (int16_t)cr->ret;
+		e->log = (uint8_t)cr->log;
+		e->log_sample = (uint16_t)cr->log_sample;
 		e->host_off = h->name_off;
 		e->path_off = str;
 		memcpy(strings + str, cr->path, pl + 1);
 		str += (uint32_t)pl + 1;
 		e->auth = cr->auth ? (uint8_t)cr->auth->type : 0;
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
-		e->settings = group_settings[cr->upstream];
+		e->nlimits = cr->nrate_limits;
+		memcpy(e->limits, cr->rate_limits, sizeof(e->limits));
+		/* a route answered by weir (return) has no group: the global ones */
+		e->settings = cr->upstream >= 0 ? group_settings[cr->upstream] : 0;
 		if (route_overrides(&cr->over)) {
 			set[*nsettings] = set[e->settings];
 			config_overrides_apply(&cr->over, &set[*nsettings].timeouts, &set[*nsettings].limits);
@@ -248,6 +259,14 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 	t->off_exact = (uint32_t)c.off_exact;
 	t->off_wild = (uint32_t)c.off_wild;
 	t->off_strings = (uint32_t)c.off_strings;
+	t->off_returns = (uint32_t)c.off_returns;
+	t->off_limits = (uint32_t)c.off_limits;
+	t->nreturns = (uint32_t)cfg->nreturns;
+	if (cfg->nreturns) /* cfg->returns is NULL without any */
+		memcpy(block + c.off_returns, cfg->returns, (size_t)cfg->nreturns * sizeof(struct policy_return));
+	t->nlimits = (uint32_t)cfg->nrate_limits;
+	if (cfg->nrate_limits)
+		memcpy(block + c.off_limits, cfg->rate_limits, (size_t)cfg->nrate_limits * sizeof(struct config_rate_limit));
 	set = (struct route_settings *)(block + c.off_settings);
 	ups = (struct route_upstream *)(block + c.off_upstreams);
 	srv = (struct route_server *)(block + c.off_servers);
@@ -282,7 +301,9 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 		memcpy(u->name, cu->name, sizeof(u->name));
 		u->first_server = (uint32_t)cu->first_server;
 		u->nservers = (uint32_t)cu->nservers;
-		u->keepalive = (uint32_t)cu->keepalive;
+		/* a connection that told one client's address is no other's */
+		u->keepalive = cu->proxy_protocol ? 0 : (uint32_t)cu->keepalive;
+		u->proxy_protocol = (uint8_t)cu->proxy_protocol;
 		u->max_fails = (uint32_t)cu->max_fails;
 		u->fail_timeout = cu->fail_timeout;
 		u->settings = group_settings[i];

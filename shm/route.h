@@ -63,6 +63,8 @@ ROUTE_ARRAY(route_upstreams, struct route_upstream, off_upstreams)
 ROUTE_ARRAY(route_servers, struct route_server, off_servers)
 ROUTE_ARRAY(route_settings_all, struct route_settings, off_settings)
 ROUTE_ARRAY(route_hosts, struct route_host, off_hosts)
+ROUTE_ARRAY(route_returns, struct policy_return, off_returns)
+ROUTE_ARRAY(route_limits, struct config_rate_limit, off_limits)
 #undef ROUTE_ARRAY
 
 /* Route <e>'s host (lower case; a wildcard's with its leading dot, "" for

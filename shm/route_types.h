@@ -21,6 +21,10 @@
  *   hosts[nhosts]         one per distinct (host kind, host)
  *   exact[exact_mask + 1] hash table of exact hosts: host index + 1, 0 empty
  *   wild[wild_mask + 1]   hash table of wildcard suffixes, the same way
+ *   returns[nreturns]     routes.return answers (common/policy.h)
+ *   limits[nlimits]       the rate limits as configured, ids given
+ *                         (limit_assign): a worker of any config reads
+ *                         a table's own
  *   strings               host names and paths, NUL-terminated
  */
 #ifndef WEIR_SHM_ROUTE_TYPES_H
@@ -30,6 +34,7 @@
 #include <sys/socket.h>
 
 #include "common/config.h"
+#include "common/policy.h"
 
 #define ROUTE_NONE UINT32_MAX
 
@@ -50,8 +55,13 @@ struct route_entry {
 	uint16_t path_len;
 	uint16_t stat;     /* stable stat index of (host kind, host, path): stat.h */
 	uint32_t upstream; /* index into the upstreams */
+	int16_t ret;       /* index into the returns, -1: proxied (upstream is then 0) */
+	uint8_t log;       /* access log lines for its requests (routes.log) */
+	uint16_t log_sample; /* the share logged, in 1/10000 (routes.log_sample) */
 	uint8_t auth;      /* enum auth_type of its policy, 0 none: a worker finds
 	                    * the policy in its own config (worker/auth.c) */
+	uint8_t nlimits;   /* rate limits checked: indices into the limits */
+	uint8_t limits[CONFIG_ROUTE_LIMITS];
 	uint32_t settings; /* index into the settings */
 	uint32_t host_off; /* its host's name in the strings (shared by its host's routes) */
 	uint32_t path_off; /* its path prefix in the strings */
@@ -95,6 +105,7 @@ struct route_upstream {
 	 * worker never uses a context its generation did not describe */
 	uint8_t tls;
 	uint8_t tls_verify;
+	uint8_t proxy_protocol; /* 0 off, 1 v1, 2 v2 (worker/upproxy.h) */
 	char tls_sni[CONFIG_HOST_MAX];
 	char tls_ca[1024];   /* the CA file the context was made from */
 	uint64_t tls_ca_sum; /* and a digest of what it held (config_upstream.tls_ca_sum) */
@@ -111,12 +122,14 @@ struct route_table {
 	uint32_t exact_mask, wild_mask; /* hash table sizes less one (a power of two) */
 	uint32_t any_host;              /* index of the "*" host, ROUTE_NONE if none */
 	uint32_t nwild;                 /* wildcard hosts (0: no suffix is looked up) */
+	uint32_t nreturns, nlimits;
 	/* the block: at (char *)header + rel, <size> bytes, at <arena_off> in
 	 * the segment's arena (shm.h); offsets of its arrays from its start */
 	int64_t rel;
 	uint64_t arena_off;
 	uint64_t size;
 	uint32_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings;
+	uint32_t off_returns, off_limits;
 };
 
 #endif

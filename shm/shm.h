@@ -46,7 +46,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 12u
+#define SHM_LAYOUT_VERSION 13u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -215,7 +215,8 @@ struct shm_segment {
  * Size: 24.8 MiB for the struct (each slot's per-key counters are 192 KiB,
  * 64 KiB for routes and 128 KiB for servers, times 128 slots and the
  * retired block; the health words and check counts 152 KiB), then the
- * 256 MiB arena of the route generations. The
+ * 256 MiB arena of the route generations (rate limits and returns in
+ * them). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.

@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "worker/accesslog.h"
 #include "worker/conn.h"
+#include "worker/respond.h"
 #include "worker/tls_bio.h"
 #include "worker/tls_client.h"
 #include "worker/tls.h"
+#include "worker/upproxy.h"
 #include "worker/upstream.h"
 
 static const char chunk_end[] = "0\r\n\r\n";
@@ -49,6 +52,7 @@ struct txn *txn_new(struct conn *c)
 
 void txn_free(struct txn *t)
 {
+	ratelimit_end(t);
 	if (t->tun.on)
 		tunnel_free(t);
 	if (t->table)
@@ -64,51 +68,14 @@ void txn_free(struct txn *t)
 
 /* ---- access log ------------------------------------------------------ */
 
-static void txn_log_line(struct conn *c, struct txn *t, int status)
-{
-	char line[2560];
-	int n;
-	ev_tstamp now = ev_now(wk.loop);
-
-	if (!log_access_enabled())
-		return;
-	if (t && t->req.method) {
-		/* once the body has flowed, the head's bytes in the input buffer
-		 * are gone: the target is read back from the head we wrote */
-		const char *target = t->req.target;
-		uint32_t tl = t->req.target_len;
-		const struct route_server *s = t->server >= 0 ? &route_servers(t->table)[t->server] : NULL;
-
-		if (t->head_up) {
-			target = t->head_up->data + t->req.method_len + 1;
-			tl = t->req.target_len;
-		}
-		char esc[4 * 512 + 1];
-
-		if (tl > 512)
-			tl = 512;
-		/* a target may hold '"' or '\\': escaped, a line stays one record */
-		log_escape(esc, sizeof(esc), target, tl);
-		n = snprintf(line, sizeof(line), "%s [%s] \"%.*s %s HTTP/1.%d\" %d %llu %.3f %s %.3f", c->peer,
-		             log_time_iso(), (int)t->req.method_len, t->req.method, esc,
-		             t->req.version_minor, status, (unsigned long long)t->bytes_out, now - t->start,
-		             t->tun.on ? t->tun.server : s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
-	} else {
-		n = snprintf(line, sizeof(line), "%s [%s] \"-\" %d 0 %.3f - 0.000", c->peer, log_time_iso(), status,
-		             t ? now - t->start : 0.0);
-	}
-	if (n > 0)
-		log_access(line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-}
-
 void txn_log_access(struct txn *t, int status)
 {
-	txn_log_line(t->c, t, status);
+	accesslog_write(t->c, t, status);
 }
 
 void txn_log_access_raw(struct conn *c, int status)
 {
-	txn_log_line(c, NULL, status);
+	accesslog_write(c, NULL, status);
 }
 
 /* ---- output queues ------------------------------------------------- */
@@ -242,7 +209,7 @@ void txn_count_end(struct txn *t, int status)
 	if (!status)
 		return;
 	SHM_ADD(rc, responses[status / 100 - 1], 1); /* the parsers keep status in 100..599 */
-	if (t->resp_started) {
+	if (t->resp_started && t->up_start > 0) { /* not weir's own answer (respond.h) */
 		us = stat_us(now - t->up_start);
 		SHM_ADD(rc, upstream[stat_bucket(us)], 1);
 		SHM_ADD(rc, upstream_us, us);
@@ -505,6 +472,7 @@ void txn_start(struct txn *t)
 	 * has copied them, since the buffer does not move meanwhile */
 	c->in->start = (uint32_t)t->req.head_len;
 	t->req_head_start = c->in->start;
+	realip_begin(t);
 	t->table = route_acquire(wk.seg, wk.slot);
 	worker_table_hold(t->table);
 	t->set = route_settings_global(t->table);
@@ -545,6 +513,19 @@ void txn_start(struct txn *t)
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
 	if (t->route->auth && auth_check(t) < 0)
 		return; /* answered: 401, 403 or 503 */
+	if (t->route->nlimits && ratelimit_check(t) != RATELIMIT_CONTINUE)
+		return; /* answered, or ratelimit_check() calls txn_continue() later */
+	txn_continue(t);
+}
+
+void txn_continue(struct txn *t)
+{
+	int rc;
+
+	if (t->route->ret >= 0) {
+		respond_start(t);
+		return;
+	}
 	tunnel_offer(t);
 	rc = head_write_request(t);
 	t->replayable = 1;
@@ -563,6 +544,22 @@ void txn_start(struct txn *t)
 		return;
 	}
 	txn_upstream_begin(t);
+}
+
+void txn_answer_local(struct txn *t, int status)
+{
+	outq_reset(&t->down);
+	outq_add(&t->down, t->head_down->data, t->head_down->end);
+	t->status = status;
+	t->resp_started = 1;
+	t->resp_done = 1;
+	if (!t->req_body_done) {
+		/* the body is not wanted: read and dropped while the answer
+		 * goes out, then the connection lingers and closes */
+		t->client_close = 1;
+		t->body_discard = 1;
+	}
+	txn_pump(t);
 }
 
 /* Picks a server, connects and sends what there is of the request. */
@@ -1108,6 +1105,8 @@ void txn_on_upstream_event(struct txn *t, int revents)
 				log_warn("upstream %s: connect failed: %s", route_servers(t->table)[t->server].text,
 				         strerror(err));
 				rc = upstream_errno_local(err) ? WEIR_ERR(LOCAL_CONNECT_ERROR) : WEIR_ERR(UPSTREAM_REFUSED);
+			} else if ((rc = upproxy_send(t)) < 0) {
+				/* the PROXY header goes first, before any TLS byte */
 			} else if (u->ssl) {
 				u->handshaking = 1;
 			}

@@ -19,6 +19,8 @@
 
 #include "worker/auth.h"
 #include "worker/http.h"
+#include "worker/realip.h"
+#include "worker/ratelimit.h"
 #include "worker/tunnel.h"
 #include "worker/txn_settings.h"
 #include "worker/worker.h"
@@ -103,7 +105,9 @@ struct txn {
 	uint64_t bytes_out;      /* bytes written to the client */
 	int status;
 	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
+	struct realip ident;     /* the client's address and request id (realip.h) */
 	struct auth_state auth;  /* what routes.auth learnt: consumer, headers (auth.h) */
+	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 
 	struct http_header headers[]; /* limits.headers entries, shared by the
 	                               * request and then the response */
@@ -128,6 +132,15 @@ void txn_log_access_raw(struct conn *c, int status);
 /* Starts the request whose head in c->in is complete (c->txn set up by
  * conn.c with the parser state). Routes it, connects and pumps. */
 void txn_start(struct txn *t);
+
+/* The rest of txn_start() once the route's rate limits let the request
+ * go on: the request head, then the body or a server. */
+void txn_continue(struct txn *t);
+
+/* Answers <t> with <status> from the complete head (and body) weir wrote
+ * into t->head_down, then ends it as any answer ends (the access log, the
+ * counters, keep-alive, or a lingering close while a body is unread). */
+void txn_answer_local(struct txn *t, int status);
 
 /* Moves data both ways as far as possible and arms the right watchers. */
 void txn_pump(struct txn *t);
@@ -215,6 +228,9 @@ int txn_discard_client(struct txn *t);
 /* head.c: writes the upstream request head of <t> into t->head_up. Returns
  * 0 or WEIR_EHEADERS_TOO_LARGE if it does not fit. */
 int head_write_request(struct txn *t);
+
+/* head.c: the reason phrase weir writes for <status> ("" if it knows none). */
+const char *head_reason(int status);
 
 /* head.c: writes the client response head of <t> into t->head_down and
  * decides the framing towards the client. Returns 0 or an error. */
