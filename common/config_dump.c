@@ -209,6 +209,11 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_tls, u, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		if (u->resil.outlier.on) {
+			fputs("\t\toutlier = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_outlier, &u->resil.outlier, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
 		fputs("\t\tservers = (\n", out);
 		for (int s = 0; s < u->nservers; s++) {
 			fputs("\t\t\t{ ", out);

@@ -265,6 +265,8 @@ static const struct config_key upstream_keys[] = {
      .def = "10s", .doc = "the window between failures, and how long a server stays down"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,
      .doc = "TLS to every server of the group"},
+    {.name = "outlier", .type = CONFIG_KEY_GROUP, .def = "absent: no ejection", .sub = &config_keys_upstream_outlier,
+     .doc = "passive ejection of failing servers, node-wide"},
     {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
      .doc = "the servers, at least one"},
 };

@@ -24,7 +24,9 @@ static const char help_text[] =
     "  POST /upstreams/GROUP/ADDRESS?weight=N   (1..1000, or \"default\" for the configured one)\n"
     "       change a server at run time, without a reload: drain and down take it out of\n"
     "       the choice for new requests, up puts it back. Arguments may be combined with &\n"
-    "       or sent as a form body: curl -d state=drain http://HOST/upstreams/api/10.0.0.1:80\n";
+    "       or sent as a form body: curl -d state=drain http://HOST/upstreams/api/10.0.0.1:80\n"
+    "  POST /upstreams/GROUP/ADDRESS?action=uneject|reset\n"
+    "       end an outlier ejection now; reset also forgets its ejection count and runs\n";
 
 
 static void reply(struct stats_reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -123,6 +125,20 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	}
 }
 
+/* "    outlier ejected=... reason=... ejections=..." for one server. */
+static void admin_outlier_state(struct textbuf *o, const struct shm_resil_server *s)
+{
+	uint64_t now = resil_now_ms(), until = atomic_load(&s->ejected_until);
+	uint32_t why = atomic_load(&s->ejected);
+
+	textbuf_printf(o, "    outlier ejected=%s", until > now ? "yes" : "no");
+	if (until > now)
+		textbuf_printf(o, " for=%.1fs reason=%s", (double)(until - now) / 1000.0,
+		               why && why <= RESIL_EJECT_COUNT ? resil_eject_names[why - 1] : "?");
+	textbuf_printf(o, " ejections_in_a_row=%u run_5xx=%u run_gateway_failures=%u\n", atomic_load(&s->ejections),
+	               atomic_load(&s->run_5xx), atomic_load(&s->run_gateway));
+}
+
 static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 {
 	const struct route_table *t = metrics_table(seg);
@@ -157,6 +173,8 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 			    (unsigned long long)c->responses[1], (unsigned long long)c->responses[2],
 			    (unsigned long long)c->responses[3], (unsigned long long)c->responses[4],
 			    s->stat == STAT_SERVER_OTHER ? " shared_counters=other" : "");
+			if (up->resil.outlier.on)
+				admin_outlier_state(&r->body, &seg->resil[s->stat]);
 		}
 	}
 	free(sums);
@@ -168,7 +186,10 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 struct admin_args {
 	int state;  /* enum shm_admin_state */
 	int weight; /* 1..1000, 0 for "default" */
+	int action; /* ADMIN_UNEJECT, ADMIN_RESET */
 };
+
+enum { ADMIN_UNEJECT = 1, ADMIN_RESET = 2 };
 
 /* Parses "a=b&c=d" from [s, s+n) into <a>. Returns NULL, or what is wrong
  * (into <why> of <cap> bytes). */
@@ -213,8 +234,14 @@ static const char *parse_args(const char *s, size_t n, struct admin_args *a, cha
 			} else {
 				a->weight = (int)w;
 			}
+		} else if (strcmp(key, "action") == 0) {
+			if (strcmp(val, "uneject") != 0 && strcmp(val, "reset") != 0) {
+				snprintf(why, cap, "action \"%.64s\" is not one of uneject, reset", val);
+				return why;
+			}
+			a->action = val[0] == 'u' ? ADMIN_UNEJECT : ADMIN_RESET;
 		} else {
-			snprintf(why, cap, "unknown argument \"%.64s\": give state or weight", key);
+			snprintf(why, cap, "unknown argument \"%.64s\": give state, weight or action", key);
 			return why;
 		}
 		s = pe + (pe < end);
@@ -230,7 +257,7 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 	const char *slash = strchr(rest, '/');
 	char group[ADMIN_ARG_MAX], addr_text[ADMIN_ARG_MAX], why[256];
 	struct config_addr addr;
-	struct admin_args a = {.state = -1, .weight = -1};
+	struct admin_args a = {.state = -1, .weight = -1, .action = -1};
 	const struct route_upstream *up = NULL;
 	const struct route_server *s = NULL;
 	uint32_t old, word, st, w;
@@ -248,8 +275,9 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 		reply(r, 400, "%s\n", why);
 		return;
 	}
-	if (a.state < 0 && a.weight < 0) {
-		reply(r, 400, "nothing to change: give ?state=up|drain|down or ?weight=N (1..1000, or default)\n");
+	if (a.state < 0 && a.weight < 0 && a.action < 0) {
+		reply(r, 400, "nothing to change: give ?state=up|drain|down, ?weight=N (1..1000, or default) or "
+		              "?action=uneject|reset\n");
 		return;
 	}
 	for (uint32_t u = 0; u < t->nupstreams && !up; u++)
@@ -274,6 +302,18 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 		      "the draining workers are gone\n",
 		      addr.text, group, STAT_SERVER_OTHER);
 		return;
+	}
+	if (a.action > 0) {
+		uint32_t was = resil_uneject(&seg->resil[s->stat], a.action == ADMIN_RESET);
+
+		log_notice("stats: upstream \"%s\" server %s: %s%s", group, addr.text,
+		           a.action == ADMIN_RESET ? "outlier state reset" : "unejected",
+		           was ? " (it was ejected)" : " (it was not ejected)");
+		if (a.state < 0 && a.weight < 0) {
+			reply(r, 200, "upstream %s server %s %s%s\n", group, addr.text,
+			      a.action == ADMIN_RESET ? "reset" : "unejected", was ? "" : " (was not ejected)");
+			return;
+		}
 	}
 	/* one word, so a worker never sees a new state with an old weight;
 	 * the master is its only writer, but during a binary upgrade the other

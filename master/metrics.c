@@ -331,6 +331,43 @@ static void render_servers(struct textbuf *o, const struct render *r)
 	}
 }
 
+/* The outlier state of the servers of groups that have `outlier`
+ * (shm/resil.h): node-wide already, read as they are. */
+static void render_outlier(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+	uint64_t now = resil_now_ms();
+	static const char *const names[] = {"weir_upstream_server_ejections_total",
+	                                    "weir_upstream_server_ejections_refused_total",
+	                                    "weir_upstream_server_ejected"};
+	static const char *const help[] = {
+	    "Outlier ejections of an upstream server, by detector.",
+	    "Ejections not made: max_ejection_percent reached, or the group's last usable server.",
+	    "1 while an upstream server is ejected by outlier detection."};
+
+	for (int f = 0; f < 3; f++) {
+		family(o, names[f], f < 2 ? "counter" : "gauge", help[f]);
+		for (uint32_t i = 0; i < t->nservers; i++) {
+			const struct route_upstream *u = &t->upstreams[t->servers[i].upstream];
+			const struct shm_resil_server *s = &r->seg->resil[t->servers[i].stat];
+
+			if (!r->server_shown[i] || !u->resil.outlier.on || t->servers[i].stat == STAT_SERVER_OTHER)
+				continue;
+			for (int k = 0; k < (f ? 1 : RESIL_EJECT_COUNT); k++) {
+				textbuf_printf(o, "%s{", names[f]);
+				server_labels(o, u, &t->servers[i]);
+				if (f == 0)
+					textbuf_printf(o, ",reason=\"%s\"} %llu\n", resil_eject_names[k],
+					               (unsigned long long)atomic_load(&s->ejected_total[k]));
+				else
+					textbuf_printf(o, "} %llu\n",
+					               (unsigned long long)(f == 1 ? atomic_load(&s->ejections_refused)
+					                                           : (uint64_t)resil_ejected(s, now)));
+			}
+		}
+	}
+}
+
 void metrics_render(struct shm_segment *seg, struct textbuf *o)
 {
 	struct render *r = malloc(sizeof(*r)); /* 90 KiB: not for the stack */
@@ -373,6 +410,8 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       c.upstream_marked_down);
 	metric(o, "weir_upstream_panic_total", "counter",
 	       "Servers picked with every server of their group marked down (tried anyway).", c.upstream_panics);
+	metric(o, "weir_upstream_outlier_panic_total", "counter",
+	       "Picks that ignored outlier ejections: fewer servers usable than panic_threshold.", c.outlier_panics);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
 	metric(o, "weir_tunnels_active", "gauge", "Upgraded tunnels (WebSocket) open.", c.tunnels_active);
 	metric(o, "weir_tunnels_opened_total", "counter", "Upgrades switched to a tunnel (a 101 relayed).",
@@ -454,5 +493,6 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_certs(o);
 	render_routes(o, r);
 	render_servers(o, r);
+	render_outlier(o, r);
 	free(r);
 }

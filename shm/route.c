@@ -68,6 +68,7 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		u->tls = (uint8_t)cu->tls;
 		u->tls_verify = (uint8_t)cu->tls_verify;
 		memcpy(u->tls_sni, cu->tls_sni, sizeof(u->tls_sni));
+		u->resil = cu->resil;
 		for (int k = 0; k < cu->nservers; k++) {
 			t->servers[cu->first_server + k].keepalive = u->keepalive;
 			t->servers[cu->first_server + k].upstream = (uint32_t)i;

@@ -62,6 +62,7 @@ struct route_upstream {
 	uint8_t tls;
 	uint8_t tls_verify;
 	char tls_sni[CONFIG_HOST_MAX];
+	struct config_resil resil; /* its traffic controls, as configured */
 };
 
 struct route_table {

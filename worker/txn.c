@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "worker/conn.h"
+#include "worker/outlier.h"
 #include "worker/tls_bio.h"
 #include "worker/tls_client.h"
 #include "worker/tls.h"
@@ -246,6 +247,8 @@ void txn_count_end(struct txn *t, int status)
 	}
 	if (t->server >= 0)
 		SHM_ADD(&wk.scnt[t->table->servers[t->server].stat], responses[status / 100 - 1], 1);
+	if (t->server >= 0 && t->resp_started)
+		outlier_answer(t->table, (uint32_t)t->server, status);
 }
 
 void txn_fail(struct txn *t, int rc)
@@ -1157,5 +1160,7 @@ void txn_on_upstream_timeout(struct txn *t)
 		return;
 	}
 	log_warn("upstream %s did not answer in time", t->table->servers[t->server].text);
+	if (!t->resp_started)
+		outlier_observe(t->table, (uint32_t)t->server, OUTLIER_GATEWAY);
 	txn_fail(t, WEIR_ERR(UPSTREAM_TIMEOUT));
 }
