@@ -548,6 +548,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		config_resil_load(ld, e, &u->resil);
 		load_servers(ld, e, u, total);
 	}
+	config_resil_resolve(ld, list, cfg);
 	return 0;
 }
 

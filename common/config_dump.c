@@ -214,6 +214,16 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_outlier, &u->resil.outlier, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		if (u->resil.limits.on) {
+			fputs("\t\tlimits = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_limits, &u->resil.limits, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
+		if (u->resil.breaker.on) {
+			fputs("\t\tbreaker = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_breaker, &u->resil.breaker, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
 		fputs("\t\tservers = (\n", out);
 		for (int s = 0; s < u->nservers; s++) {
 			fputs("\t\t\t{ ", out);

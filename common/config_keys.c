@@ -267,6 +267,10 @@ static const struct config_key upstream_keys[] = {
      .doc = "TLS to every server of the group"},
     {.name = "outlier", .type = CONFIG_KEY_GROUP, .def = "absent: no ejection", .sub = &config_keys_upstream_outlier,
      .doc = "passive ejection of failing servers, node-wide"},
+    {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "absent: no caps", .sub = &config_keys_upstream_limits,
+     .doc = "caps on requests and connections in flight, node-wide"},
+    {.name = "breaker", .type = CONFIG_KEY_GROUP, .def = "absent: no breaker", .sub = &config_keys_upstream_breaker,
+     .doc = "a circuit breaker over the group, node-wide"},
     {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
      .doc = "the servers, at least one"},
 };

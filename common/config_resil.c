@@ -4,6 +4,8 @@
  */
 #include "common/config_resil.h"
 
+#include <string.h>
+
 #include "common/config.h"
 #include "common/config_keys.h"
 #include "common/config_load.h"
@@ -49,6 +51,61 @@ const struct config_keyset config_keys_upstream_outlier = {.path = "upstreams.ou
                                                            .nkeys =
                                                                (int)(sizeof outlier_keys / sizeof outlier_keys[0])};
 
+static const struct config_key limits_keys[] = {
+    COUNT(struct config_uplimits, max_requests, "0",
+          "requests in flight to the group at once, node-wide; past it 503; 0: no cap"),
+    COUNT(struct config_uplimits, max_connections, "0",
+          "upstream connections in use by requests at once, node-wide; past it 503; 0: no cap"),
+    COUNT(struct config_uplimits, max_retries, "3", "retries in flight to the group at once, node-wide"),
+};
+const struct config_keyset config_keys_upstream_limits = {.path = "upstreams.limits",
+                                                          .where = "in upstreams.limits",
+                                                          .keys = limits_keys,
+                                                          .nkeys = (int)(sizeof limits_keys / sizeof limits_keys[0])};
+
+static const struct config_key breaker_keys[] = {
+    {.name = "window",
+     .type = CONFIG_KEY_DURATION,
+     AT(struct config_breaker, window),
+     .min = 1000,
+     .max = BREAKER_BUCKETS * 1000,
+     .def = "10s",
+     .doc = "the sliding window, in 1 s buckets"},
+    COUNT(struct config_breaker, min_requests, "20", "answers in the window before it may trip"),
+    PERCENT(struct config_breaker, error_percent, "50",
+            "trips when more answers than this are 5xx, connect failures or timeouts; 0: off"),
+    PERCENT(struct config_breaker, pool_percent, "0",
+            "trips when more than this share of `limits.max_connections` is in use; 0: off"),
+    {.name = "latency_p99",
+     .type = CONFIG_KEY_DURATION_OFF,
+     AT(struct config_breaker, latency_p99),
+     .min = 1,
+     .max = UINT32_MAX,
+     .def = "off",
+     .doc = "trips when the window's 99th percentile upstream time passes it"},
+    TIME(struct config_breaker, open_time, "5s", "how long it stays open at first; doubled each reopening"),
+    TIME(struct config_breaker, max_open_time, "60s", "the cap on the open time"),
+    {.name = "half_open_trials",
+     .type = CONFIG_KEY_INT,
+     AT(struct config_breaker, half_open_trials),
+     .min = 1,
+     .max = 1000,
+     .def = "3",
+     .doc = "requests let through node-wide once open time is over; all must succeed"},
+    {.name = "backup",
+     .type = CONFIG_KEY_STRING,
+     .flags = CONFIG_KEY_OPTIONAL,
+     AT(struct config_breaker, backup),
+     .max = CONFIG_BACKUP_MAX - 1,
+     .def = "",
+     .doc = "an upstream to send to while open; none: 503 with Retry-After"},
+};
+const struct config_keyset config_keys_upstream_breaker = {.path = "upstreams.breaker",
+                                                           .where = "in upstreams.breaker",
+                                                           .keys = breaker_keys,
+                                                           .nkeys =
+                                                               (int)(sizeof breaker_keys / sizeof breaker_keys[0])};
+
 void config_resil_load(struct loader *ld, const struct config_setting_t *e, struct config_resil *r)
 {
 	config_setting_t *g = config_get_group(ld, e, "outlier", "upstreams.outlier");
@@ -59,5 +116,57 @@ void config_resil_load(struct loader *ld, const struct config_setting_t *e, stru
 		if (r->outlier.max_ejection_time < r->outlier.base_ejection_time)
 			config_fail(ld, config_line_of(g),
 			            "upstreams.outlier.max_ejection_time must be at least base_ejection_time");
+	}
+	g = config_get_group(ld, e, "limits", "upstreams.limits");
+	if (g) {
+		r->limits.on = 1;
+		config_engine_read(ld, g, &config_keys_upstream_limits, &r->limits, NULL);
+	}
+	r->breaker.backup_index = -1;
+	g = config_get_group(ld, e, "breaker", "upstreams.breaker");
+	if (g) {
+		struct config_breaker *b = &r->breaker;
+
+		b->on = 1;
+		config_engine_read(ld, g, &config_keys_upstream_breaker, b, NULL);
+		if (b->window % 1000)
+			config_fail(ld, config_line_of(config_setting_get_member(g, "window")),
+			            "upstreams.breaker.window must be whole seconds (it is kept in 1 s buckets)");
+		if (b->max_open_time < b->open_time)
+			config_fail(ld, config_line_of(g),
+			            "upstreams.breaker.max_open_time must be at least open_time");
+		if (b->pool_percent && !r->limits.max_connections)
+			config_fail(
+			    ld, config_line_of(config_setting_get_member(g, "pool_percent")),
+			    "upstreams.breaker.pool_percent needs upstreams.limits.max_connections: the pool it "
+			    "is a share of");
+		if (!b->error_percent && !b->pool_percent && !b->latency_p99)
+			config_fail(
+			    ld, config_line_of(g),
+			    "upstreams.breaker trips on nothing: set error_percent, pool_percent or latency_p99");
+	}
+}
+
+void config_resil_resolve(struct loader *ld, const struct config_setting_t *list, struct config *cfg)
+{
+	for (int i = 0; i < cfg->nupstreams; i++) {
+		struct config_breaker *b = &cfg->upstreams[i].resil.breaker;
+		const config_setting_t *e, *g;
+		int k;
+
+		if (!b->on || !b->backup[0])
+			continue;
+		for (k = 0; k < cfg->nupstreams && strcmp(cfg->upstreams[k].name, b->backup) != 0; k++)
+			;
+		e = config_setting_get_elem(list, (unsigned)i);
+		g = e ? config_setting_get_member(e, "breaker") : NULL;
+		g = g ? config_setting_get_member(g, "backup") : NULL;
+		if (k == cfg->nupstreams)
+			config_fail(ld, config_line_of(g), "upstreams.breaker.backup \"%s\" is not defined", b->backup);
+		else if (k == i)
+			config_fail(ld, config_line_of(g), "upstreams.breaker.backup \"%s\" is the group itself",
+			            b->backup);
+		else
+			b->backup_index = k;
 	}
 }

@@ -29,17 +29,56 @@ struct config_outlier {
 	uint32_t panic_threshold;      /* percent usable below which ejections are ignored; 0: never */
 };
 
+/* limits = { ... }: capacity, node-wide, over the whole group */
+struct config_uplimits {
+	uint8_t on;
+	/* requests in flight to the group's servers, from the pick to the end
+	 * of the answer; and connections in use by them (with HTTP/1.1
+	 * upstreams one request holds one connection, so both cap one count;
+	 * idle pooled connections are not in use) */
+	uint32_t max_requests;
+	uint32_t max_connections;
+	uint32_t max_retries; /* retries in flight at once (retry) */
+};
+
+#define BREAKER_BUCKETS   60 /* the longest window, in 1 s buckets */
+#define CONFIG_BACKUP_MAX 64
+
+/* breaker = { ... }: closed, open, half-open, node-wide */
+struct config_breaker {
+	uint8_t on;
+	uint32_t window;                /* ms, whole seconds, 1 s .. BREAKER_BUCKETS s */
+	uint32_t min_requests;          /* answers the window needs before it may trip */
+	uint32_t error_percent;         /* trips past it; 0: off */
+	uint32_t pool_percent;          /* trips past this share of limits.max_connections in use; 0: off */
+	uint32_t latency_p99;           /* ms: trips when p99 of the window passes it; 0: off */
+	uint32_t open_time;             /* ms: the first opening; doubled per reopening */
+	uint32_t max_open_time;         /* ms cap */
+	uint32_t half_open_trials;      /* requests let through node-wide to probe */
+	char backup[CONFIG_BACKUP_MAX]; /* a group to send to while open; "" answers 503 */
+	int backup_index;               /* resolved: index into config.upstreams, -1 none */
+};
+
 struct config_resil {
 	struct config_outlier outlier;
+	struct config_uplimits limits;
+	struct config_breaker breaker;
 };
 
 struct loader;
 struct config_keyset;
 struct config_setting_t;
 
-extern const struct config_keyset config_keys_upstream_outlier;
+extern const struct config_keyset config_keys_upstream_outlier, config_keys_upstream_limits,
+    config_keys_upstream_breaker;
+
+struct config;
 
 /* Reads the control groups of upstream entry <e> into <r>. */
 void config_resil_load(struct loader *ld, const struct config_setting_t *e, struct config_resil *r);
+
+/* Once every group is read: resolves breaker.backup names of <cfg>'s
+ * groups (<list>: the upstreams list, for lines). */
+void config_resil_resolve(struct loader *ld, const struct config_setting_t *list, struct config *cfg);
 
 #endif

@@ -49,7 +49,9 @@
 	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory") \
 	X(UPSTREAM_BAD_UPGRADE, 502, "upstream_bad_upgrade", "upstream switched protocols unasked or to another") \
 	X(TUNNEL_ERROR, 0, "tunnel_error", "tunnel cut by a read or write error") \
-	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header")
+	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header") \
+	X(BREAKER_OPEN, 503, "breaker_open", "the upstream group's circuit breaker is open") \
+	X(UPSTREAM_LIMIT, 503, "upstream_limit", "the upstream group's limits.max_requests or max_connections reached")
 
 #define WEIR_OK 0
 

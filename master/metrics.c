@@ -368,6 +368,68 @@ static void render_outlier(struct textbuf *o, const struct render *r)
 	}
 }
 
+/* The limits and breaker state of groups that have them (shm/resil.h). */
+static void render_breakers(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+	static const char *const by[RESIL_REJECT_COUNT] = {"breaker_open", "upstream_limit"};
+
+	family(o, "weir_upstream_breaker_state", "gauge", "1 for the state an upstream group's breaker is in.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+		uint32_t st;
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.breaker.on)
+			continue;
+		st = BREAKER_STATE(atomic_load(&r->seg->resil_groups.g[up->resil_group].state));
+		for (uint32_t k = 0; k < 3; k++) {
+			textbuf_printf(o, "weir_upstream_breaker_state{upstream=\"");
+			textbuf_label(o, up->name);
+			textbuf_printf(o, "\",state=\"%s\"} %d\n", breaker_state_names[k], st == k);
+		}
+	}
+	family(o, "weir_upstream_breaker_transitions_total", "counter",
+	       "Times an upstream group's breaker went into a state.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.breaker.on)
+			continue;
+		for (uint32_t k = 0; k < 3; k++) {
+			textbuf_printf(o, "weir_upstream_breaker_transitions_total{upstream=\"");
+			textbuf_label(o, up->name);
+			textbuf_printf(o, "\",to=\"%s\"} %llu\n", breaker_state_names[k],
+			               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].transitions[k]));
+		}
+	}
+	family(o, "weir_upstream_rejected_total", "counter",
+	       "Requests an upstream group's breaker or limits refused (503), or sent to its backup group.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE)
+			continue;
+		for (uint32_t k = 0; k < RESIL_REJECT_COUNT; k++) {
+			textbuf_printf(o, "weir_upstream_rejected_total{upstream=\"");
+			textbuf_label(o, up->name);
+			textbuf_printf(o, "\",by=\"%s\"} %llu\n", by[k],
+			               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].rejected[k]));
+		}
+	}
+	family(o, "weir_upstream_requests_in_flight", "gauge",
+	       "Requests in flight to an upstream group, node-wide (groups with limits or pool_percent).");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE)
+			continue;
+		textbuf_printf(o, "weir_upstream_requests_in_flight{upstream=\"");
+		textbuf_label(o, up->name);
+		textbuf_printf(o, "\"} %llu\n",
+		               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].active));
+	}
+}
+
 void metrics_render(struct shm_segment *seg, struct textbuf *o)
 {
 	struct render *r = malloc(sizeof(*r)); /* 90 KiB: not for the stack */
@@ -494,5 +556,6 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_routes(o, r);
 	render_servers(o, r);
 	render_outlier(o, r);
+	render_breakers(o, r);
 	free(r);
 }

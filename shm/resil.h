@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/config_resil.h"
+
 /* Why a server was ejected: weir_upstream_server_ejections_total{reason}. */
 #define RESIL_EJECT_TABLE(X)                                                                                           \
 	X(CONSECUTIVE_5XX, "consecutive_5xx")                                                                          \
@@ -58,6 +60,86 @@ struct shm_resil_server {
 	_Atomic uint64_t ejected_total[RESIL_EJECT_COUNT]; /* by reason */
 	_Atomic uint64_t ejections_refused;                /* not ejected: max_ejection_percent or last usable */
 };
+
+/* ---- per group: limits and the breaker ---------------------------------- */
+
+#define RESIL_GROUPS     512     /* group names with limits or a breaker, over the segment's life */
+#define RESIL_GROUP_NONE 0xffffu /* route_upstream.resil_group of a group without (or out of room) */
+#define RESIL_NAME_MAX   64
+
+enum breaker_state {
+	BREAKER_CLOSED = 0,
+	BREAKER_OPEN = 1,
+	BREAKER_HALF_OPEN = 2,
+};
+extern const char *const breaker_state_names[3];
+
+/* What refused a request: weir_upstream_rejected_total{by}. */
+enum resil_reject { RESIL_REJECT_BREAKER, RESIL_REJECT_LIMIT, RESIL_REJECT_COUNT };
+
+/* A window bucket: answers, errors and slow answers of one second, in one
+ * word so one locked add counts an answer (21 bits each: two million
+ * answers a second per group). */
+#define BREAKER_ERR_SHIFT       21
+#define BREAKER_SLOW_SHIFT      42
+#define BREAKER_FIELD(w, shift) (((w) >> (shift)) & ((1ull << 21) - 1))
+
+/* The breaker's word: the time its state ends (ms, for open) and the
+ * state, so one compare-and-swap moves both. */
+#define BREAKER_WORD(until, state) ((uint64_t)(until) << 2 | (uint64_t)(state))
+#define BREAKER_STATE(w)           ((uint32_t)((w)&3u))
+#define BREAKER_UNTIL(w)           ((w) >> 2)
+
+struct shm_resil_group {
+	/* requests in flight (limits, pool share): written per request */
+	_Alignas(64) _Atomic uint64_t active;
+	_Atomic uint64_t retries; /* retries in flight */
+	/* read per request, written on transitions */
+	_Alignas(64) _Atomic uint64_t state; /* BREAKER_WORD */
+	_Atomic uint32_t opens;              /* openings in a row: the open time doubles */
+	_Atomic uint32_t trials;             /* half-open: trials let through */
+	_Atomic uint32_t trials_ok;          /* half-open: trials answered well */
+	_Atomic uint32_t reason;             /* why it last opened: enum breaker_trip */
+	_Atomic uint64_t transitions[3];     /* into each enum breaker_state */
+	_Atomic uint64_t rejected[RESIL_REJECT_COUNT];
+	/* the window: written per answer */
+	_Alignas(64) _Atomic uint64_t bucket[BREAKER_BUCKETS];
+	_Atomic uint32_t bucket_sec[BREAKER_BUCKETS]; /* the second each bucket holds */
+};
+
+#define BREAKER_TRIP_TABLE(X)                                                                                          \
+	X(ERRORS, "error_percent")                                                                                     \
+	X(POOL, "pool_percent")                                                                                        \
+	X(LATENCY, "latency_p99")                                                                                      \
+	X(TRIAL, "half_open_trial_failed")
+
+enum breaker_trip {
+#define BREAKER_TRIP_ENUM(name, label) BREAKER_TRIP_##name,
+	BREAKER_TRIP_TABLE(BREAKER_TRIP_ENUM)
+#undef BREAKER_TRIP_ENUM
+	    BREAKER_TRIP_COUNT
+};
+extern const char *const breaker_trip_names[BREAKER_TRIP_COUNT];
+
+/* Group state by name: an entry keeps its index for the segment's life, so
+ * a breaker stays open across reloads and upgrades. Master-written names,
+ * published by the count (release). */
+struct shm_resil_groups {
+	_Atomic uint32_t n;
+	char names[RESIL_GROUPS][RESIL_NAME_MAX];
+	struct shm_resil_group g[RESIL_GROUPS];
+};
+
+struct shm_segment;
+struct route_table;
+
+/* Master: sets route_upstream.resil_group of every group of <t> (its
+ * entry by name, added if new; RESIL_GROUP_NONE for groups without limits
+ * or breaker, and, logged, once RESIL_GROUPS names are taken). */
+void resil_assign_groups(struct shm_segment *seg, struct route_table *t);
+
+/* Admin reset: closes the breaker of <g> and clears its window. */
+void resil_group_reset(struct shm_resil_group *g);
 
 /* CLOCK_MONOTONIC_COARSE in ms: a vDSO read, no system call. */
 static inline uint64_t resil_now_ms(void)

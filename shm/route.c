@@ -200,6 +200,7 @@ int route_prepare(struct shm_segment *seg, const struct config *cfg)
 		return -1;
 	route_compile(&seg->gens[slot], cfg);
 	route_assign_stats(seg, &seg->gens[slot], slot, cur);
+	resil_assign_groups(seg, &seg->gens[slot]);
 	seg->gens[slot].id = seg->gen_next_id++;
 	return slot;
 }

@@ -196,6 +196,8 @@ struct shm_segment {
 	_Alignas(64) _Atomic uint32_t admin[STAT_SERVERS]; /* SHM_ADMIN_WORD per server stat index */
 	/* node-wide outlier state per server stat index (resil.h) */
 	struct shm_resil_server resil[STAT_SERVERS];
+	/* node-wide limits and breaker state per group name (resil.h) */
+	struct shm_resil_groups resil_groups;
 	struct stat_keys keys;
 	struct shm_slot slots[SHM_SLOTS];
 	struct route_table gens[SHM_GENS];

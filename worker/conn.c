@@ -391,7 +391,8 @@ void conn_answer_error(struct conn *c, int rc, int close)
 	if (wk.draining)
 		close = 1;
 	SHM_ADD(wk.cnt, responses[status / 100], 1);
-	c->answer = conn_canned(status, close, &c->answer_len);
+	c->answer = rc == WEIR_ERR(BREAKER_OPEN) ? breaker_canned(close, &c->answer_len)
+	                                         : conn_canned(status, close, &c->answer_len);
 	c->close_after = (uint8_t)close;
 	c->state = CONN_ANSWER;
 	conn_write_answer(c);

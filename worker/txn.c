@@ -47,6 +47,7 @@ struct txn *txn_new(struct conn *c)
 
 void txn_free(struct txn *t)
 {
+	breaker_release(t);
 	if (t->tun.on)
 		tunnel_free(t);
 	if (t->table)
@@ -249,6 +250,7 @@ void txn_count_end(struct txn *t, int status)
 		SHM_ADD(&wk.scnt[t->table->servers[t->server].stat], responses[status / 100 - 1], 1);
 	if (t->server >= 0 && t->resp_started)
 		outlier_answer(t->table, (uint32_t)t->server, status);
+	breaker_answer(t, status);
 }
 
 void txn_fail(struct txn *t, int rc)
@@ -366,7 +368,7 @@ static void txn_attach(struct txn *t, struct upconn *u)
  * answer with when no server can take the request. */
 static int txn_connect(struct txn *t, int last_rc)
 {
-	const struct route_upstream *up = &t->table->upstreams[t->route->upstream];
+	const struct route_upstream *up = breaker_upstream(t);
 
 	for (;;) {
 		int s = upstream_pick(t->table, up, t->tried);
@@ -557,8 +559,10 @@ void txn_start(struct txn *t)
 /* Picks a server, connects and sends what there is of the request. */
 static void txn_upstream_begin(struct txn *t)
 {
-	int rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+	int rc = breaker_admit(t);
 
+	if (rc == 0)
+		rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
 	if (rc < 0) {
 		txn_fail(t, rc);
 		return;

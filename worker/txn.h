@@ -17,6 +17,7 @@
 
 #include <sys/uio.h>
 
+#include "worker/breaker.h"
 #include "worker/http.h"
 #include "worker/tunnel.h"
 #include "worker/worker.h"
@@ -98,6 +99,7 @@ struct txn {
 	uint64_t bytes_out;      /* bytes written to the client */
 	int status;
 	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
+	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 
 	struct http_header headers[]; /* limits.headers entries, shared by the
 	                               * request and then the response */

@@ -223,17 +223,22 @@ def test_a_group_without_outlier_never_ejects(weir_factory, origin_factory):
     assert {o for _, o in ask(w, "/echo", 4)} == {"A", "B"}
 
 
-def test_weir_t_refuses_a_bad_outlier_value_with_file_and_line(tmp_path):
+def weir_t_errors(tmp_path, group_text):
+    """weir -t on a one-group config whose upstream entry ends with
+    <group_text>; asserts it fails and returns its stderr."""
     from harness import WEIR_BIN, free_port
     conf = tmp_path / "check.conf"
     conf.write_text('listeners = ( { address = "127.0.0.1:%d"; } );\n'
                     'upstreams = ( { name = "a"; servers = ( { address = "127.0.0.1:1"; } );\n'
-                    '  outlier = { max_ejection_percent = 101; base_ejection_time = "1m";\n'
-                    '              max_ejection_time = "10s"; color = 1; }; } );\n'
-                    'routes = ( { upstream = "a"; } );\n' % free_port())
+                    '%s } );\nroutes = ( { upstream = "a"; } );\n' % (free_port(), group_text))
     p = subprocess.run([WEIR_BIN, "-t", "-c", str(conf)], capture_output=True, timeout=10)
     assert p.returncode == 1
-    err = p.stderr.decode()
+    return p.stderr.decode()
+
+
+def test_weir_t_refuses_a_bad_outlier_value_with_file_and_line(tmp_path):
+    err = weir_t_errors(tmp_path, '  outlier = { max_ejection_percent = 101; base_ejection_time = "1m";\n'
+                                  '              max_ejection_time = "10s"; color = 1; };')
     assert "check.conf:3:" in err and "max_ejection_percent" in err, err
     assert "max_ejection_time must be at least base_ejection_time" in err, err
     assert "color" in err, err
