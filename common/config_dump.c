@@ -224,6 +224,11 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_breaker, &u->resil.breaker, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		if (u->resil.retry.on) {
+			fprintf(out, "\t\tretry = {\n\t\t\ton = [ %s ];\n", u->resil.retry.when_text);
+			dump_keys(out, cfg, &config_keys_upstream_retry, &u->resil.retry, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
 		fputs("\t\tservers = (\n", out);
 		for (int s = 0; s < u->nservers; s++) {
 			fputs("\t\t\t{ ", out);

@@ -271,6 +271,8 @@ static const struct config_key upstream_keys[] = {
      .doc = "caps on requests and connections in flight, node-wide"},
     {.name = "breaker", .type = CONFIG_KEY_GROUP, .def = "absent: no breaker", .sub = &config_keys_upstream_breaker,
      .doc = "a circuit breaker over the group, node-wide"},
+    {.name = "retry", .type = CONFIG_KEY_GROUP, .def = "absent: connect failures go to the next server, unbounded",
+     .sub = &config_keys_upstream_retry, .doc = "when and how often a request is sent again"},
     {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
      .doc = "the servers, at least one"},
 };

@@ -4,6 +4,8 @@
  */
 #include "common/config_resil.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/config.h"
@@ -106,6 +108,110 @@ const struct config_keyset config_keys_upstream_breaker = {.path = "upstreams.br
                                                            .nkeys =
                                                                (int)(sizeof breaker_keys / sizeof breaker_keys[0])};
 
+static const struct config_key retry_keys[] = {
+    {.name = "on",
+     .type = CONFIG_KEY_STRINGS,
+     .def = "`[ \"connect-failure\" ]`",
+     .doc = "`connect-failure`, `reset`, `timeout`, `5xx`, `gateway-error` (502, 503, 504) or a status 400..599"},
+    {.name = "attempts",
+     .type = CONFIG_KEY_INT,
+     AT(struct config_retry, attempts),
+     .min = 1,
+     .max = 10,
+     .def = "2",
+     .doc = "tries in all, the first included, each to another server while there is one"},
+    {.name = "per_try_timeout",
+     .type = CONFIG_KEY_DURATION_OFF,
+     AT(struct config_retry, per_try_timeout),
+     .min = 1,
+     .max = UINT32_MAX,
+     .def = "off",
+     .doc = "a try's wait for the response head; then `timeout` applies"},
+    TIME(struct config_retry, backoff, "25ms", "full-jitter backoff base, doubled per retry"),
+    TIME(struct config_retry, max_backoff, "250ms", "the cap on one backoff"),
+    PERCENT(struct config_retry, budget_percent, "20",
+            "retries in flight at most this share of the group's requests in flight, node-wide"),
+    COUNT(struct config_retry, budget_min, "3", "retries in flight always allowed, whatever the share"),
+};
+const struct config_keyset config_keys_upstream_retry = {.path = "upstreams.retry",
+                                                         .where = "in upstreams.retry",
+                                                         .keys = retry_keys,
+                                                         .nkeys = (int)(sizeof retry_keys / sizeof retry_keys[0])};
+
+/* Sets status <s> in <rc>'s set. */
+static void retry_status_set(struct config_retry *rc, int s)
+{
+	unsigned i = (unsigned)(s - RETRY_STATUS_MIN);
+
+	rc->status[i / 64] |= 1ull << (i % 64);
+}
+
+/* retry.on: a list of condition words and status codes. */
+static void retry_load_on(struct loader *ld, const config_setting_t *g, struct config_retry *rc)
+{
+	const config_setting_t *s = config_setting_get_member(g, "on");
+	size_t len = 0;
+
+	if (!s) {
+		rc->when = RETRY_ON_CONNECT;
+		snprintf(rc->when_text, sizeof(rc->when_text), "\"connect-failure\"");
+		return;
+	}
+	if (!config_setting_is_aggregate(s)) {
+		config_fail(ld, config_line_of(s),
+		            "upstreams.retry.on must be a list of strings: on = [ \"reset\", \"503\" ];");
+		return;
+	}
+	for (int i = 0; i < config_setting_length(s); i++) {
+		const char *v = config_setting_get_string(config_setting_get_elem(s, (unsigned)i));
+		char *end;
+		long code = v ? strtol(v, &end, 10) : 0;
+
+		if (!v) {
+			config_fail(ld, config_line_of(s), "upstreams.retry.on entries must be strings");
+			return;
+		}
+		if (strcmp(v, "connect-failure") == 0) {
+			rc->when |= RETRY_ON_CONNECT;
+		} else if (strcmp(v, "reset") == 0) {
+			rc->when |= RETRY_ON_RESET;
+		} else if (strcmp(v, "timeout") == 0) {
+			rc->when |= RETRY_ON_TIMEOUT;
+		} else if (strcmp(v, "5xx") == 0) {
+			for (int k = 500; k < 600; k++)
+				retry_status_set(rc, k);
+		} else if (strcmp(v, "gateway-error") == 0) {
+			retry_status_set(rc, 502);
+			retry_status_set(rc, 503);
+			retry_status_set(rc, 504);
+		} else if (v[0] >= '1' && v[0] <= '9' && !*end && code >= RETRY_STATUS_MIN && code <= 599) {
+			retry_status_set(rc, (int)code);
+		} else {
+			config_fail(ld, config_line_of(s),
+			            "upstreams.retry.on \"%.64s\" is not one of connect-failure, reset, timeout, 5xx, "
+			            "gateway-error or a status from 400 to 599",
+			            v);
+			return;
+		}
+		if (len + strlen(v) + 4 < sizeof(rc->when_text))
+			len += (size_t)snprintf(rc->when_text + len, sizeof(rc->when_text) - len, "%s\"%s\"",
+			                        len ? ", " : "", v);
+	}
+}
+
+static void config_retry_load(struct loader *ld, const struct config_setting_t *e, struct config_retry *rc)
+{
+	config_setting_t *g = config_get_group(ld, e, "retry", "upstreams.retry");
+
+	if (!g)
+		return;
+	rc->on = 1;
+	config_engine_read(ld, g, &config_keys_upstream_retry, rc, NULL);
+	retry_load_on(ld, g, rc);
+	if (rc->max_backoff < rc->backoff)
+		config_fail(ld, config_line_of(g), "upstreams.retry.max_backoff must be at least backoff");
+}
+
 void config_resil_load(struct loader *ld, const struct config_setting_t *e, struct config_resil *r)
 {
 	config_setting_t *g = config_get_group(ld, e, "outlier", "upstreams.outlier");
@@ -145,6 +251,7 @@ void config_resil_load(struct loader *ld, const struct config_setting_t *e, stru
 			    ld, config_line_of(g),
 			    "upstreams.breaker trips on nothing: set error_percent, pool_percent or latency_p99");
 	}
+	config_retry_load(ld, e, &r->retry);
 }
 
 void config_resil_resolve(struct loader *ld, const struct config_setting_t *list, struct config *cfg)

@@ -59,18 +59,50 @@ struct config_breaker {
 	int backup_index;               /* resolved: index into config.upstreams, -1 none */
 };
 
+/* retry.on conditions */
+enum {
+	RETRY_ON_CONNECT = 1 << 0, /* "connect-failure": refused, failed or timed-out connects */
+	RETRY_ON_RESET = 1 << 1,   /* "reset": closed before any response byte */
+	RETRY_ON_TIMEOUT = 1 << 2, /* "timeout": no response head within per_try_timeout or upstream_read */
+};
+#define RETRY_STATUS_MIN  400 /* status codes 400..599 may be named */
+#define RETRY_ON_TEXT_MAX 160
+
+/* retry = { ... }: sending a request again, to another server */
+struct config_retry {
+	uint8_t on;
+	uint32_t when;                     /* RETRY_ON_* */
+	uint64_t status[4];                /* bit s - RETRY_STATUS_MIN: retry on that status */
+	char when_text[RETRY_ON_TEXT_MAX]; /* `on` as written, ", "-joined quoted words (weir -T) */
+	uint32_t attempts;                 /* tries in all, the first included */
+	uint32_t per_try_timeout;          /* ms to the response head, per try; 0: upstream_read only */
+	uint32_t backoff;                  /* ms: full-jitter backoff base, doubled per retry */
+	uint32_t max_backoff;              /* ms cap */
+	uint32_t budget_percent;           /* retries in flight at most this share of the requests in flight */
+	uint32_t budget_min;               /* ... or this many, whichever is more */
+};
+
 struct config_resil {
 	struct config_outlier outlier;
 	struct config_uplimits limits;
 	struct config_breaker breaker;
+	struct config_retry retry;
 };
+
+/* Does <rc> retry on status <s>? */
+static inline int config_retry_status(const struct config_retry *rc, int s)
+{
+	unsigned i = (unsigned)(s - RETRY_STATUS_MIN);
+
+	return s >= RETRY_STATUS_MIN && i < 200 && (rc->status[i / 64] >> (i % 64) & 1);
+}
 
 struct loader;
 struct config_keyset;
 struct config_setting_t;
 
 extern const struct config_keyset config_keys_upstream_outlier, config_keys_upstream_limits,
-    config_keys_upstream_breaker;
+    config_keys_upstream_breaker, config_keys_upstream_retry;
 
 struct config;
 

@@ -416,6 +416,32 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 			               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].rejected[k]));
 		}
 	}
+	family(o, "weir_upstream_retries_by_result_total", "counter",
+	       "Retry verdicts of an upstream group: attempted, succeeded (answered below 500 after a retry), or "
+	       "not made (budget_exhausted, limit, attempts_exhausted, not_replayable).");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.retry.on)
+			continue;
+		for (uint32_t k = 0; k < RETRY_RESULT_COUNT; k++) {
+			textbuf_printf(o, "weir_upstream_retries_by_result_total{upstream=\"");
+			textbuf_label(o, up->name);
+			textbuf_printf(o, "\",result=\"%s\"} %llu\n", retry_result_names[k],
+			               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].retry_results[k]));
+		}
+	}
+	family(o, "weir_upstream_retries_in_flight", "gauge", "Retries in flight to an upstream group, node-wide.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.retry.on)
+			continue;
+		textbuf_printf(o, "weir_upstream_retries_in_flight{upstream=\"");
+		textbuf_label(o, up->name);
+		textbuf_printf(o, "\"} %llu\n",
+		               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].retries));
+	}
 	family(o, "weir_upstream_requests_in_flight", "gauge",
 	       "Requests in flight to an upstream group, node-wide (groups with limits or pool_percent).");
 	for (uint32_t u = 0; u < t->nupstreams; u++) {

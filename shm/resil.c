@@ -7,6 +7,12 @@
 
 const char *const breaker_state_names[3] = {"closed", "open", "half_open"};
 
+const char *const retry_result_names[RETRY_RESULT_COUNT] = {
+#define RETRY_RESULT_NAME(name, label) label,
+    RETRY_RESULT_TABLE(RETRY_RESULT_NAME)
+#undef RETRY_RESULT_NAME
+};
+
 const char *const breaker_trip_names[BREAKER_TRIP_COUNT] = {
 #define BREAKER_TRIP_NAME(name, label) label,
     BREAKER_TRIP_TABLE(BREAKER_TRIP_NAME)
@@ -44,7 +50,7 @@ void resil_assign_groups(struct shm_segment *seg, struct route_table *t)
 		uint32_t n = atomic_load_explicit(&gs->n, memory_order_acquire), k;
 
 		up->resil_group = RESIL_GROUP_NONE;
-		if (!up->resil.limits.on && !up->resil.breaker.on)
+		if (!up->resil.limits.on && !up->resil.breaker.on && !up->resil.retry.on)
 			continue;
 		for (k = 0; k < n && strcmp(gs->names[k], up->name) != 0; k++)
 			;

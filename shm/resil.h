@@ -77,6 +77,23 @@ extern const char *const breaker_state_names[3];
 /* What refused a request: weir_upstream_rejected_total{by}. */
 enum resil_reject { RESIL_REJECT_BREAKER, RESIL_REJECT_LIMIT, RESIL_REJECT_COUNT };
 
+/* What became of a retry: weir_upstream_retry_results_total{result}. */
+#define RETRY_RESULT_TABLE(X)                                                                                          \
+	X(ATTEMPTED, "attempted")                                                                                      \
+	X(SUCCEEDED, "succeeded")                                                                                      \
+	X(BUDGET, "budget_exhausted")                                                                                  \
+	X(LIMIT, "limit")                                                                                              \
+	X(EXHAUSTED, "attempts_exhausted")                                                                             \
+	X(UNSAFE, "not_replayable")
+
+enum retry_result {
+#define RETRY_RESULT_ENUM(name, label) RETRY_RESULT_##name,
+	RETRY_RESULT_TABLE(RETRY_RESULT_ENUM)
+#undef RETRY_RESULT_ENUM
+	    RETRY_RESULT_COUNT
+};
+extern const char *const retry_result_names[RETRY_RESULT_COUNT];
+
 /* A window bucket: answers, errors and slow answers of one second, in one
  * word so one locked add counts an answer (21 bits each: two million
  * answers a second per group). */
@@ -95,12 +112,13 @@ struct shm_resil_group {
 	_Alignas(64) _Atomic uint64_t active;
 	_Atomic uint64_t retries; /* retries in flight */
 	/* read per request, written on transitions */
-	_Alignas(64) _Atomic uint64_t state; /* BREAKER_WORD */
-	_Atomic uint32_t opens;              /* openings in a row: the open time doubles */
-	_Atomic uint32_t trials;             /* half-open: trials let through */
-	_Atomic uint32_t trials_ok;          /* half-open: trials answered well */
-	_Atomic uint32_t reason;             /* why it last opened: enum breaker_trip */
-	_Atomic uint64_t transitions[3];     /* into each enum breaker_state */
+	_Alignas(64) _Atomic uint64_t state;                /* BREAKER_WORD */
+	_Atomic uint32_t opens;                             /* openings in a row: the open time doubles */
+	_Atomic uint32_t trials;                            /* half-open: trials let through */
+	_Atomic uint32_t trials_ok;                         /* half-open: trials answered well */
+	_Atomic uint32_t reason;                            /* why it last opened: enum breaker_trip */
+	_Atomic uint64_t transitions[3];                    /* into each enum breaker_state */
+	_Atomic uint64_t retry_results[RETRY_RESULT_COUNT]; /* by enum retry_result */
 	_Atomic uint64_t rejected[RESIL_REJECT_COUNT];
 	/* the window: written per answer */
 	_Alignas(64) _Atomic uint64_t bucket[BREAKER_BUCKETS];

@@ -165,8 +165,8 @@ int breaker_admit(struct txn *t)
 	t->bk.group_plus1 = (uint16_t)(up->resil_group + 1);
 	t->bk.trial = (uint8_t)trial;
 	t->bk.judged = up->resil.breaker.on;
-	if (!lc->max_requests && !lc->max_connections && !up->resil.breaker.pool_percent)
-		return 0;
+	if (!lc->max_requests && !lc->max_connections && !up->resil.breaker.pool_percent && !up->resil.retry.on)
+		return 0; /* nothing needs the count in flight (the retry budget does) */
 	/* a limit is one count per group: this add, and the subtract in
 	 * breaker_release(), are the locked instructions a request pays */
 	uint64_t a = atomic_fetch_add_explicit(&g->active, 1, memory_order_relaxed) + 1;

@@ -47,6 +47,7 @@ struct txn *txn_new(struct conn *c)
 
 void txn_free(struct txn *t)
 {
+	retry_release(t);
 	breaker_release(t);
 	if (t->tun.on)
 		tunnel_free(t);
@@ -251,6 +252,7 @@ void txn_count_end(struct txn *t, int status)
 	if (t->server >= 0 && t->resp_started)
 		outlier_answer(t->table, (uint32_t)t->server, status);
 	breaker_answer(t, status);
+	retry_end(t, status);
 }
 
 void txn_fail(struct txn *t, int rc)
@@ -371,7 +373,11 @@ static int txn_connect(struct txn *t, int last_rc)
 	const struct route_upstream *up = breaker_upstream(t);
 
 	for (;;) {
-		int s = upstream_pick(t->table, up, t->tried);
+		int s;
+
+		if (t->tried && !retry_connect_allowed(t))
+			return last_rc; /* the group's retry says no more */
+		s = upstream_pick(t->table, up, t->tried);
 		struct upconn *u;
 		int rc;
 
@@ -406,6 +412,11 @@ static int txn_connect(struct txn *t, int last_rc)
 
 /* RFC 9110 9.2.2: methods whose effect, repeated, is that of one request
  * (a mask: asked on every request taken from a pool). */
+int txn_method_idempotent(const struct txn *t)
+{
+	return txn_idempotent(t);
+}
+
 static int txn_idempotent(const struct txn *t)
 {
 	const uint64_t idempotent = 1ull << HTTP_GET | 1ull << HTTP_HEAD | 1ull << HTTP_OPTIONS |
@@ -457,6 +468,10 @@ static void txn_upstream_lost(struct txn *t, int rc)
 			return;
 		}
 		rc = crc;
+	}
+	if (rc != WEIR_ERR(UPSTREAM_REFUSED) && retry_wanted(t, RETRY_ON_RESET, 0, sent)) {
+		retry_schedule(t, rc);
+		return;
 	}
 	if (rc == WEIR_ERR(UPSTREAM_REFUSED) && txn_replay_request(t) == 0) {
 		rc = txn_connect(t, rc);
@@ -554,6 +569,23 @@ void txn_start(struct txn *t)
 		return;
 	}
 	txn_upstream_begin(t);
+}
+
+void txn_retry_send(struct txn *t, int rc)
+{
+	/* what the dropped try left: a response head half parsed, its clock */
+	memset(&t->resp.st, 0, sizeof(t->resp.st));
+	t->up_first = 0;
+	if (txn_replay_request(t) < 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	rc = txn_connect(t, rc);
+	if (rc < 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	txn_pump(t);
 }
 
 /* Picks a server, connects and sends what there is of the request. */
@@ -739,7 +771,9 @@ int txn_upstream_read(struct txn *t)
 }
 
 /* Parses the response head in u->in. Returns 1 when the head is queued for
- * the client, 0 when more bytes are needed, or an error. */
+ * the client, 0 when more bytes are needed, TXN_RETRYING when the answer
+ * was dropped for a retry (t->u is gone), or an error. */
+#define TXN_RETRYING 2
 static int txn_response_head(struct txn *t)
 {
 	struct upconn *u = t->u;
@@ -787,6 +821,16 @@ static int txn_response_head(struct txn *t)
 			u->in->start += (uint32_t)t->resp.head_len;
 			memset(&t->resp.st, 0, sizeof(t->resp.st));
 			continue;
+		}
+		if (retry_wanted(t, 0, t->resp.status, 1)) {
+			/* answered, but with a status the group retries on: that
+			 * answer is dropped with its connection */
+			log_info("upstream %s answered %d; trying again", t->table->servers[t->server].text,
+			         t->resp.status);
+			outlier_answer(t->table, (uint32_t)t->server, t->resp.status);
+			txn_detach_upstream(t, 0);
+			retry_schedule(t, WEIR_ERR(UPSTREAM_REFUSED));
+			return TXN_RETRYING;
 		}
 		t->status = t->resp.status;
 		rc = head_write_response(t);
@@ -990,6 +1034,8 @@ void txn_pump(struct txn *t)
 				txn_fail(t, rc);
 				return;
 			}
+			if (rc == TXN_RETRYING)
+				return;
 			if (t->tun.on) {
 				tunnel_pump(t);
 				return;
@@ -1068,8 +1114,8 @@ void txn_pump(struct txn *t)
 			                                                                  : WAIT_READ;
 			if (wait != t->up_wait || up_io) {
 				t->up_wait = wait;
-				upstream_set_deadline(u, txn_wait_until(wait, wk.cfg->timeouts.upstream_send,
-				                                        wk.cfg->timeouts.upstream_read));
+				upstream_set_deadline(u, retry_try_deadline(t, txn_wait_until(wait, wk.cfg->timeouts.upstream_send,
+				                                                              wk.cfg->timeouts.upstream_read)));
 			}
 		}
 	}
@@ -1166,5 +1212,10 @@ void txn_on_upstream_timeout(struct txn *t)
 	log_warn("upstream %s did not answer in time", t->table->servers[t->server].text);
 	if (!t->resp_started)
 		outlier_observe(t->table, (uint32_t)t->server, OUTLIER_GATEWAY);
+	if (!t->resp_started && retry_wanted(t, RETRY_ON_TIMEOUT, 0, 1)) {
+		txn_detach_upstream(t, 0);
+		retry_schedule(t, WEIR_ERR(UPSTREAM_TIMEOUT));
+		return;
+	}
 	txn_fail(t, WEIR_ERR(UPSTREAM_TIMEOUT));
 }

@@ -19,6 +19,7 @@
 
 #include "worker/breaker.h"
 #include "worker/http.h"
+#include "worker/retry.h"
 #include "worker/tunnel.h"
 #include "worker/worker.h"
 
@@ -100,6 +101,7 @@ struct txn {
 	int status;
 	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
+	struct retry_txn rt;     /* retries (retry.h) */
 
 	struct http_header headers[]; /* limits.headers entries, shared by the
 	                               * request and then the response */
@@ -151,6 +153,13 @@ void txn_abort(struct txn *t, int rc);
 void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked);
 ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more);
 int txn_upstream_read(struct txn *t);
+
+/* RFC 9110 9.2.2: is the method of <t> idempotent? */
+int txn_method_idempotent(const struct txn *t);
+
+/* retry.c, once the backoff ran out: sends <t> again, to another server
+ * if one is left; <rc> is the error to answer with if it cannot. */
+void txn_retry_send(struct txn *t, int rc);
 
 /* Event entry points from conn.c and upstream.c. */
 void txn_on_upstream_event(struct txn *t, int revents);

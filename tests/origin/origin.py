@@ -52,6 +52,7 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
                          connection is read, logged and answered by a close
   /on/NAMES/REST         REST (e.g. /status/503, /stall) on the origins named
                          (NAMES comma-separated), /echo on every other
+  /sleep/MS/REST         REST after MS (at most 10 s)
 """
 
 import argparse
@@ -358,6 +359,11 @@ class Server:
             rest = "/" + "/".join(parts[3:])
             names = parts[2].split(",") if len(parts) > 2 else []
             r.target = rest if self.name in names else "/echo"
+            return self.handle(c, r)
+        if parts[1:2] == ["sleep"]:
+            # /sleep/MS/REST: REST after MS (at most 10 s)
+            time.sleep(min(num(2), 10000) / 1000.0)
+            r.target = "/" + "/".join(parts[3:])
             return self.handle(c, r)
         if path == "/echo" or path.startswith("/echo/"):
             if parts[2:3] == ["slow"]:
