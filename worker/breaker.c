@@ -275,6 +275,11 @@ void breaker_release(struct txn *t)
 	}
 }
 
+const char *breaker_acted(const struct txn *t)
+{
+	return t->bk.acted ? t->bk.acted : t->rt.retries ? "retried" : NULL;
+}
+
 const char *breaker_canned(int close, uint32_t *len)
 {
 	static char text[2][61][224];

@@ -58,6 +58,11 @@ void breaker_answer(struct txn *t, int status);
  * that never got an answer). */
 void breaker_release(struct txn *t);
 
+/* The control that acted on <t>, for the access log ("breaker_open",
+ * "breaker_backup", "upstream_limit", "retry_budget", "retry_limit",
+ * "retried"), or NULL when none did. */
+const char *breaker_acted(const struct txn *t);
+
 /* The canned 503 for an open breaker, with the Retry-After of the last
  * refusal made by this worker (conn.c writes it at once). */
 const char *breaker_canned(int close, uint32_t *len);

@@ -88,6 +88,8 @@ def test_the_breaker_opens_on_the_error_share_and_answers_503_with_retry_after(w
     assert m.error("breaker_open") == 5
     assert transitions(w, "open") == 1
     assert any("breaker open for 20 s (error_percent; opening 1 in a row)" in l for l in w.error_lines())
+    wait_until(lambda: len([l for l in w.access_lines() if l.endswith(" ctl=breaker_open")]) == 5,
+               slack(2), what="five access log lines naming the breaker")
     status, text, _ = stats_request(w.stats_port, "GET", "/upstreams")
     assert "breaker state=open" in text and "reason=error_percent" in text, text
 
@@ -166,6 +168,8 @@ def test_max_requests_caps_the_requests_in_flight_node_wide(weir_factory, origin
     m = w.metrics()
     assert m("weir_upstream_rejected_total", upstream="g", by="upstream_limit") == 4
     assert m.error("upstream_limit") == 4
+    wait_until(lambda: len([l for l in w.access_lines() if l.endswith(" ctl=upstream_limit")]) == 4, slack(2),
+               what="four access log lines naming the limit")
     wait_until(lambda: w.metrics()("weir_upstream_requests_in_flight", upstream="g") == 0, slack(2),
                what="in flight back to 0")
     assert all(r.status == 200 for r in parallel(w, "/echo", 2))

@@ -84,6 +84,8 @@ def test_a_status_named_in_on_is_retried_and_the_last_answer_is_returned(weir_fa
     assert r.status == 503 and r.body == b"status 503\n", r
     assert [len(o.requests("/status/503")) for o in (a, b, c)] == [1, 1, 1]
     assert results(w, "attempts_exhausted") == 1
+    wait_until(lambda: len([l for l in w.access_lines() if l.endswith(" ctl=retried")]) == 2, slack(2),
+               what="the retried requests named in the access log")
 
 
 def test_a_streamed_post_is_not_retried_after_it_was_sent_a_buffered_one_is(weir_factory, origin_factory):
@@ -123,5 +125,7 @@ def test_the_budget_stops_a_retry_storm_when_every_server_fails(weir_factory, or
     assert attempted <= 8 and refused >= 12, (attempted, refused)
     sent = len(a.requests()) + len(b.requests())
     assert sent <= n + 8, sent  # without the budget: 60
+    wait_until(lambda: len([l for l in w.access_lines() if l.endswith(" ctl=retry_budget")]) == refused, slack(2),
+               what="the requests the budget stopped named in the access log")
     wait_until(lambda: w.metrics()("weir_upstream_retries_in_flight", upstream="g") == 0, slack(2),
                what="no retry in flight")
