@@ -129,3 +129,63 @@ def test_the_budget_stops_a_retry_storm_when_every_server_fails(weir_factory, or
                what="the requests the budget stopped named in the access log")
     wait_until(lambda: w.metrics()("weir_upstream_retries_in_flight", upstream="g") == 0, slack(2),
                what="no retry in flight")
+
+
+def test_the_operators_setup_from_the_issue_behaves_as_written(weir_factory, origin_factory):
+    """inventory: breaker at more than 5 % failures, 2 retries including
+    after a timeout; payment: breaker at more than 80 % of its pool in
+    use, 1 retry on network errors only. (Balancing by least request and
+    at random is another branch's; both groups use round robin here.)"""
+    i1, i2, i3 = origin_factory("I1"), origin_factory("I2"), origin_factory("I3")
+    p1, p2 = origin_factory("P1"), origin_factory("P2")
+    inventory = ('breaker = { error_percent = 5; min_requests = 20; open_time = "30s"; }; '
+                 'retry = { on = [ "connect-failure", "reset", "timeout" ]; attempts = 3; '
+                 'per_try_timeout = "300ms"; };')
+    payment = ('limits = { max_connections = 10; }; breaker = { pool_percent = 80; error_percent = 0; }; '
+               'retry = { on = [ "connect-failure", "reset" ]; attempts = 2; };')
+    w = weir_factory(upstreams=[{"name": "inventory", "servers": [i1.addr, i2.addr, i3.addr], "max_fails": 0,
+                                 "raw": inventory},
+                                {"name": "payment", "servers": [p1.addr, p2.addr], "max_fails": 0, "raw": payment}],
+                     routes=[{"host": "inventory", "path": "/", "upstream": "inventory"},
+                             {"host": "payment", "path": "/", "upstream": "payment"}],
+                     workers=2, timeouts={"upstream_read": "1s"})
+
+    def get(host, target):
+        with w.client() as c:
+            return c.request("GET", target, host=host)
+
+    # inventory: two servers stall, the third try answers
+    for _ in range(3):
+        r = get("inventory", "/on/I1,I2/stall")
+        assert r.status == 200 and r.get("X-Origin") == "I3", r
+    # payment: a reset is retried once, a timeout is not
+    for _ in range(2):
+        r = get("payment", "/on/P1/close-early")
+        assert r.status == 200 and r.get("X-Origin") == "P2", r
+    statuses = sorted(get("payment", "/on/P1/stall").status for _ in range(2))
+    assert statuses == [200, 504], statuses
+    # inventory: 2 failures in 22 answers is more than 5 %
+    for _ in range(20):
+        assert get("inventory", "/echo").status == 200
+    assert get("inventory", "/status/500").status == 500
+    assert w.metrics()("weir_upstream_breaker_state", upstream="inventory", state="closed") == 1
+    assert get("inventory", "/status/500").status == 500
+    wait_until(lambda: w.metrics()("weir_upstream_breaker_state", upstream="inventory", state="open") == 1,
+               slack(2), what="inventory's breaker open")
+    r = get("inventory", "/echo")
+    assert r.status == 503 and r.get("Retry-After"), r
+    # payment: 9 of 10 connections in use is past 80 %
+    out = [None] * 9
+    go = threading.Barrier(9)
+
+    def one(i):
+        with Client(w.port, timeout=10) as c:
+            go.wait()
+            out[i] = c.request("GET", "/echo/slow/700", host="payment")
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(9)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(slack(15))
+    assert w.metrics()("weir_upstream_breaker_state", upstream="payment", state="open") == 1
+    assert get("payment", "/echo").status == 503
