@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "common/config_resil.h"
+#include "common/config_health.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -124,6 +125,7 @@ struct config_upstream {
 	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
 	struct x509_store_st *tls_store;
 	struct config_resil resil; /* outlier, ...: common/config_resil.h */
+	struct config_health health; /* active checks: health.type 0 when none */
 };
 
 enum config_host_kind {

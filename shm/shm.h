@@ -20,6 +20,8 @@
  *    through the stats socket), written by the master, read by workers;
  *  - node-wide traffic-control state (outlier ejection) per server stat
  *    index, written by every worker with atomics (resil.h);
+ *  - one health word per server stat index and the count of checks by
+ *    result, written by the health prober, read by workers (health.h);
  *  - the TLS session ticket keys, made and rotated by the master, read by
  *    every worker, so a ticket one worker issued resumes on any other
  *    (ticket.h); never written to disk, kept out of core dumps.
@@ -39,12 +41,13 @@
 #include "common/err.h"
 #include "common/slab.h"
 #include "shm/resil.h"
+#include "shm/health.h"
 #include "shm/route.h"
 #include "shm/stat.h"
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 10u
+#define SHM_LAYOUT_VERSION 11u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -198,6 +201,7 @@ struct shm_segment {
 	struct shm_resil_server resil[STAT_SERVERS];
 	/* node-wide limits and breaker state per group name (resil.h) */
 	struct shm_resil_groups resil_groups;
+	struct shm_health health;                          /* active checks' results (health.h) */
 	struct stat_keys keys;
 	struct shm_slot slots[SHM_SLOTS];
 	struct route_table gens[SHM_GENS];
@@ -207,9 +211,11 @@ struct shm_segment {
 };
 
 /*
- * Size: 32.0 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
+ * Size: 33.4 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
  * routes and 128 KiB for servers, times 128 slots and the retired block;
- * the eight route generations are 6.5 MiB; outlier state 256 KiB). The
+ * the eight route generations are 6.5 MiB; the health words and check
+ * counts 152 KiB; outlier state 256 KiB, group limits and breakers
+ * 512 KiB). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.
@@ -253,7 +259,7 @@ static inline uint32_t shm_admin(const struct shm_segment *seg, uint16_t stat)
 }
 
 /* Zeroes the counters of route (server) stat index <i> in every slot and
- * the retired block (and a server's admin word), for a key index handed to
+ * the retired block (and a server's admin and health words), for a key index handed to
  * a new key: master only, once no worker can count into it (stat.h). */
 void shm_key_zero_route(struct shm_segment *seg, uint16_t i);
 void shm_key_zero_server(struct shm_segment *seg, uint16_t i);

@@ -146,9 +146,13 @@ static void upstream_log_panic(const struct route_upstream *up)
  * never picked for a new request; its weight, when set, replaces the
  * configured one. The "other" stat index never carries an override.
  *
+ * A server whose active health checks say down (shm/health.h, one relaxed
+ * load) is skipped as a down mark is, so panic covers it too.
+ *
  * <panic>: down marks are ignored (every untried server that is up by
- * admin state is marked down). <eject_now>: outlier ejections are judged
- * at that time (ms), 0 for not at all (outlier.h).
+ * admin state is marked down or down by its health checks). <eject_now>:
+ * outlier ejections are judged at that time (ms), 0 for not at all
+ * (outlier.h).
  */
 static int upstream_pick_among(const struct route_table *t, const struct route_upstream *up, uint64_t tried,
                                int panic, uint64_t eject_now, int *marked)
@@ -171,7 +175,7 @@ static int upstream_pick_among(const struct route_table *t, const struct route_u
 			continue;
 		if (eject_now && resil_ejected(&wk.seg->resil[t->servers[si].stat], eject_now))
 			continue;
-		if (s->down_until > now && !panic) {
+		if ((s->down_until > now || health_down(&wk.seg->health, t->servers[si].stat)) && !panic) {
 			*marked = 1;
 			continue;
 		}
