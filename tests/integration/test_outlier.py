@@ -242,3 +242,47 @@ def test_weir_t_refuses_a_bad_outlier_value_with_file_and_line(tmp_path):
     assert "check.conf:3:" in err and "max_ejection_percent" in err, err
     assert "max_ejection_time must be at least base_ejection_time" in err, err
     assert "color" in err, err
+
+
+def test_an_ejection_and_an_open_breaker_survive_a_binary_upgrade(weir_factory, origin_factory, tmp_path,
+                                                                 monkeypatch):
+    import os
+    import shutil
+    import harness
+    # a private copy: a rebuild of build/weir meanwhile cannot make this an
+    # upgrade across segment layouts
+    exe = str(tmp_path / "weir-copy")
+    shutil.copy2(harness.WEIR_BIN, exe)
+    monkeypatch.setattr(harness, "WEIR_BIN", exe)
+    a, b, c = origin_factory("A"), origin_factory("B"), origin_factory("C")
+    pid_file = str(tmp_path / "weir.pid")
+    w = weir_factory(upstreams=[{"name": "g", "servers": [a.addr, b.addr], "max_fails": 0,
+                                 "raw": outlier(consecutive_5xx=3)},
+                                {"name": "h", "servers": [c.addr], "max_fails": 0,
+                                 "raw": 'breaker = { min_requests = 3; error_percent = 50; open_time = "60s"; };'}],
+                     routes=[{"path": "/", "upstream": "g"}, {"host": "h", "path": "/", "upstream": "h"}],
+                     workers=2, extra='pid_file = "%s";' % pid_file)
+    ask(w, "/on/A/status/503", 10)
+    assert ejected(w, a.addr) == 1
+    for _ in range(3):
+        with w.client() as cl:
+            assert cl.request("GET", "/status/500", host="h").status == 500
+    wait_until(lambda: w.metrics()("weir_upstream_breaker_state", upstream="h", state="open") == 1, slack(2),
+               what="h's breaker open")
+    old = w.pid
+    w.signal(signal.SIGUSR2)
+    assert w.wait_exit(10) == 0, "the old master did not hand over and exit"
+    new = int(open(pid_file).read())
+    assert new != old
+    try:
+        a.clear_log()
+        assert all(o == "B" for _, o in ask(w, "/echo", 6))
+        assert not a.requests() and ejected(w, a.addr) == 1
+        with w.client() as cl:
+            r = cl.request("GET", "/echo", host="h")
+        assert r.status == 503 and int(r.get("Retry-After")) > 50, r
+        assert w.metrics()("weir_upstream_server_ejections_total", upstream="g", server=a.addr,
+                           reason="consecutive_5xx") == 1
+    finally:
+        os.kill(new, signal.SIGTERM)
+        wait_until(lambda: not harness.pid_alive(new), slack(5), what="the new master to stop")
