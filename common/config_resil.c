@@ -59,6 +59,9 @@ static const struct config_key limits_keys[] = {
     COUNT(struct config_uplimits, max_connections, "0",
           "upstream connections in use by requests at once, node-wide; past it 503; 0: no cap"),
     COUNT(struct config_uplimits, max_retries, "3", "retries in flight to the group at once, node-wide"),
+    COUNT(struct config_uplimits, max_pending, "0",
+          "requests that wait for a place past the caps, node-wide; 0: none wait, 503 at once"),
+    TIME(struct config_uplimits, queue_timeout, "1s", "how long a request waits for a place at most; then 503"),
 };
 const struct config_keyset config_keys_upstream_limits = {.path = "upstreams.limits",
                                                           .where = "in upstreams.limits",

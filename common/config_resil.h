@@ -38,7 +38,9 @@ struct config_uplimits {
 	 * idle pooled connections are not in use) */
 	uint32_t max_requests;
 	uint32_t max_connections;
-	uint32_t max_retries; /* retries in flight at once (retry) */
+	uint32_t max_retries;   /* retries in flight at once (retry) */
+	uint32_t max_pending;   /* requests waiting for a place, node-wide; 0: none wait */
+	uint32_t queue_timeout; /* ms a request waits at most */
 };
 
 #define BREAKER_BUCKETS   60 /* the longest window, in 1 s buckets */

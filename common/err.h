@@ -51,7 +51,8 @@
 	X(TUNNEL_ERROR, 0, "tunnel_error", "tunnel cut by a read or write error") \
 	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header") \
 	X(BREAKER_OPEN, 503, "breaker_open", "the upstream group's circuit breaker is open") \
-	X(UPSTREAM_LIMIT, 503, "upstream_limit", "the upstream group's limits.max_requests or max_connections reached")
+	X(UPSTREAM_LIMIT, 503, "upstream_limit", "the upstream group's limits.max_requests or max_connections reached") \
+	X(QUEUE_TIMEOUT, 503, "upstream_queue_timeout", "no place under the upstream group's limits within queue_timeout")
 
 #define WEIR_OK 0
 

@@ -419,7 +419,7 @@ static void render_outlier(struct textbuf *o, const struct render *r)
 static void render_breakers(struct textbuf *o, const struct render *r)
 {
 	const struct route_table *t = r->t;
-	static const char *const by[RESIL_REJECT_COUNT] = {"breaker_open", "upstream_limit"};
+	static const char *const by[RESIL_REJECT_COUNT] = {"breaker_open", "upstream_limit", "queue_timeout"};
 
 	family(o, "weir_upstream_breaker_state", "gauge", "1 for the state an upstream group's breaker is in.");
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
@@ -488,6 +488,18 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 		textbuf_label(o, up->name);
 		textbuf_printf(o, "\"} %llu\n",
 		               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].retries));
+	}
+	family(o, "weir_upstream_queue_depth", "gauge",
+	       "Requests waiting for a place under an upstream group's limits, node-wide.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.limits.max_pending)
+			continue;
+		textbuf_printf(o, "weir_upstream_queue_depth{upstream=\"");
+		textbuf_label(o, up->name);
+		textbuf_printf(o, "\"} %llu\n",
+		               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].pending));
 	}
 	family(o, "weir_upstream_requests_in_flight", "gauge",
 	       "Requests in flight to an upstream group, node-wide (groups with limits or pool_percent).");

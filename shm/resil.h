@@ -75,7 +75,7 @@ enum breaker_state {
 extern const char *const breaker_state_names[3];
 
 /* What refused a request: weir_upstream_rejected_total{by}. */
-enum resil_reject { RESIL_REJECT_BREAKER, RESIL_REJECT_LIMIT, RESIL_REJECT_COUNT };
+enum resil_reject { RESIL_REJECT_BREAKER, RESIL_REJECT_LIMIT, RESIL_REJECT_QUEUE_TIMEOUT, RESIL_REJECT_COUNT };
 
 /* What became of a retry: weir_upstream_retry_results_total{result}. */
 #define RETRY_RESULT_TABLE(X)                                                                                          \
@@ -111,6 +111,7 @@ struct shm_resil_group {
 	/* requests in flight (limits, pool share): written per request */
 	_Alignas(64) _Atomic uint64_t active;
 	_Atomic uint64_t retries; /* retries in flight */
+	_Atomic uint64_t pending; /* requests waiting for a place (limits.max_pending) */
 	/* read per request, written on transitions */
 	_Alignas(64) _Atomic uint64_t state;                /* BREAKER_WORD */
 	_Atomic uint32_t opens;                             /* openings in a row: the open time doubles */

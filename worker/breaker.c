@@ -137,6 +137,89 @@ static int breaker_closed_to(const struct route_upstream *up, struct shm_resil_g
 	}
 }
 
+/* This worker's queue of requests waiting for a place, oldest first, and
+ * the timer that polls for places while it is not empty: places free up
+ * in any worker, and one look at a shared count every 2 ms costs less
+ * than telling every worker of every release. */
+static struct txn *bq_head, *bq_tail;
+static ev_timer bq_timer;
+#define BREAKER_QUEUE_POLL 0.002
+
+static void breaker_unqueue(struct txn *t)
+{
+	struct txn **p = &bq_head, *prev = NULL;
+
+	for (; *p && *p != t; p = &(*p)->bk.qnext)
+		prev = *p;
+	if (!*p)
+		return;
+	*p = t->bk.qnext;
+	if (bq_tail == t)
+		bq_tail = prev;
+	t->bk.qnext = NULL;
+	t->bk.queued = 0;
+	atomic_fetch_sub_explicit(&breaker_group(t->bk.group_plus1 - 1u)->pending, 1, memory_order_relaxed);
+	if (!bq_head)
+		ev_timer_stop(wk.loop, &bq_timer);
+}
+
+/* A place, if the group has one now: the count goes up only when it was
+ * under the cap, so waiting requests never push it over. */
+static int breaker_take_place(struct shm_resil_group *g, uint32_t cap)
+{
+	uint64_t a = atomic_load_explicit(&g->active, memory_order_relaxed);
+
+	while (a < cap)
+		if (atomic_compare_exchange_weak_explicit(&g->active, &a, a + 1, memory_order_relaxed,
+		                                          memory_order_relaxed))
+			return 1;
+	return 0;
+}
+
+static void breaker_queue_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	ev_tstamp now = ev_now(loop);
+	(void)w;
+	(void)revents;
+
+	for (struct txn *t = bq_head, *next; t; t = next) {
+		const struct config_uplimits *lc = &breaker_upstream(t)->resil.limits;
+		struct shm_resil_group *g = breaker_group(t->bk.group_plus1 - 1u);
+		uint32_t cap = lc->max_requests;
+
+		next = t->bk.qnext;
+		if (lc->max_connections && (!cap || lc->max_connections < cap))
+			cap = lc->max_connections;
+		if (breaker_take_place(g, cap)) {
+			breaker_unqueue(t);
+			t->bk.active = 1;
+			txn_upstream_go(t);
+		} else if (now - t->bk.queued_at >= lc->queue_timeout / 1000.0) {
+			breaker_unqueue(t);
+			atomic_fetch_add_explicit(&g->rejected[RESIL_REJECT_QUEUE_TIMEOUT], 1, memory_order_relaxed);
+			t->bk.acted = "queue_timeout";
+			t->bk.judged = 0; /* our own answer: not the group's error */
+			txn_fail(t, WEIR_ERR(QUEUE_TIMEOUT));
+		}
+	}
+}
+
+static void breaker_enqueue(struct txn *t)
+{
+	if (!bq_head) {
+		ev_timer_init(&bq_timer, breaker_queue_cb, BREAKER_QUEUE_POLL, BREAKER_QUEUE_POLL);
+		ev_timer_start(wk.loop, &bq_timer);
+	}
+	t->bk.queued = 1;
+	t->bk.queued_at = ev_now(wk.loop);
+	t->bk.qnext = NULL;
+	if (bq_tail)
+		bq_tail->bk.qnext = t;
+	else
+		bq_head = t;
+	bq_tail = t;
+}
+
 int breaker_admit(struct txn *t)
 {
 	const struct route_upstream *up = breaker_upstream(t);
@@ -175,6 +258,17 @@ int breaker_admit(struct txn *t)
 	cap = lc->max_requests;
 	if (lc->max_connections && (!cap || lc->max_connections < cap))
 		cap = lc->max_connections;
+	if (cap && a > cap && lc->max_pending) {
+		/* wait for a place, as HAProxy queues: one count node-wide, the
+		 * queue itself is this worker's (breaker_queue_cb) */
+		atomic_fetch_sub_explicit(&g->active, 1, memory_order_relaxed);
+		t->bk.active = 0;
+		if (atomic_fetch_add_explicit(&g->pending, 1, memory_order_relaxed) < lc->max_pending) {
+			breaker_enqueue(t);
+			return WEIR_EAGAIN;
+		}
+		atomic_fetch_sub_explicit(&g->pending, 1, memory_order_relaxed);
+	}
 	if (cap && a > cap) {
 		breaker_release(t); /* gives back the place, and a trial */
 		t->bk.group_plus1 = 0;
@@ -259,6 +353,8 @@ void breaker_release(struct txn *t)
 	if (!t->bk.group_plus1)
 		return;
 	g = breaker_group(t->bk.group_plus1 - 1u);
+	if (t->bk.queued)
+		breaker_unqueue(t); /* the client left, or the worker stops */
 	if (t->bk.active) {
 		t->bk.active = 0;
 		atomic_fetch_sub_explicit(&g->active, 1, memory_order_relaxed);

@@ -39,15 +39,20 @@ struct breaker_txn {
 	uint8_t judged;          /* its answer goes into the breaker's window */
 	uint8_t trial;           /* a half-open trial */
 	uint8_t done;            /* its outcome was recorded */
-	const char *acted;       /* the control that acted on it, for the access log; NULL: none */
+	uint8_t queued;          /* waiting for a place (limits.max_pending) */
+	struct txn *qnext;       /* the worker's queue */
+	double queued_at;
+	const char *acted; /* the control that acted on it, for the access log; NULL: none */
 };
 
 /* The group <t> is sent to: its route's, or the backup its breaker chose. */
 const struct route_upstream *breaker_upstream(const struct txn *t);
 
-/* Before the first pick: admits <t> (0), or returns the error to answer
- * with (WEIR_EBREAKER_OPEN: 503 with Retry-After; WEIR_EUPSTREAM_LIMIT:
- * 503). May switch the request to the breaker's backup group. */
+/* Before the first pick: admits <t> (0), queues it (WEIR_EAGAIN: it
+ * waits for a place, then txn_upstream_go() or txn_fail() follows), or
+ * returns the error to answer with (WEIR_EBREAKER_OPEN: 503 with
+ * Retry-After; WEIR_EUPSTREAM_LIMIT: 503). May switch the request to the
+ * breaker's backup group. */
 int breaker_admit(struct txn *t);
 
 /* The request ended with <status> (0: cut after the answer started):
@@ -59,7 +64,7 @@ void breaker_answer(struct txn *t, int status);
 void breaker_release(struct txn *t);
 
 /* The control that acted on <t>, for the access log ("breaker_open",
- * "breaker_backup", "upstream_limit", "retry_budget", "retry_limit",
+ * "breaker_backup", "upstream_limit", "queue_timeout", "retry_budget", "retry_limit",
  * "retried"), or NULL when none did. */
 const char *breaker_acted(const struct txn *t);
 

@@ -595,8 +595,19 @@ static void txn_upstream_begin(struct txn *t)
 {
 	int rc = breaker_admit(t);
 
-	if (rc == 0)
-		rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+	if (rc == WEIR_EAGAIN)
+		return; /* waits for a place: txn_upstream_go() follows */
+	if (rc < 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	txn_upstream_go(t);
+}
+
+void txn_upstream_go(struct txn *t)
+{
+	int rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
+
 	if (rc < 0) {
 		txn_fail(t, rc);
 		return;
@@ -952,6 +963,12 @@ void txn_pump(struct txn *t)
 
 	if (t->buffering) {
 		txn_pump_buffer(t);
+		return;
+	}
+	if (breaker_waiting(t)) {
+		/* queued or backing off: nothing to move, and the client is not
+		 * read until the wait ends (a body would only pile up) */
+		conn_io_set(c, 0);
 		return;
 	}
 	if (t->tun.on) {

@@ -157,6 +157,9 @@ int txn_upstream_read(struct txn *t);
 /* RFC 9110 9.2.2: is the method of <t> idempotent? */
 int txn_method_idempotent(const struct txn *t);
 
+/* breaker.c, once a queued request got its place: connects and sends. */
+void txn_upstream_go(struct txn *t);
+
 /* retry.c, once the backoff ran out: sends <t> again, to another server
  * if one is left; <rc> is the error to answer with if it cannot. */
 void txn_retry_send(struct txn *t, int rc);
@@ -224,5 +227,12 @@ int head_write_request(struct txn *t);
 /* head.c: writes the client response head of <t> into t->head_down and
  * decides the framing towards the client. Returns 0 or an error. */
 int head_write_response(struct txn *t);
+
+/* <t> waits on a control (a place in a group's queue, a retry's backoff)
+ * and has no upstream: the client is not read meanwhile. */
+static inline int breaker_waiting(const struct txn *t)
+{
+	return !t->u && (t->bk.queued || t->rt.armed);
+}
 
 #endif

@@ -209,3 +209,31 @@ def test_weir_t_refuses_bad_breaker_settings_with_file_and_line(tmp_path):
     assert "check.conf:3: upstreams.breaker.window must be whole seconds" in err, err
     assert "pool_percent needs upstreams.limits.max_connections" in err, err
     assert 'upstreams.breaker.backup "nope" is not defined' in err, err
+
+
+def test_past_max_requests_up_to_max_pending_wait_for_a_place(weir_factory, origin_factory):
+    a = origin_factory("A")
+    w = breaker_weir(weir_factory, [a.addr], block("limits", max_requests=2, max_pending=3, queue_timeout="5s"))
+    got = parallel(w, "/echo/slow/500", 7)
+    # 2 in flight, 3 wait and go once a place frees (in either worker),
+    # 2 more find the queue full
+    assert sorted(r.status for r in got) == [200] * 5 + [503] * 2, [r.status for r in got]
+    assert len(a.requests()) == 5
+    m = w.metrics()
+    assert m("weir_upstream_rejected_total", upstream="g", by="upstream_limit") == 2
+    assert m("weir_upstream_queue_depth", upstream="g") == 0
+    assert m("weir_upstream_requests_in_flight", upstream="g") == 0
+
+
+def test_a_request_that_waits_past_queue_timeout_gets_503(weir_factory, origin_factory):
+    a = origin_factory("A")
+    w = breaker_weir(weir_factory, [a.addr], block("limits", max_requests=2, max_pending=4, queue_timeout="300ms"))
+    t0 = time.monotonic()
+    got = parallel(w, "/echo/slow/1500", 4)
+    assert sorted(r.status for r in got) == [200, 200, 503, 503], [r.status for r in got]
+    m = w.metrics()
+    assert m("weir_upstream_rejected_total", upstream="g", by="queue_timeout") == 2
+    assert m.error("upstream_queue_timeout") == 2
+    assert len(a.requests()) == 2
+    assert time.monotonic() - t0 >= 1.4
+    wait_until(lambda: w.metrics()("weir_upstream_queue_depth", upstream="g") == 0, slack(2), what="queue empty")
