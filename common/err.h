@@ -52,7 +52,13 @@
 	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header") \
 	X(BREAKER_OPEN, 503, "breaker_open", "the upstream group's circuit breaker is open") \
 	X(UPSTREAM_LIMIT, 503, "upstream_limit", "the upstream group's limits.max_requests or max_connections reached") \
-	X(QUEUE_TIMEOUT, 503, "upstream_queue_timeout", "no place under the upstream group's limits within queue_timeout")
+	X(QUEUE_TIMEOUT, 503, "upstream_queue_timeout", "no place under the upstream group's limits within queue_timeout") \
+	X(AUTH_REQUIRED, 401, "auth_required", "missing or invalid credentials for a route with auth") \
+	X(AUTH_FORBIDDEN, 403, "auth_forbidden", "credentials valid, consumer not in the route's auth.allow") \
+	X(AUTH_BUSY, 503, "auth_busy", "unverified Basic credentials past the worker's auth.hash_rate") \
+	X(AUTH_STALE, 503, "auth_stale", "route has auth this worker's configuration does not know") \
+	X(AUTH_CLAIM_DROPPED, 0, "auth_claim_dropped", "JWT claim not passed upstream: not a scalar, a control character, or too long") \
+	X(RATE_LIMITED, 429, "rate_limited", "refused by a rate limit (its status may differ)")
 
 #define WEIR_OK 0
 
