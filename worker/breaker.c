@@ -72,7 +72,8 @@ static void breaker_window_sum(struct shm_resil_group *g, uint32_t sec, uint32_t
 
 /* Counts one answer into the bucket of second <sec>. The worker that
  * moves a bucket to a new second clears it; answers others count in
- * between may be lost, which only delays a verdict. */
+ * between may be lost (a few answers at the turn of a second, good or
+ * bad: the ratio moves by that much at most). */
 static void breaker_window_add(struct shm_resil_group *g, uint32_t sec, int err, int slow)
 {
 	uint32_t b = sec % BREAKER_BUCKETS, was = atomic_load_explicit(&g->bucket_sec[b], memory_order_relaxed);
