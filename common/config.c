@@ -536,7 +536,8 @@ static void load_overrides(struct loader *ld, const config_setting_t *e, const s
 	uint32_t *set[2] = {&o->timeouts_set, &o->limits_set};
 
 	for (int k = 0; k < 2; k++) {
-		config_setting_t *g = config_get_group(ld, e, k ? "limits" : "timeouts", ks[k]->path);
+		/* the group's name: the last part of its path ("upstreams.request_limits") */
+		config_setting_t *g = config_get_group(ld, e, strrchr(ks[k]->path, '.') + 1, ks[k]->path);
 		enum got got[CONFIG_KEYS_MAX];
 
 		if (!g)
@@ -587,10 +588,12 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		}
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
-		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_limits, &u->over);
+		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &u->over);
+		config_resil_load(ld, e, &u->resil);
 		config_load_health(ld, e, u);
 		load_servers(ld, e, u, total);
 	}
+	config_resil_resolve(ld, list, cfg);
 	return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "common/policy.h"
+#include "common/config_resil.h"
 #include "common/config_health.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
@@ -135,7 +136,8 @@ struct config_limits {
 };
 
 /*
- * timeouts = { ... } and limits = { ... } on an upstream group or a route:
+ * timeouts = { ... } and request_limits = { ... } on an upstream group,
+ * timeouts = { ... } and limits = { ... } on a route:
  * the keys that make sense per request (config_keys_over_timeouts and
  * config_keys_over_limits, common/config_keys.c), only those given; bit i
  * of <timeouts_set> (<limits_set>) says key i of that keyset was. They
@@ -183,8 +185,9 @@ struct config_upstream {
 	 * upproxy.h), which are then never pooled; "off" (default): none */
 	int proxy_protocol;
 	uint64_t tls_ca_sum; /* digest of the CA file as read, so a context is matched by what it trusts */
+	struct config_resil resil;    /* outlier, ...: common/config_resil.h */
 	struct config_health health;  /* active checks: health.type 0 when none */
-	struct config_overrides over; /* timeouts = {...}, limits = {...} */
+	struct config_overrides over; /* timeouts = {...}, request_limits = {...} */
 };
 
 enum config_host_kind {

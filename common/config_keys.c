@@ -290,7 +290,7 @@ static const struct config_key over_limit_keys[] = {
     OVER_LIMIT(client_send_rate, 0, UINT32_MAX),
 };
 KEYSET(config_keys_upstream_timeouts, "upstreams.timeouts", "in upstreams.timeouts", over_timeout_keys);
-KEYSET(config_keys_upstream_limits, "upstreams.limits", "in upstreams.limits", over_limit_keys);
+KEYSET(config_keys_upstream_request_limits, "upstreams.request_limits", "in upstreams.request_limits", over_limit_keys);
 KEYSET(config_keys_route_timeouts, "routes.timeouts", "in routes.timeouts", over_timeout_keys);
 KEYSET(config_keys_route_limits, "routes.limits", "in routes.limits", over_limit_keys);
 
@@ -371,14 +371,22 @@ static const struct config_key upstream_keys[] = {
     {.name = "proxy_protocol", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, proxy_protocol), .def = "off",
      .names = upstream_pp_names, .nnames = 3,
      .doc = "a PROXY header with the client's address opens each connection; no pooling then"},
+    {.name = "outlier", .type = CONFIG_KEY_GROUP, .def = "absent: no ejection", .sub = &config_keys_upstream_outlier,
+     .doc = "passive ejection of failing servers, node-wide"},
+    {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "absent: no caps", .sub = &config_keys_upstream_limits,
+     .doc = "caps on requests and connections in flight, node-wide"},
+    {.name = "breaker", .type = CONFIG_KEY_GROUP, .def = "absent: no breaker", .sub = &config_keys_upstream_breaker,
+     .doc = "a circuit breaker over the group, node-wide"},
+    {.name = "retry", .type = CONFIG_KEY_GROUP, .def = "absent: connect failures go to the next server, unbounded",
+     .sub = &config_keys_upstream_retry, .doc = "when and how often a request is sent again"},
     {.name = "health", .type = CONFIG_KEY_GROUP, .def = "absent: no active checks",
      .sub = &config_keys_upstream_health, .doc = "active health checks of every server, one prober per node"},
     {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
      .doc = "the servers, at least one"},
     {.name = "timeouts", .type = CONFIG_KEY_GROUP, .def = "absent: the global ones",
      .sub = &config_keys_upstream_timeouts, .doc = "per-request timeouts for the routes to this group"},
-    {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "absent: the global ones", .sub = &config_keys_upstream_limits,
-     .doc = "per-request limits for the routes to this group"},
+    {.name = "request_limits", .type = CONFIG_KEY_GROUP, .def = "absent: the global ones",
+     .sub = &config_keys_upstream_request_limits, .doc = "per-request limits (`limits` keys) for the routes to this group"},
 };
 KEYSET(config_keys_upstream, "upstreams", "in upstreams entry", upstream_keys);
 

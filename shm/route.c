@@ -312,6 +312,7 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 		memcpy(u->tls_sni, cu->tls_sni, sizeof(u->tls_sni));
 		memcpy(u->tls_ca, cu->tls_ca, sizeof(u->tls_ca));
 		u->tls_ca_sum = cu->tls_ca_sum;
+		u->resil = cu->resil;
 		for (int k = 0; k < cu->nservers; k++) {
 			srv[cu->first_server + k].keepalive = u->keepalive;
 			srv[cu->first_server + k].upstream = (uint32_t)i;
@@ -554,6 +555,7 @@ int route_prepare(struct shm_segment *seg, const struct config *cfg)
 	t->arena_off = off;
 	t->size = need;
 	route_assign_stats(seg, t, slot, cur);
+	resil_assign_groups(seg, t);
 	t->id = seg->gen_next_id++;
 	return slot;
 }

@@ -48,48 +48,6 @@
 
 struct shm_segment;
 
-/* The arrays of generation <t> (route_types.h). */
-static inline const void *route_at(const struct route_table *t, uint32_t off)
-{
-	return (const char *)((uintptr_t)t + (uintptr_t)t->rel) + off;
-}
-#define ROUTE_ARRAY(name, type, off)                                         \
-	static inline const type *name(const struct route_table *t)          \
-	{                                                                    \
-		return (const type *)route_at(t, t->off);                    \
-	}
-ROUTE_ARRAY(route_entries, struct route_entry, off_routes)
-ROUTE_ARRAY(route_upstreams, struct route_upstream, off_upstreams)
-ROUTE_ARRAY(route_servers, struct route_server, off_servers)
-ROUTE_ARRAY(route_settings_all, struct route_settings, off_settings)
-ROUTE_ARRAY(route_hosts, struct route_host, off_hosts)
-ROUTE_ARRAY(route_returns, struct policy_return, off_returns)
-ROUTE_ARRAY(route_limits, struct config_rate_limit, off_limits)
-#undef ROUTE_ARRAY
-
-/* Route <e>'s host (lower case; a wildcard's with its leading dot, "" for
- * any) and path prefix, NUL-terminated. */
-static inline const char *route_host(const struct route_table *t, const struct route_entry *e)
-{
-	return (const char *)route_at(t, t->off_strings + e->host_off);
-}
-static inline const char *route_path(const struct route_table *t, const struct route_entry *e)
-{
-	return (const char *)route_at(t, t->off_strings + e->path_off);
-}
-
-/* The settings a request routed to <e> reads; route_settings_global() for
- * one that matched no route. */
-static inline const struct route_settings *route_settings_of(const struct route_table *t,
-                                                             const struct route_entry *e)
-{
-	return &route_settings_all(t)[e->settings];
-}
-static inline const struct route_settings *route_settings_global(const struct route_table *t)
-{
-	return &route_settings_all(t)[0];
-}
-
 /* Bytes the block of a generation compiled from <cfg> takes. */
 size_t route_size(const struct config *cfg);
 

@@ -1,7 +1,8 @@
 /*
- * route_types.h: the layout of a route generation, types only, so that
- * shm/shm.h can hold the generation headers without the functions of
- * shm/route.h (which needs shm/shm.h: no include cycle).
+ * route_types.h: the layout of a route generation and the accessors of its
+ * arrays, nothing that needs the segment, so that shm/shm.h (and what it
+ * includes, shm/resil.h) can hold and read generations without the
+ * functions of shm/route.h, which needs shm/shm.h: no include cycle.
  *
  * A generation is a fixed header (struct route_table, one per slot in the
  * segment's gens[]) and a block of variable size in the segment's arena
@@ -30,6 +31,7 @@
 #ifndef WEIR_SHM_ROUTE_TYPES_H
 #define WEIR_SHM_ROUTE_TYPES_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -107,6 +109,8 @@ struct route_upstream {
 	uint8_t tls_verify;
 	uint8_t proxy_protocol; /* 0 off, 1 v1, 2 v2 (worker/upproxy.h) */
 	char tls_sni[CONFIG_HOST_MAX];
+	struct config_resil resil; /* its traffic controls, as configured */
+	uint16_t resil_group;      /* its limits and breaker state (shm/resil.h), or RESIL_GROUP_NONE */
 	char tls_ca[1024];   /* the CA file the context was made from */
 	uint64_t tls_ca_sum; /* and a digest of what it held (config_upstream.tls_ca_sum) */
 };
@@ -131,5 +135,47 @@ struct route_table {
 	uint32_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings;
 	uint32_t off_returns, off_limits;
 };
+
+/* The arrays of generation <t> (route_types.h). */
+static inline const void *route_at(const struct route_table *t, uint32_t off)
+{
+	return (const char *)((uintptr_t)t + (uintptr_t)t->rel) + off;
+}
+#define ROUTE_ARRAY(name, type, off)                                         \
+	static inline const type *name(const struct route_table *t)          \
+	{                                                                    \
+		return (const type *)route_at(t, t->off);                    \
+	}
+ROUTE_ARRAY(route_entries, struct route_entry, off_routes)
+ROUTE_ARRAY(route_upstreams, struct route_upstream, off_upstreams)
+ROUTE_ARRAY(route_servers, struct route_server, off_servers)
+ROUTE_ARRAY(route_settings_all, struct route_settings, off_settings)
+ROUTE_ARRAY(route_hosts, struct route_host, off_hosts)
+ROUTE_ARRAY(route_returns, struct policy_return, off_returns)
+ROUTE_ARRAY(route_limits, struct config_rate_limit, off_limits)
+#undef ROUTE_ARRAY
+
+/* Route <e>'s host (lower case; a wildcard's with its leading dot, "" for
+ * any) and path prefix, NUL-terminated. */
+static inline const char *route_host(const struct route_table *t, const struct route_entry *e)
+{
+	return (const char *)route_at(t, t->off_strings + e->host_off);
+}
+static inline const char *route_path(const struct route_table *t, const struct route_entry *e)
+{
+	return (const char *)route_at(t, t->off_strings + e->path_off);
+}
+
+/* The settings a request routed to <e> reads; route_settings_global() for
+ * one that matched no route. */
+static inline const struct route_settings *route_settings_of(const struct route_table *t,
+                                                             const struct route_entry *e)
+{
+	return &route_settings_all(t)[e->settings];
+}
+static inline const struct route_settings *route_settings_global(const struct route_table *t)
+{
+	return &route_settings_all(t)[0];
+}
 
 #endif

@@ -244,7 +244,7 @@ static void test_settings_are_global_then_group_then_route(void)
 	    "upstreams = (\n"
 	    "  { name = \"plain\"; servers = ( { address = \"127.0.0.1:9001\"; } ); },\n"
 	    "  { name = \"slow\"; servers = ( { address = \"127.0.0.1:9002\"; } );\n"
-	    "    timeouts = { upstream_read = \"20s\"; }; limits = { body_size = \"2m\"; }; }\n"
+	    "    timeouts = { upstream_read = \"20s\"; }; request_limits = { body_size = \"2m\"; }; }\n"
 	    ");\n"
 	    "routes = (\n"
 	    "  { path = \"/p/\"; upstream = \"plain\"; },\n"
@@ -316,7 +316,7 @@ static void test_weir_T_writes_the_overrides_given_and_they_load_back(void)
 	struct config *a =
 	    unit_config_load("listeners = ( { address = \"127.0.0.1:8080\"; } );\n"
 	                     "upstreams = ( { name = \"a\"; servers = ( { address = \"127.0.0.1:9001\"; } );\n"
-	                     "  timeouts = { upstream_read = \"20s\"; }; limits = { body_size = \"2m\"; }; } );\n"
+	                     "  timeouts = { upstream_read = \"20s\"; }; request_limits = { body_size = \"2m\"; }; } );\n"
 	                     "routes = ( { upstream = \"a\"; timeouts = { request = \"off\"; tunnel = \"90s\"; }; },\n"
 	                     "  { path = \"/x/\"; upstream = \"a\"; limits = { client_send_rate = 0; }; } );\n");
 	struct config *b;
@@ -379,7 +379,7 @@ static void test_generations_take_the_room_they_need_and_never_overlap_a_busy_on
 	}
 	small = seg->gens[slots[1]].size;
 	big = seg->gens[slots[0]].size;
-	CU_ASSERT(small <= 8192);                                         /* a page or two for one route */
+	CU_ASSERT(small * 50 < big); /* a few pages for one route, many for 10,000 */
 	CU_ASSERT(big >= (uint64_t)NROUTES * sizeof(struct route_entry)); /* sized for 10,000 */
 	/* the request ends: every generation but the current is free, and the
 	 * next one goes to the start of the arena again */
