@@ -467,6 +467,23 @@ static int count_servers(const config_setting_t *list)
 	return total;
 }
 
+/* FNV-1a of the bytes of file <path> (0 when unreadable): a worker's TLS
+ * context made from a CA file is matched against a generation's group by
+ * what the file held, not only by its name (worker/tls_client.c). */
+static uint64_t file_digest(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	uint64_t h = 14695981039346656037ull;
+	int c;
+
+	if (!f)
+		return 0;
+	while ((c = getc(f)) != EOF)
+		h = (h ^ (uint64_t)(unsigned char)c) * 1099511628211ull;
+	fclose(f);
+	return h;
+}
+
 /*
  * tls = { ca = "..."; verify = true; sni = "..."; } of upstream entry <e>.
  * The servers are addressed by IP, so with verification on there is no
@@ -503,8 +520,33 @@ static int load_upstream_tls(struct loader *ld, const config_setting_t *e, struc
 		fail(ld, line_of(config_setting_get_member(g, "ca")), "upstreams.tls.ca %s: %s", u->tls_ca,
 		     errno ? strerror(errno) : r ? r : "no certificate in it");
 		ERR_clear_error();
+		return 0;
 	}
+	u->tls_ca_sum = file_digest(u->tls_ca);
 	return 0;
+}
+
+/* timeouts = {...} and limits = {...} of upstream or route entry <e>, as
+ * <tks> and <lks> describe them: the keys given, marked in <o>. */
+static void load_overrides(struct loader *ld, const config_setting_t *e, const struct config_keyset *tks,
+                           const struct config_keyset *lks, struct config_overrides *o)
+{
+	const struct config_keyset *ks[2] = {tks, lks};
+	void *base[2] = {&o->timeouts, &o->limits};
+	uint32_t *set[2] = {&o->timeouts_set, &o->limits_set};
+
+	for (int k = 0; k < 2; k++) {
+		/* the group's name: the last part of its path ("upstreams.request_limits") */
+		config_setting_t *g = config_get_group(ld, e, strrchr(ks[k]->path, '.') + 1, ks[k]->path);
+		enum got got[CONFIG_KEYS_MAX];
+
+		if (!g)
+			continue;
+		config_engine_read(ld, g, ks[k], base[k], got);
+		for (int i = 0; i < ks[k]->nkeys; i++)
+			if (got[i] == GOT_OK)
+				*set[k] |= 1u << i;
+	}
 }
 
 static int load_upstreams(struct loader *ld, const config_setting_t *root)
@@ -546,6 +588,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		}
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
+		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &u->over);
 		config_resil_load(ld, e, &u->resil);
 		config_load_health(ld, e, u);
 		load_servers(ld, e, u, total);
@@ -554,20 +597,38 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 	return 0;
 }
 
+/* FNV-1a of a route's (host kind, host, path). */
+static uint32_t route_key_hash(const struct config_route *r)
+{
+	uint32_t h = (2166136261u ^ (uint32_t)r->host_kind) * 16777619u;
+
+	for (const char *p = r->host; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	h = (h ^ 0xffu) * 16777619u;
+	for (const char *p = r->path; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	return h;
+}
+
 static int load_routes(struct loader *ld, const config_setting_t *root)
 {
 	const struct config_keyset *ks = &config_keys_route;
 	struct config *cfg = ld->cfg;
 	config_setting_t *list = config_get_list(ld, root, "routes", "routes", 1, CONFIG_MAX_ROUTES);
-	char ok[CONFIG_MAX_ROUTES] = {0};
+	uint32_t *seen, cap = 1;
 	int n;
 
 	if (!list)
 		return 0;
 	n = config_setting_length(list);
+	while (cap < 2 * (uint32_t)n)
+		cap <<= 1;
 	cfg->routes = calloc((size_t)n, sizeof *cfg->routes);
-	if (!cfg->routes)
+	seen = calloc(cap, sizeof *seen);
+	if (!cfg->routes || !seen) {
+		free(seen);
 		return -1;
+	}
 	cfg->nroutes = n;
 
 	for (int i = 0; i < n; i++) {
@@ -594,24 +655,30 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		good &= rc;
 
 		good &= route_upgrade(ld, e, r);
+		load_overrides(ld, e, &config_keys_route_timeouts, &config_keys_route_limits, &r->over);
 		if (config_auth_read(ld, e, &r->auth) < 0)
 			return -1;
 		good &= config_route_rate_limits(ld, e, r);
 		if (!good)
 			continue;
-		for (int j = 0; j < i; j++) {
-			const struct config_route *o = &cfg->routes[j];
+		/* the routes before it that loaded, by (host kind, host, path) in
+		 * a hash: a long list is checked in linear time, not quadratic */
+		for (uint32_t h = route_key_hash(r) & (cap - 1);; h = (h + 1) & (cap - 1)) {
+			const struct config_route *o = seen[h] ? &cfg->routes[seen[h] - 1] : NULL;
 			char buf[CONFIG_HOST_MAX + 1];
-			if (ok[j] && o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 &&
-			    strcmp(o->path, r->path) == 0) {
+
+			if (!o) {
+				seen[h] = (uint32_t)i + 1;
+				break;
+			}
+			if (o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 && strcmp(o->path, r->path) == 0) {
 				fail(ld, r->line, "route for host \"%s\" and path \"%s\" is already defined on line %d",
 				     config_host_text(r->host_kind, r->host, buf, sizeof buf), r->path, o->line);
-				good = 0;
 				break;
 			}
 		}
-		ok[i] = (char)good;
 	}
+	free(seen);
 	return 0;
 }
 

@@ -112,13 +112,8 @@ static void head_vouch(const char *name)
 	vouched.lens |= 1ull << len;
 }
 
-/* underscores_in_headers = false: every client header with a '_' in its
- * name is dropped, as nginx does by default */
-static int drop_underscores;
-
 void head_init(const struct config *cfg)
 {
-	drop_underscores = !cfg->underscores_in_headers;
 	memset(&vouched, 0, sizeof(vouched));
 	head_vouch("X-Forwarded-Proto");
 	/* reached only by spellings other than the one weir appends to */
@@ -273,7 +268,7 @@ again:
 		out_put(&o, r->host, r->host_len);
 	} else {
 		/* HTTP/1.0 without Host: name the server we talk to */
-		const char *s = t->table->upstreams[t->route->upstream].name;
+		const char *s = route_upstreams(t->table)[t->route->upstream].name;
 		out_put(&o, s, strlen(s));
 	}
 	OUT_LIT(&o, "\r\n");
@@ -287,7 +282,9 @@ again:
 		}
 		if (t->ident.id_len && realip_is_request_id(h))
 			continue; /* replaced by the id weir resolved (realip.h) */
-		if ((h->flags & HTTP_HDR_UNDERSCORE) && drop_underscores) {
+		/* underscores_in_headers = false: every client header with a
+		 * '_' in its name is dropped, as nginx does by default */
+		if ((h->flags & HTTP_HDR_UNDERSCORE) && !TXN_SET(t)->underscores_in_headers) {
 			/* the operator's choice, not an attack: counted, not logged */
 			worker_count_error(WEIR_ERR(UNDERSCORE_HEADER));
 			continue;

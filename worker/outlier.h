@@ -36,7 +36,7 @@ void outlier_observe(const struct route_table *t, uint32_t si, enum outlier_outc
 /* The upstream answered request to server <si> with <status>. */
 static inline void outlier_answer(const struct route_table *t, uint32_t si, int status)
 {
-	if (t->upstreams[t->servers[si].upstream].resil.outlier.on)
+	if (route_upstreams(t)[route_servers(t)[si].upstream].resil.outlier.on)
 		outlier_observe(t, si, status >= 500 ? OUTLIER_5XX : OUTLIER_OK);
 }
 

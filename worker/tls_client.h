@@ -48,7 +48,7 @@ void tls_client_sync(const struct route_table *t);
 /* Does the group of <server> in <t> speak TLS? */
 static inline int tls_client_wanted(const struct route_table *t, uint32_t server)
 {
-	return t->upstreams[t->servers[server].upstream].tls;
+	return route_upstreams(t)[route_servers(t)[server].upstream].tls;
 }
 
 /* Attaches a new client SSL to <u> (socket and state set) for server

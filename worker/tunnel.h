@@ -44,6 +44,7 @@ struct tunnel {
 	char proto[CONFIG_UPGRADE_MAX];   /* its token, as the client sent it */
 	char server[CONFIG_ADDR_STR_MAX]; /* for the access log line */
 	uint64_t bytes_up, bytes_down;
+	uint32_t idle;        /* ms: timeouts.tunnel of its route, kept past its generation */
 };
 
 /* Whether the request of <t> (routed) asks for an upgrade its route

@@ -24,6 +24,7 @@
 #include "worker/ratelimit.h"
 #include "worker/retry.h"
 #include "worker/tunnel.h"
+#include "worker/txn_settings.h"
 #include "worker/worker.h"
 
 struct conn;
@@ -54,6 +55,9 @@ struct txn {
 	struct upconn *u;
 	const struct route_table *table;
 	const struct route_entry *route;
+	/* what it reads of timeouts and limits: from <table>, its route's
+	 * once routed (worker/txn_settings.h); NULL before it took one */
+	const struct route_settings *set;
 	int server;              /* current server index, -1 none */
 	uint64_t tried;          /* servers of the group tried (bitmap) */
 	uint8_t retried;         /* a stale pooled connection was retried */
