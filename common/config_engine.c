@@ -8,9 +8,11 @@
  * in words made from the descriptor ("limits.headers must be from 1 to
  * 1000 (got 0)"), while the walk goes on. The value parsers (durations,
  * sizes, addresses) and the error list live here too; the hand-written
- * sections of common/config.c use them for what descriptors cannot say.
+ * sections of common/config_file.c use them for what descriptors cannot say.
  */
 #include "common/config_load.h"
+
+#include "common/config_keys.h"
 
 #include <arpa/inet.h>
 #include <limits.h>

@@ -11,7 +11,7 @@
  * test_config_keys.c). Groups and lists of groups (log, listeners, tls,
  * servers ...) appear in the tables as keys too, so that a table says
  * every name a group allows; what they hold, the rules across keys and
- * the files read stay hand-written in common/config.c.
+ * the files read stay hand-written in common/config_file.c.
  */
 #ifndef WEIR_COMMON_CONFIG_KEYS_H
 #define WEIR_COMMON_CONFIG_KEYS_H

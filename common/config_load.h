@@ -1,5 +1,5 @@
 /*
- * config_load.h: what common/config.c (the hand-written sections),
+ * config_load.h: what common/config_file.c (the hand-written sections),
  * common/config_engine.c (the descriptor engine) and common/config_keys.c
  * (the descriptors) share while one file is loaded. Not for other modules:
  * they see struct config (common/config.h) and the descriptors
@@ -11,7 +11,9 @@
 #include <libconfig.h>
 
 #include "common/config.h"
-#include "common/config_keys.h"
+
+/* common/config_keys.c includes this header: a pointer is all it needs here */
+struct config_keyset;
 
 #define CONFIG_KEYS_MAX 32 /* keys of one group, at most */
 
@@ -72,7 +74,7 @@ config_setting_t *config_get_entry(struct loader *ld, const config_setting_t *li
 /* NULL, or why <text> is not an address, worded to follow it. */
 const char *config_addr_parse(const char *text, struct config_addr *a);
 
-/* Checks for string keys, in common/config.c, named in the descriptors. */
+/* Checks for string keys, in common/config_file.c, named in the descriptors. */
 const char *config_check_route_path(const char *text);
 const char *config_store_route_host(const char *text, void *route);
 

@@ -1,5 +1,6 @@
 /*
- * config.c: weir's configuration file format (libconfig syntax) and its checks.
+ * config_file.c: weir's configuration file format (libconfig syntax) and its
+ * checks; config_load() and config_free() of common/config.h.
  *
  * Principle: walk the libconfig tree once, group by group. Every group is
  * read against its table of descriptors (common/config_keys.c) by one
@@ -16,6 +17,11 @@
  * zeroed.
  *
  * docs/config.md is the reference for the format; keep the two together.
+ *
+ * Not named config.c: common/config is config.h alone, the types every
+ * part of the loader shares (config_keys.c takes offsets into them), so
+ * the includes run one way, config.h <- config_load.h <- config_keys <-
+ * this file, with no cycle.
  *
  * Known limit: libconfig 1.5 silently truncates an integer literal above
  * 2147483647 unless it carries the L suffix; sizes that large are better
