@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/config_health.h"
+
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
 #define CONFIG_PATH_MAX 256   /* route path prefix, including the NUL */
@@ -31,6 +33,9 @@
 #define CONFIG_MAX_ROUTES 1024
 #define CONFIG_MAX_ERRORS 32
 #define CONFIG_MAX_CERTS 64 /* over all TLS listeners */
+#define CONFIG_MAX_RATE_LIMITS 64 /* rate_limits entries */
+#define CONFIG_ROUTE_LIMITS 8     /* rate limits one route names */
+#define CONFIG_LIMIT_PARTS 4      /* parts of one limit's key, joined by '+' */
 
 /* A socket address as parsed from "1.2.3.4:80" or "[::1]:80". <text> keeps
  * the address as written back in canonical form, for logs. */
@@ -43,6 +48,7 @@ struct config_addr {
 struct tlscert;
 struct tlsca;
 struct x509_store_st;
+struct config_auth;
 
 /* One certificate of a TLS listener: its files, and what was read from
  * them (common/tlscert.h), owned by the config. */
@@ -121,6 +127,7 @@ struct config_upstream {
 	char tls_ca[1024];
 	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
 	struct x509_store_st *tls_store;
+	struct config_health health; /* active checks: health.type 0 when none */
 };
 
 enum config_host_kind {
@@ -144,7 +151,52 @@ struct config_route {
 	 * space-separated; default "websocket", "" turns upgrades off); h2c
 	 * is never allowed */
 	char upgrade[CONFIG_UPGRADE_MAX];
+	/* auth = { type = ...; }: the route's authentication policy and the
+	 * keys it loaded (common/auth_conf.h), malloc'd; NULL for none */
+	struct config_auth *auth;
+	/* rate_limits = [ "per-ip", ... ]: indices into config.rate_limits,
+	 * checked all at once (worker/ratelimit.h) */
+	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
+	uint8_t nrate_limits;
 	int line;
+};
+
+/* rate_limits entries (docs/config.md, "Rate limits"): how a request's key
+ * is made, and what a key may do. */
+enum config_rl_mode { CONFIG_RL_REJECT, CONFIG_RL_DELAY, CONFIG_RL_DRY_RUN };
+enum config_rl_missing { CONFIG_RL_SKIP, CONFIG_RL_SHARED };
+enum config_rl_scope { CONFIG_RL_LOCAL, CONFIG_RL_CLUSTER };
+enum config_rl_part { CONFIG_RL_CLIENT_IP, CONFIG_RL_HEADER, CONFIG_RL_COOKIE, CONFIG_RL_QUERY, CONFIG_RL_ROUTE };
+
+struct config_rate_limit {
+	char name[CONFIG_NAME_MAX];
+	char key[256]; /* as written: "client_ip+header:X-Api-Key" */
+	char rate[32]; /* as written: "100/s", "6000/m", "10/h"; "" for a concurrent limit */
+	struct {
+		uint8_t kind; /* enum config_rl_part */
+		uint8_t len;  /* of name */
+		char name[CONFIG_NAME_MAX]; /* header, cookie or query parameter name */
+	} parts[CONFIG_LIMIT_PARTS];
+	int nparts;
+	uint64_t interval_ns; /* rate: one request per this (GCRA's emission interval) */
+	uint32_t quota;       /* rate: requests per window, as written (100 of "100/s") */
+	uint32_t window;      /* and the window in seconds (1, 60, 3600) */
+	int burst;            /* requests admitted at once from rest, or queued (delay) */
+	int concurrent;       /* > 0: requests in flight per key, instead of a rate */
+	int mode;             /* enum config_rl_mode */
+	int missing;          /* enum config_rl_missing */
+	int status;           /* answer when refused: 429 */
+	int legacy_headers;   /* X-RateLimit-* as well */
+	int ipv4_mask, ipv6_mask;
+	/* scope = "cluster": reconciled with the other nodes through redis
+	 * (master/redis_sync.c); fail_closed: refuse while redis is away */
+	int scope;
+	int fail_closed;
+	int line;
+	/* identity of the state: name, key, masks and kind hashed; the same
+	 * across reloads and upgrades while those stay (shm/limit.h) */
+	uint64_t seed;
+	uint32_t id; /* stable index for counters, given by the master (limit_assign) */
 };
 
 /* All durations in milliseconds. */
@@ -221,6 +273,16 @@ struct config {
 	int nroutes;
 	struct config_cert *certs; /* malloc'd, ncerts entries (TLS listeners) */
 	int ncerts;
+	struct config_rate_limit *rate_limits; /* malloc'd, nrate_limits entries */
+	int nrate_limits;
+	/* rate_limit_table: keys the shared rate-limit table holds (all limits
+	 * together); read at start, kept across reloads (shm/limit.h) */
+	uint32_t rate_limit_table;
+	/* redis = { address = "127.0.0.1:6379"; interval = "100ms"; }: where
+	 * scope = "cluster" limits are reconciled, and how often */
+	int has_redis;
+	struct config_addr redis_addr;
+	uint32_t redis_interval; /* ms */
 	/* tls_ticket_rotate: how often the master makes a new session ticket
 	 * key (the previous one still decrypts); default 12 h */
 	uint32_t tls_ticket_rotate;

@@ -150,6 +150,17 @@ static void dump_keys(FILE *out, const struct config *cfg, const struct config_k
 	}
 }
 
+void config_dump_string(FILE *out, const char *s)
+{
+	dump_str(out, s);
+}
+
+void config_dump_keys(FILE *out, const struct config *cfg, const struct config_keyset *ks, const void *base,
+                      const char *indent)
+{
+	dump_keys(out, cfg, ks, base, indent);
+}
+
 /* "name = {\n" the keys "};\n" */
 static void dump_group(FILE *out, const struct config *cfg, const char *name, const struct config_keyset *ks,
                        const void *base)
@@ -196,6 +207,21 @@ static void dump_listeners(FILE *out, const struct config *cfg)
 	fputs(");\n", out);
 }
 
+static void dump_health(FILE *out, const struct config *cfg, const struct config_health *h)
+{
+	fputs("\t\thealth = {\n", out);
+	dump_keys(out, cfg, &config_keys_upstream_health, h, "\t\t\t");
+	/* expect is a list of strings, read and written by hand */
+	fputs("\t\t\texpect = [", out);
+	for (int i = 0; i < h->nexpect; i++) {
+		if (h->expect[i][0] == h->expect[i][1])
+			fprintf(out, "%s\"%u\"", i ? ", " : " ", h->expect[i][0]);
+		else
+			fprintf(out, "%s\"%u-%u\"", i ? ", " : " ", h->expect[i][0], h->expect[i][1]);
+	}
+	fputs(" ];\n\t\t};\n", out);
+}
+
 static void dump_upstreams(FILE *out, const struct config *cfg)
 {
 	fputs("upstreams = (\n", out);
@@ -209,6 +235,8 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_tls, u, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		if (u->health.type)
+			dump_health(out, cfg, &u->health);
 		fputs("\t\tservers = (\n", out);
 		for (int s = 0; s < u->nservers; s++) {
 			fputs("\t\t\t{ ", out);
@@ -236,9 +264,32 @@ static void dump_routes(FILE *out, const struct config *cfg)
 			fprintf(out, "%s\"%.*s\"", p == r->upgrade ? " " : ", ", (int)n, p);
 			p += n + (p[n] == ' ');
 		}
-		fprintf(out, "%s]; }%s\n", r->upgrade[0] ? " " : "", i + 1 < cfg->nroutes ? "," : "");
+		fprintf(out, "%s];", r->upgrade[0] ? " " : "");
+		if (r->nrate_limits) {
+			fputs(" rate_limits = [", out);
+			for (int k = 0; k < r->nrate_limits; k++)
+				fprintf(out, "%s\"%s\"", k ? ", " : " ", cfg->rate_limits[r->rate_limits[k]].name);
+			fputs(" ];", out);
+		}
+		fputs(" ", out);
+		if (r->auth)
+			config_auth_dump(out, cfg, r->auth);
+		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);
+}
+
+static void dump_rate_limits(FILE *out, const struct config *cfg)
+{
+	if (!cfg->nrate_limits)
+		return;
+	fputs("rate_limits = (\n", out);
+	for (int i = 0; i < cfg->nrate_limits; i++) {
+		fputs("\t{ ", out);
+		dump_keys(out, cfg, &config_keys_rate_limit, &cfg->rate_limits[i], NULL);
+		fprintf(out, "}%s\n", i + 1 < cfg->nrate_limits ? "," : "");
+	}
+	fputs(");\n\n", out);
 }
 
 int config_dump(FILE *out, const struct config *cfg)
@@ -259,6 +310,11 @@ int config_dump(FILE *out, const struct config *cfg)
 	fputc('\n', out);
 	dump_upstreams(out, cfg);
 	fputc('\n', out);
+	if (cfg->has_redis) {
+		dump_group(out, cfg, "redis", &config_keys_redis, cfg);
+		fputc('\n', out);
+	}
+	dump_rate_limits(out, cfg);
 	dump_routes(out, cfg);
 	fputc('\n', out);
 	dump_group(out, cfg, "timeouts", &config_keys_timeouts, &cfg->timeouts);

@@ -12,8 +12,6 @@
  */
 #include "common/config_load.h"
 
-#include "common/config_keys.h"
-
 #include <arpa/inet.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -64,7 +62,7 @@ void config_fail(struct loader *ld, int line, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* the short names, as in common/config.c */
+/* the short names, as in common/config_file.c */
 #define fail config_fail
 #define line_of config_line_of
 

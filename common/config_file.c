@@ -20,7 +20,7 @@
  *
  * Not named config.c: common/config is config.h alone, the types every
  * part of the loader shares (config_keys.c takes offsets into them), so
- * the includes run one way, config.h <- config_load.h <- config_keys <-
+ * the includes run one way, config.h <- config_keys <- config_load.h <-
  * this file, with no cycle.
  *
  * Known limit: libconfig 1.5 silently truncates an integer literal above
@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/auth_conf.h"
 #include "common/config_keys.h"
 #include "common/config_load.h"
 #include "common/tlscert.h"
@@ -578,6 +579,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		}
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
+		config_load_health(ld, e, u);
 		load_servers(ld, e, u, total);
 	}
 	return 0;
@@ -640,6 +642,9 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 			     v);
 
 		good &= route_upgrade(ld, e, r);
+		if (config_auth_read(ld, e, &r->auth) < 0)
+			return -1;
+		good &= config_route_rate_limits(ld, e, r);
 		if (!good)
 			continue;
 		for (int j = 0; j < i; j++) {
@@ -694,7 +699,8 @@ static int load_tree(struct loader *ld, const config_setting_t *root)
 	}
 	config_engine_read(ld, config_get_group(ld, root, "log", "log"), &config_keys_log, &cfg->log, NULL);
 	load_stats(ld, root);
-	if (load_listeners(ld, root) < 0 || load_upstreams(ld, root) < 0 || load_routes(ld, root) < 0)
+	if (load_listeners(ld, root) < 0 || load_upstreams(ld, root) < 0 || config_load_rate_limits(ld, root) < 0 ||
+	    load_routes(ld, root) < 0)
 		return -1;
 	config_engine_read(ld, config_get_group(ld, root, "timeouts", "timeouts"), &config_keys_timeouts,
 	                   &cfg->timeouts, NULL);
@@ -756,7 +762,10 @@ void config_free(struct config *cfg)
 		X509_STORE_free(cfg->upstreams[i].tls_store);
 	free(cfg->upstreams);
 	free(cfg->servers);
+	for (int i = 0; i < cfg->nroutes; i++)
+		auth_conf_free(cfg->routes[i].auth);
 	free(cfg->routes);
+	free(cfg->rate_limits);
 	for (int i = 0; i < cfg->ncerts; i++)
 		tlscert_free(cfg->certs[i].loaded);
 	free(cfg->certs);

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "common/config_load.h"
 
 /* the field <m> of struct <st> */
 #define AT(st, m) .offset = offsetof(st, m), .size = sizeof(((st *)0)->m)
@@ -103,6 +102,11 @@ static const char *client_header_check(const char *v)
 	return bad ? "must be a header name of letters, digits, '-' and '_' that weir does not write itself, "
 	             "such as \"X-Client-Subject\""
 	           : NULL;
+}
+
+const char *config_check_header_name(const char *v)
+{
+	return client_header_check(v);
 }
 
 /* An upstream name: 1..63 of [A-Za-z0-9_.-]. */
@@ -254,6 +258,54 @@ static const struct config_key upstream_tls_keys[] = {
 };
 KEYSET(config_keys_upstream_tls, "upstreams.tls", "in upstreams.tls", upstream_tls_keys);
 
+/* A health check's request target: a path starting with '/' (a query
+ * allowed), visible ASCII only, so it goes on the request line as is. */
+static const char *health_path_check(const char *v)
+{
+	int bad = v[0] != '/';
+
+	for (const char *p = v; *p && !bad; p++)
+		bad = *p <= ' ' || *p > '~';
+	return bad ? "must start with '/' and hold no spaces or control bytes, such as \"/healthz\"" : NULL;
+}
+
+/* A Host header value: a name or address, with a port if wanted. */
+static const char *health_host_check(const char *v)
+{
+	int bad = !v[0];
+
+	for (const char *p = v; *p && !bad; p++)
+		bad = !(is_alnum(*p) || strchr("-.:[]_", *p));
+	return bad ? "must be a host name or address, with a port if wanted, such as \"api.internal\"" : NULL;
+}
+
+static const char *const health_type_names[] = {NULL, "http", "tcp"};
+
+static const struct config_key upstream_health_keys[] = {
+    {.name = "type", .type = CONFIG_KEY_ENUM, AT(struct config_health, type), .def = "http",
+     .names = health_type_names, .nnames = 3, .doc = "`\"http\"`: GET `path`; `\"tcp\"`: a connect (and TLS handshake)"},
+    {.name = "path", .type = CONFIG_KEY_STRING, AT(struct config_health, path), FITS(struct config_health, path),
+     .def = "/", .check = health_path_check, .doc = "the target an HTTP check asks for"},
+    {.name = "host", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, AT(struct config_health, host),
+     FITS(struct config_health, host), .check = health_host_check,
+     .doc = "Host of an HTTP check; default the group's `tls.sni`, else the server's address"},
+    {.name = "expect", .type = CONFIG_KEY_STRINGS, .def = "`[ \"200-399\" ]`",
+     .doc = "statuses that pass: up to 8 of `\"200\"` or `\"200-299\"`"},
+    {.name = "interval", .type = CONFIG_KEY_DURATION, AT(struct config_health, interval), DAYS49, .def = "2s",
+     .doc = "from the start of one check of a server to the next"},
+    {.name = "timeout", .type = CONFIG_KEY_DURATION, AT(struct config_health, timeout), DAYS49, .def = "1s",
+     .doc = "a check not done in it fails; at most `interval`"},
+    {.name = "jitter", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_health, jitter), .def = "100ms",
+     .doc = "each wait is longer by a random part of it, so checks spread; below `interval`"},
+    {.name = "rise", .type = CONFIG_KEY_INT, AT(struct config_health, rise), .min = 1, .max = 100, .def = "2",
+     .doc = "checks passed in a row that bring a down server back"},
+    {.name = "fall", .type = CONFIG_KEY_INT, AT(struct config_health, fall), .min = 1, .max = 100, .def = "3",
+     .doc = "checks failed in a row that take a server out"},
+    {.name = "skip_when_busy", .type = CONFIG_KEY_BOOL, AT(struct config_health, skip_when_busy), .def = "false",
+     .doc = "skip a check (it passes) while real requests to the server succeed"},
+};
+KEYSET(config_keys_upstream_health, "upstreams.health", "in upstreams.health", upstream_health_keys);
+
 static const struct config_key upstream_keys[] = {
     {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_upstream, name),
      .max = 255, .check = upstream_name_check, .doc = "what routes name; 1 to 63 of `A-Z a-z 0-9 _ . -`, unique"},
@@ -265,6 +317,8 @@ static const struct config_key upstream_keys[] = {
      .def = "10s", .doc = "the window between failures, and how long a server stays down"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,
      .doc = "TLS to every server of the group"},
+    {.name = "health", .type = CONFIG_KEY_GROUP, .def = "absent: no active checks",
+     .sub = &config_keys_upstream_health, .doc = "active health checks of every server, one prober per node"},
     {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
      .doc = "the servers, at least one"},
 };
@@ -280,6 +334,10 @@ static const struct config_key route_keys[] = {
      .show = route_upstream_show, .doc = "the `name` of an upstream"},
     {.name = "upgrade", .type = CONFIG_KEY_STRINGS, .def = "`[ \"websocket\" ]`",
      .doc = "Upgrade protocols passed on as tunnels; `[ ]`: none; never `h2c`"},
+    {.name = "auth", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_auth,
+     .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
+    {.name = "rate_limits", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
+     .doc = "names of `rate_limits` entries, up to 8, all checked for each request"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 
@@ -331,6 +389,54 @@ static const struct config_key limit_keys[] = {
 };
 KEYSET(config_keys_limits, "limits", "in limits", limit_keys);
 
+static const char *const rl_mode_names[] = {"reject", "delay", "dry_run"};
+static const char *const rl_missing_names[] = {"skip", "shared"};
+static const char *const rl_scope_names[] = {"local", "cluster"};
+
+static const struct config_key rate_limit_keys[] = {
+    {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED,
+     AT(struct config_rate_limit, name), .max = 255, .check = upstream_name_check,
+     .doc = "what routes name; 1 to 63 of `A-Z a-z 0-9 _ . -`, unique"},
+    {.name = "key", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_rate_limit, key),
+     FITS(struct config_rate_limit, key), .check = config_check_rl_key,
+     .doc = "`client_ip`, `header:NAME`, `cookie:NAME`, `query:NAME`, `route`, joined by `+`"},
+    {.name = "rate", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, AT(struct config_rate_limit, rate),
+     FITS(struct config_rate_limit, rate), .check = config_check_rl_rate,
+     .doc = "requests per second, minute or hour: `\"100/s\"`, `\"6000/m\"`; or `concurrent`"},
+    {.name = "burst", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, burst), .min = 1, .max = 1000000,
+     .def = "1", .doc = "requests admitted at once from rest (`delay`: queued at most)"},
+    {.name = "concurrent", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, concurrent), .min = 0,
+     .max = 1000000, .def = "0", .doc = "requests in flight per key, instead of a `rate`; 0: a rate limit"},
+    {.name = "mode", .type = CONFIG_KEY_ENUM, AT(struct config_rate_limit, mode), .def = "reject",
+     .names = rl_mode_names, .nnames = 3,
+     .doc = "`\"reject\"`, `\"delay\"` (queue up to `burst`) or `\"dry_run\"` (count and log only)"},
+    {.name = "missing", .type = CONFIG_KEY_ENUM, AT(struct config_rate_limit, missing), .def = "skip",
+     .names = rl_missing_names, .nnames = 2,
+     .doc = "a request without the key: `\"skip\"` (not limited) or `\"shared\"` (one key for all such)"},
+    {.name = "status", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, status), .min = 400, .max = 599,
+     .def = "429", .doc = "the status of a refusal"},
+    {.name = "legacy_headers", .type = CONFIG_KEY_BOOL, AT(struct config_rate_limit, legacy_headers),
+     .def = "false", .doc = "send `X-RateLimit-Limit`, `-Remaining` and `-Reset` as well"},
+    {.name = "ipv4_mask", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, ipv4_mask), .min = 1, .max = 32,
+     .def = "32", .doc = "`client_ip`: IPv4 prefix length that makes one key"},
+    {.name = "ipv6_mask", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, ipv6_mask), .min = 1, .max = 128,
+     .def = "64", .doc = "`client_ip`: IPv6 prefix length that makes one key"},
+    {.name = "scope", .type = CONFIG_KEY_ENUM, AT(struct config_rate_limit, scope), .def = "local",
+     .names = rl_scope_names, .nnames = 2,
+     .doc = "`\"cluster\"`: shared with other nodes through `redis` (a rate only)"},
+    {.name = "fail_closed", .type = CONFIG_KEY_BOOL, AT(struct config_rate_limit, fail_closed), .def = "false",
+     .doc = "`scope = \"cluster\"`: refuse while redis cannot be reached, rather than admit from local state"},
+};
+KEYSET(config_keys_rate_limit, "rate_limits", "in rate_limits entry", rate_limit_keys);
+
+static const struct config_key redis_keys[] = {
+    {.name = "address", .type = CONFIG_KEY_ADDR, .flags = CONFIG_KEY_REQUIRED, AT(struct config, redis_addr),
+     .doc = "the redis server's IP address and port"},
+    {.name = "interval", .type = CONFIG_KEY_DURATION, AT(struct config, redis_interval), DAYS49,
+     .def = "100ms", .doc = "how often each node reconciles its cluster limits with redis"},
+};
+KEYSET(config_keys_redis, "redis", "in redis", redis_keys);
+
 /* read from true, false or "auto" */
 static const char *const affinity_names[] = {"false", "true", "auto"};
 static const char *const steering_names[] = {"cpu", "hash"};
@@ -371,5 +477,12 @@ static const struct config_key top_keys[] = {
      .sub = &config_keys_timeouts, .doc = "how long weir waits"},
     {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "see [limits](#limits)", .sub = &config_keys_limits,
      .doc = "sizes and counts weir accepts"},
+    {.name = "rate_limits", .type = CONFIG_KEY_LIST, .def = "absent: none", .sub = &config_keys_rate_limit,
+     .doc = "0 to 64 named [rate limits](#rate_limits) that routes name"},
+    {.name = "redis", .type = CONFIG_KEY_GROUP, .def = "absent: no cluster limits", .sub = &config_keys_redis,
+     .doc = "where `scope = \"cluster\"` rate limits are reconciled"},
+    {.name = "rate_limit_table", .type = CONFIG_KEY_INT, AT(struct config, rate_limit_table), .min = 10,
+     .max = 100000000, .def = "1048576",
+     .doc = "keys the shared rate-limit table holds, 25.6 bytes each; read at start"},
 };
 KEYSET(config_keys_top, "", "at top level", top_keys);

@@ -11,9 +11,7 @@
 #include <libconfig.h>
 
 #include "common/config.h"
-
-/* common/config_keys.c includes this header: a pointer is all it needs here */
-struct config_keyset;
+#include "common/config_keys.h"
 
 #define CONFIG_KEYS_MAX 32 /* keys of one group, at most */
 
@@ -74,8 +72,21 @@ config_setting_t *config_get_entry(struct loader *ld, const config_setting_t *li
 /* NULL, or why <text> is not an address, worded to follow it. */
 const char *config_addr_parse(const char *text, struct config_addr *a);
 
-/* Checks for string keys, in common/config_file.c, named in the descriptors. */
-const char *config_check_route_path(const char *text);
-const char *config_store_route_host(const char *text, void *route);
+/* The checks for string keys the descriptors name are in
+ * common/config_keys.h, which config_keys.c includes instead of this. */
+
+/* common/config_ratelimit.c: the rate_limits list, and a route's
+ * rate_limits names (after the list is read). Return -1 only when out of
+ * memory. */
+int config_load_rate_limits(struct loader *ld, const config_setting_t *root);
+int config_route_rate_limits(struct loader *ld, const config_setting_t *e, struct config_route *r);
+
+/* common/config_auth.c: the auth group of route entry <e>, if any, into
+ * *<out> (NULL when absent). Returns -1 only when out of memory. */
+struct config_auth;
+int config_auth_read(struct loader *ld, const config_setting_t *e, struct config_auth **out);
+
+/* health = { ... } of upstream entry <e> into u->health (common/config_file_health.c). */
+void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
 
 #endif

@@ -49,7 +49,13 @@
 	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory") \
 	X(UPSTREAM_BAD_UPGRADE, 502, "upstream_bad_upgrade", "upstream switched protocols unasked or to another") \
 	X(TUNNEL_ERROR, 0, "tunnel_error", "tunnel cut by a read or write error") \
-	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header")
+	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header") \
+	X(AUTH_REQUIRED, 401, "auth_required", "missing or invalid credentials for a route with auth") \
+	X(AUTH_FORBIDDEN, 403, "auth_forbidden", "credentials valid, consumer not in the route's auth.allow") \
+	X(AUTH_BUSY, 503, "auth_busy", "unverified Basic credentials past the worker's auth.hash_rate") \
+	X(AUTH_STALE, 503, "auth_stale", "route has auth this worker's configuration does not know") \
+	X(AUTH_CLAIM_DROPPED, 0, "auth_claim_dropped", "JWT claim not passed upstream: not a scalar, a control character, or too long") \
+	X(RATE_LIMITED, 429, "rate_limited", "refused by a rate limit (its status may differ)")
 
 #define WEIR_OK 0
 

@@ -16,12 +16,14 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "master/health.h"
 #include "master/listen.h"
 #include "master/metrics.h"
 #include "master/logfiles.h"
 #include "master/notify.h"
 #include "master/stats.h"
 #include "master/upgrade.h"
+#include "shm/limit.h"
 #include "shm/route.h"
 #include "shm/shm.h"
 #include "shm/ticket.h"
@@ -104,8 +106,8 @@ static void master_drop_privileges(void)
 	}
 }
 
-/* In a new worker process: drop everything that is the master's. */
-static void master_in_child(int index, struct worker_start *ws)
+/* In a new child: stop the master's watchers and sockets on the loop. */
+static void master_forget_loop(void)
 {
 	ev_signal_stop(m.loop, &m.sig_quit);
 	ev_signal_stop(m.loop, &m.sig_term);
@@ -119,8 +121,29 @@ static void master_in_child(int index, struct worker_start *ws)
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
 	master_upgrade_end();
+	redis_sync_forget();
 	stats_close(m.loop, 0); /* the socket file is the master's, not ours to remove */
+	health_in_child();
 	ev_loop_fork(m.loop);
+}
+
+/* In the health prober just forked (master/health.h): what a worker gives
+ * up, and the listeners too; it dies with the master. */
+static void master_in_prober(void)
+{
+	master_forget_loop();
+	listen_close(&m.ls);
+	close(m.shm_fd);
+	master_drop_privileges();
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != m.pid)
+		_exit(0);
+}
+
+/* In a new worker process: drop everything that is the master's. */
+static void master_in_child(int index, struct worker_start *ws)
+{
+	master_forget_loop();
 
 	memset(ws, 0, sizeof(*ws));
 	ws->cfg = m.cfg;
@@ -134,6 +157,7 @@ static void master_in_child(int index, struct worker_start *ws)
 	}
 	listen_close(&m.ls);
 	close(m.shm_fd);
+	close(limit_seg_fd); /* the mapping is inherited; the fd is for upgrades */
 	master_drop_privileges();
 	/* a worker whose master is gone has nobody to reload or replace it:
 	 * it drains and exits rather than serve an old config forever */
@@ -229,6 +253,8 @@ static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
 	int index = -1, status = c->rstatus;
 	(void)revents;
 
+	if (health_child_exited(c->rpid, status))
+		return;
 	if (m.upgrade_pid && c->rpid == m.upgrade_pid) {
 		char why[96];
 
@@ -336,6 +362,7 @@ static void master_stop(int how)
 	if (!m.stopping && !m.upgraded)
 		notify_send("STOPPING=1");
 	m.stopping = how;
+	health_stop();
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
 	/* after an upgrade the new master serves the same unix socket file */
@@ -439,6 +466,7 @@ static int master_reload(void)
 		free(ncfg);
 		return master_reload_failed("master_process cannot be turned off by a reload");
 	}
+	limit_reload(ncfg);
 	gslot = route_prepare(m.seg, ncfg);
 	if (gslot < 0) {
 		config_free(ncfg);
@@ -458,6 +486,7 @@ static int master_reload(void)
 	/* sockets whose address or path stay are kept (a scrape in progress
 	 * goes on); a new one that cannot be opened is logged, not fatal */
 	stats_configure(m.loop, ncfg, m.seg);
+	redis_sync_configure(m.loop, ncfg);
 	metrics_set_certs(ncfg);
 	if (logfiles_open(ncfg) < 0)
 		log_error("reload: cannot open the new log files (%s); keeping the old ones", strerror(errno));
@@ -467,6 +496,9 @@ static int master_reload(void)
 	listen_apply(&m.ls, ncfg); /* after the close: the groups are final */
 	m.cfg = ncfg;
 	master_raise_nofile(ncfg); /* more servers or connections: the new workers inherit it */
+	/* once m.ls is the new set: the prober closes every listener it inherits */
+	health_configure(m.seg, ncfg);
+	health_start(m.loop, m.seg, ncfg, master_in_prober);
 	for (int i = 0; i < ncfg->workers; i++)
 		master_spawn(i);
 	atomic_fetch_add(&m.seg->reloads_ok, 1);
@@ -596,6 +628,7 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 		else
 			log_notice("USR1 received: log files reopened");
 		master_signal_workers(SIGUSR1);
+		health_signal(SIGUSR1);
 		break;
 	case SIGHUP:
 		if (m.stopping || m.upgrade_pid) {
@@ -707,6 +740,8 @@ static int master_run_single(void)
 		ws.listen_fds[l] = m.ls.fds[l][0];
 		m.ls.fds[l][0] = -1; /* the worker closes it when it stops accepting */
 	}
+	if (health_wanted(m.cfg))
+		log_warn("master_process is off: no health checks are run (the prober is a child of the master)");
 	notify_send("READY=1\nSTATUS=serving (master_process off)");
 	rc = worker_main(&ws);
 	ticket_keys_wipe(&m.seg->ticket);
@@ -764,10 +799,13 @@ int master_run(struct config *cfg, char *const argv[])
 	}
 	if (master_rotate_ticket_key() < 0)
 		return 1;
+	if (limit_start(cfg, inh ? inh->limit_fd : -1) < 0)
+		return 1;
 	if (route_publish(m.seg, cfg) == 0) {
 		log_error("cannot publish the routing table");
 		return 1;
 	}
+	health_configure(m.seg, cfg);
 	if (upgrade_fd >= 0 ? upgrade_adopt_listeners(&m.ls, cfg, inh) < 0 : listen_open(&m.ls, cfg) < 0)
 		return 1;
 	listen_apply(&m.ls, cfg);
@@ -778,6 +816,7 @@ int master_run(struct config *cfg, char *const argv[])
 	if (inh && inh->stats_unix_fd >= 0)
 		stats_adopt(m.loop, STATS_UNIX, inh->stats_unix_fd, inh->stats_unix_path, m.seg);
 	free(inh);
+	redis_sync_configure(m.loop, cfg);
 	metrics_set_certs(cfg);
 	if (stats_configure(m.loop, cfg, m.seg) < 0)
 		return 1;
@@ -818,6 +857,7 @@ int master_run(struct config *cfg, char *const argv[])
 		log_notice("stats on unix socket %s (mode %04o)", cfg->stats_unix, cfg->stats_mode);
 	for (int i = 0; i < cfg->workers; i++)
 		master_spawn(i);
+	health_start(m.loop, m.seg, cfg, master_in_prober);
 	if (upgrade_fd >= 0) {
 		log_notice("binary upgrade: took over the sockets; telling the old master");
 		/* before "ready": once told, the old master exits, and systemd

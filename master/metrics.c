@@ -9,6 +9,7 @@
 #include <openssl/bio.h>
 #include <openssl/x509.h>
 
+#include "common/auth_conf.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/tlscert.h"
@@ -257,6 +258,57 @@ static void histogram(struct textbuf *o, const char *name, const struct render *
 	}
 }
 
+/* weir_auth_*: the routes that have an auth policy, every outcome shown
+ * (zeros too) so that a rate over a reason exists before it happens. */
+static void render_auth(struct textbuf *o, const struct render *r)
+{
+	static const char *const result[] = {
+#define AUTH_R_RESULT(n, res, why) res,
+	    AUTH_RESULTS(AUTH_R_RESULT)
+#undef AUTH_R_RESULT
+	};
+	static const char *const reason[] = {
+#define AUTH_R_REASON(n, res, why) why,
+	    AUTH_RESULTS(AUTH_R_REASON)
+#undef AUTH_R_REASON
+	};
+	const struct route_table *t = r->t;
+
+	family(o, "weir_auth_total", "counter", "Authentication checks on routes with auth, by result and reason.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		const struct shm_route_counters *c = &r->routes[t->routes[i].stat];
+
+		if (!r->route_shown[i] || !t->routes[i].auth)
+			continue;
+		for (int k = 0; k < AUTH_R_COUNT; k++) {
+			textbuf_printf(o, "weir_auth_total{");
+			route_labels(o, &t->routes[i]);
+			textbuf_printf(o, ",result=\"%s\"", result[k]);
+			if (reason[k][0])
+				textbuf_printf(o, ",reason=\"%s\"", reason[k]);
+			textbuf_printf(o, "} %llu\n", (unsigned long long)c->auth[k]);
+		}
+	}
+	family(o, "weir_auth_cached_total", "counter",
+	       "Credentials let through from a worker's cache of verified ones (JWT, Basic), by route.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		if (!r->route_shown[i] || !t->routes[i].auth)
+			continue;
+		textbuf_printf(o, "weir_auth_cached_total{");
+		route_labels(o, &t->routes[i]);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)r->routes[t->routes[i].stat].auth_cached);
+	}
+	family(o, "weir_auth_password_hashes_total", "counter",
+	       "Password hashes computed for Basic authentication, by route.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		if (!r->route_shown[i] || t->routes[i].auth != AUTH_BASIC)
+			continue;
+		textbuf_printf(o, "weir_auth_password_hashes_total{");
+		route_labels(o, &t->routes[i]);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)r->routes[t->routes[i].stat].auth_hashes);
+	}
+}
+
 static void render_routes(struct textbuf *o, const struct render *r)
 {
 	const struct route_table *t = r->t;
@@ -288,6 +340,7 @@ static void render_routes(struct textbuf *o, const struct render *r)
 	       "Time from handing a request to an upstream connection (connecting included) to the end of its "
 	       "response, by route.");
 	histogram(o, "weir_route_upstream_response_seconds", r, 1);
+	render_auth(o, r);
 }
 
 static void render_servers(struct textbuf *o, const struct render *r)
@@ -355,6 +408,53 @@ static void render_servers(struct textbuf *o, const struct render *r)
 			textbuf_printf(o, "weir_upstream_server_admin_state{");
 			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
 			textbuf_printf(o, ",state=\"%s\"} %d\n", shm_admin_state_names[k], st == k);
+		}
+	}
+}
+
+const char *metrics_health_text(struct shm_segment *seg, uint16_t stat, char *buf, size_t cap)
+{
+	uint32_t w = atomic_load_explicit(&seg->health.word[stat], memory_order_relaxed);
+	uint32_t res = HEALTH_RESULT(w) < HEALTH_RESULT_COUNT ? HEALTH_RESULT(w) : HEALTH_RESULT_NONE;
+	int n = snprintf(buf, cap, "health=%s last_check=%s", health_state_names[HEALTH_STATE(w) < 3 ? HEALTH_STATE(w) : 0],
+	                 health_result_names[res]);
+
+	if (HEALTH_STATUS(w) && n > 0 && (size_t)n < cap)
+		snprintf(buf + n, cap - (size_t)n, " last_status=%u", HEALTH_STATUS(w));
+	return buf;
+}
+
+/* Servers with active checks only (a health word set): their state, and
+ * their checks by result. */
+static void render_health(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+	const struct shm_health *h = &r->seg->health;
+
+	family(o, "weir_upstream_health", "gauge",
+	       "1 while an upstream server passes its active health checks, 0 while it is down by them.");
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		uint16_t st = t->servers[i].stat;
+		uint32_t w = atomic_load_explicit(&h->word[st], memory_order_relaxed);
+
+		if (!r->server_shown[i] || !w || st == STAT_SERVER_OTHER)
+			continue;
+		textbuf_printf(o, "weir_upstream_health{");
+		server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+		textbuf_printf(o, "} %d\n", HEALTH_STATE(w) != HEALTH_DOWN);
+	}
+	family(o, "weir_health_checks_total", "counter", "Active health checks of an upstream server, by result.");
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		uint16_t st = t->servers[i].stat;
+
+		if (!r->server_shown[i] || !atomic_load_explicit(&h->word[st], memory_order_relaxed) ||
+		    st == STAT_SERVER_OTHER)
+			continue;
+		for (int k = HEALTH_RESULT_OK; k < HEALTH_RESULT_COUNT; k++) {
+			textbuf_printf(o, "weir_health_checks_total{");
+			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			textbuf_printf(o, ",result=\"%s\"} %llu\n", health_result_names[k],
+			               (unsigned long long)atomic_load_explicit(&h->checks[st][k], memory_order_relaxed));
 		}
 	}
 }
@@ -452,7 +552,9 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       atomic_load(&seg->config_generation));
 	metric(o, "weir_routes_generation", "gauge", "Id of the route table workers take for new requests.", t->id);
 	render_certs(o);
+	metrics_render_limits(o);
 	render_routes(o, r);
 	render_servers(o, r);
+	render_health(o, r);
 	free(r);
 }

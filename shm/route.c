@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/auth_conf.h"
 #include "shm/shm.h"
 
 /* Sort order: exact hosts, wildcard hosts (longest suffix first), any host;
@@ -36,10 +37,16 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		e->host_len = (uint16_t)strlen(cr->host);
 		e->path_len = (uint16_t)strlen(cr->path);
 		e->upstream = (uint32_t)cr->upstream;
+		e->auth = cr->auth ? (uint8_t)cr->auth->type : 0;
 		memcpy(e->host, cr->host, e->host_len);
 		memcpy(e->path, cr->path, e->path_len);
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
+		e->nlimits = cr->nrate_limits;
+		memcpy(e->limits, cr->rate_limits, sizeof(e->limits));
 	}
+	t->nlimits = (uint32_t)cfg->nrate_limits;
+	if (cfg->nrate_limits)
+		memcpy(t->limits, cfg->rate_limits, sizeof(t->limits[0]) * (size_t)cfg->nrate_limits);
 	qsort(t->routes, t->nroutes, sizeof(t->routes[0]), route_cmp);
 
 	t->nservers = (uint32_t)cfg->nservers;

@@ -35,7 +35,11 @@ struct route_entry {
 	uint16_t path_len;
 	uint16_t stat;     /* stable stat index of (host kind, host, path): stat.h */
 	uint32_t upstream; /* index into route_table.upstreams */
+	uint8_t auth;      /* enum auth_type of its policy, 0 none: a worker finds
+	                    * the policy in its own config (worker/auth.c) */
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
+	uint8_t nlimits;                  /* rate limits checked: indices into route_table.limits */
+	uint8_t limits[CONFIG_ROUTE_LIMITS];
 	char host[CONFIG_HOST_MAX];
 	char path[CONFIG_PATH_MAX];
 };
@@ -72,6 +76,10 @@ struct route_table {
 	struct route_entry routes[CONFIG_MAX_ROUTES];
 	struct route_upstream upstreams[CONFIG_MAX_UPSTREAMS];
 	struct route_server servers[CONFIG_MAX_SERVERS];
+	/* the rate limits, as configured (pointer-free), their ids given
+	 * (limit_assign): a worker of any config reads a table's own */
+	uint32_t nlimits;
+	struct config_rate_limit limits[CONFIG_MAX_RATE_LIMITS];
 };
 
 /* Fills <t> from <cfg>, sorted for lookup. Stat indices are left 0:

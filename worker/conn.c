@@ -362,16 +362,23 @@ static const char *conn_canned(int status, int close, uint32_t *len)
 
 void conn_answer_error(struct conn *c, int rc, int close)
 {
+	conn_answer_with(c, rc, close, NULL);
+}
+
+void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answer_text *a)
+{
 	int status = weir_err_status(rc);
 	struct txn *t = c->txn;
 
 	worker_count_error(rc);
-	if (status >= 500)
-		log_warn("%s: %s -> %d", c->peer, weir_err_text(rc), status);
-	else if (status)
-		log_info("%s: %s -> %d", c->peer, weir_err_text(rc), status);
-	else
-		log_info("%s: %s, closing", c->peer, weir_err_text(rc));
+	if (!a) { /* else the caller logs, rate-limited */
+		if (status >= 500)
+			log_warn("%s: %s -> %d", c->peer, weir_err_text(rc), status);
+		else if (status)
+			log_info("%s: %s -> %d", c->peer, weir_err_text(rc), status);
+		else
+			log_info("%s: %s, closing", c->peer, weir_err_text(rc));
+	}
 	if (status == 0) {
 		conn_close(c);
 		return;
@@ -391,7 +398,12 @@ void conn_answer_error(struct conn *c, int rc, int close)
 	if (wk.draining)
 		close = 1;
 	SHM_ADD(wk.cnt, responses[status / 100], 1);
-	c->answer = conn_canned(status, close, &c->answer_len);
+	if (a) {
+		c->answer = a->text[close];
+		c->answer_len = a->len[close];
+	} else {
+		c->answer = conn_canned(status, close, &c->answer_len);
+	}
 	c->close_after = (uint8_t)close;
 	c->state = CONN_ANSWER;
 	conn_write_answer(c);

@@ -76,6 +76,18 @@ void conn_set_deadline(struct conn *c, ev_tstamp at);
  * <close> is set or the status requires it, closes after it. Counts it. */
 void conn_answer_error(struct conn *c, int rc, int close);
 
+/* An answer weir made itself other than a canned one (a 401 with its
+ * WWW-Authenticate): the whole response, with and without "Connection:
+ * close", kept by the caller for as long as the worker lives. */
+struct conn_answer_text {
+	const char *text[2]; /* [1]: the closing flavour */
+	uint32_t len[2];
+};
+
+/* As conn_answer_error(), answering with <a> (NULL: the canned answer) and
+ * logging nothing when <a> is given: its caller logs. */
+void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answer_text *a);
+
 /* The request in flight has ended: with <keep> the connection waits for the
  * next request (which may already be buffered), otherwise it closes. */
 void conn_txn_done(struct conn *c, int keep);

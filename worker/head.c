@@ -80,7 +80,7 @@ static struct {
 	struct {
 		const char *name;
 		uint32_t len;
-	} v[CONFIG_MAX_LISTENERS + 2];
+	} v[CONFIG_MAX_LISTENERS + 2 + 256]; /* + routes.auth's header names */
 } vouched;
 
 static void head_vouch(const char *name)
@@ -92,6 +92,10 @@ static void head_vouch(const char *name)
 	for (uint32_t i = 0; i < vouched.n; i++)
 		if (vouched.v[i].len == len && http_name_same_var(vouched.v[i].name, name, len))
 			return;
+	if (vouched.n == sizeof vouched.v / sizeof vouched.v[0]) {
+		log_error("more than %u header names for weir to vouch for: a client's %s is passed on", vouched.n, name);
+		return;
+	}
 	vouched.v[vouched.n].name = name;
 	vouched.v[vouched.n].len = (uint32_t)len;
 	vouched.n++;
@@ -112,6 +116,7 @@ void head_init(const struct config *cfg)
 	for (int i = 0; i < cfg->nlisteners; i++)
 		if (cfg->listeners[i].client_header[0])
 			head_vouch(cfg->listeners[i].client_header);
+	auth_vouch_names(cfg, head_vouch);
 }
 
 static int head_is_vouched(const struct http_header *h)
@@ -245,7 +250,7 @@ int head_write_request(struct txn *t)
 	size_t cert_hdr_len = 0, subj_len = 0;
 	const char *subj = NULL;
 	const char *cert_hdr = tls_client_header(t->c, &cert_hdr_len, &subj, &subj_len);
-	int whole = out_whole(r->head_len + subj_len);
+	int whole = out_whole(r->head_len + subj_len + t->auth.extra_len);
 
 again:
 	if (out_begin(&o, &t->head_up, whole) < 0)
@@ -283,6 +288,8 @@ again:
 		out_put(&o, subj, subj_len);
 		OUT_LIT(&o, "\r\n");
 	}
+	if (t->auth.extra_len) /* routes.auth's consumer and claims */
+		out_put(&o, t->auth.extra, t->auth.extra_len);
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_XFF, "X-Forwarded-For", t->c->peer, t->c->peer_len);
 	if (t->c->tls)
 		OUT_LIT(&o, "X-Forwarded-Proto: https\r\n");

@@ -46,6 +46,7 @@ struct txn *txn_new(struct conn *c)
 
 void txn_free(struct txn *t)
 {
+	ratelimit_end(t);
 	if (t->tun.on)
 		tunnel_free(t);
 	if (t->table)
@@ -531,6 +532,17 @@ void txn_start(struct txn *t)
 		return;
 	}
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
+	if (t->route->auth && auth_check(t) < 0)
+		return; /* answered: 401, 403 or 503 */
+	if (t->route->nlimits && ratelimit_check(t) != RATELIMIT_CONTINUE)
+		return; /* answered, or ratelimit_check() calls txn_continue() later */
+	txn_continue(t);
+}
+
+void txn_continue(struct txn *t)
+{
+	int rc;
+
 	tunnel_offer(t);
 	rc = head_write_request(t);
 	t->replayable = 1;
@@ -549,6 +561,22 @@ void txn_start(struct txn *t)
 		return;
 	}
 	txn_upstream_begin(t);
+}
+
+void txn_answer_local(struct txn *t, int status)
+{
+	outq_reset(&t->down);
+	outq_add(&t->down, t->head_down->data, t->head_down->end);
+	t->status = status;
+	t->resp_started = 1;
+	t->resp_done = 1;
+	if (!t->req_body_done) {
+		/* the body is not wanted: read and dropped while the answer
+		 * goes out, then the connection lingers and closes */
+		t->client_close = 1;
+		t->body_discard = 1;
+	}
+	txn_pump(t);
 }
 
 /* Picks a server, connects and sends what there is of the request. */

@@ -17,7 +17,9 @@
 
 #include <sys/uio.h>
 
+#include "worker/auth.h"
 #include "worker/http.h"
+#include "worker/ratelimit.h"
 #include "worker/tunnel.h"
 #include "worker/worker.h"
 
@@ -98,6 +100,8 @@ struct txn {
 	uint64_t bytes_out;      /* bytes written to the client */
 	int status;
 	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
+	struct auth_state auth;  /* what routes.auth learnt: consumer, headers (auth.h) */
+	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 
 	struct http_header headers[]; /* limits.headers entries, shared by the
 	                               * request and then the response */
@@ -122,6 +126,15 @@ void txn_log_access_raw(struct conn *c, int status);
 /* Starts the request whose head in c->in is complete (c->txn set up by
  * conn.c with the parser state). Routes it, connects and pumps. */
 void txn_start(struct txn *t);
+
+/* The rest of txn_start() once the route's rate limits let the request
+ * go on: the request head, then the body or a server. */
+void txn_continue(struct txn *t);
+
+/* Answers <t> with <status> from the complete head (and body) weir wrote
+ * into t->head_down, then ends it as any answer ends (the access log, the
+ * counters, keep-alive, or a lingering close while a body is unread). */
+void txn_answer_local(struct txn *t, int status);
 
 /* Moves data both ways as far as possible and arms the right watchers. */
 void txn_pump(struct txn *t);
