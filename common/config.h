@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/policy.h"
 #include "common/config_health.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
@@ -127,6 +128,10 @@ struct config_upstream {
 	char tls_ca[1024];
 	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
 	struct x509_store_st *tls_store;
+	/* proxy_protocol = "v1" | "v2": a PROXY header with the client's
+	 * address opens every connection to the group's servers (worker/
+	 * upproxy.h), which are then never pooled; "off" (default): none */
+	int proxy_protocol;
 	struct config_health health; /* active checks: health.type 0 when none */
 };
 
@@ -151,6 +156,13 @@ struct config_route {
 	 * space-separated; default "websocket", "" turns upgrades off); h2c
 	 * is never allowed */
 	char upgrade[CONFIG_UPGRADE_MAX];
+	/* return = { ... }: answered by weir, no upstream (upstream is then
+	 * -1): index into config.returns, -1 for none */
+	int ret;
+	/* log = false: no access log line; log_sample = "0.1": a line for
+	 * that share of requests, in 1/10000 (default 10000: every one) */
+	int log;
+	uint32_t log_sample;
 	/* auth = { type = ...; }: the route's authentication policy and the
 	 * keys it loaded (common/auth_conf.h), malloc'd; NULL for none */
 	struct config_auth *auth;
@@ -242,6 +254,9 @@ struct config_log {
 	char error_path[4096];  /* "stderr" (default) or a file path */
 	char access_path[4096]; /* "stderr", "off" (default "stderr") or a file path */
 	enum log_level level;   /* default LOG_LEVEL_INFO */
+	/* "weir" (default, the line weir always wrote), "combined" (nginx's),
+	 * "json", or a format of variables (common/vars.h) */
+	char format[VARS_TEXT];
 };
 
 struct config {
@@ -315,6 +330,18 @@ struct config {
 	/* stats.admin_token: admin commands over TCP need "Authorization:
 	 * Bearer <it>"; "" (default): they need a loopback-only socket */
 	char stats_admin_token[129];
+
+	/* trusted_proxies = [ "10.0.0.0/8", ... ]: peers whose X-Forwarded-For
+	 * (and X-Request-Id) are believed, to real_ip_depth hops
+	 * (worker/realip.h); none (default): the peer is the client */
+	struct policy_cidr trusted[POLICY_TRUSTED_MAX];
+	int ntrusted;
+	uint32_t real_ip_depth; /* 1..16, default 1 */
+	/* request_id = true: X-Request-Id kept from a trusted peer or made,
+	 * sent upstream and in the response; default false */
+	int request_id;
+	struct policy_return *returns; /* malloc'd, nreturns entries */
+	int nreturns;
 };
 
 struct config_errors {

@@ -1,5 +1,6 @@
 #include "common/config_dump.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -103,6 +104,8 @@ static void dump_keys(FILE *out, const struct config *cfg, const struct config_k
 		if (((k->flags & (CONFIG_KEY_OPTIONAL | CONFIG_KEY_SECRET)) && !dump_is_set(k, base)) ||
 		    (need && !dump_is_set(need, base)))
 			continue;
+		if (k->type == CONFIG_KEY_STRING && k->show && !k->show(cfg, base, buf, sizeof buf))
+			continue; /* a key shown by hand that is not set (a route's upstream beside a return) */
 		if (k->flags & CONFIG_KEY_SECRET) {
 			fprintf(out, "%s# %s is set: masked by weir -T\n", indent ? indent : "", k->name);
 			continue;
@@ -272,6 +275,11 @@ static void dump_routes(FILE *out, const struct config *cfg)
 			fputs(" ];", out);
 		}
 		fputs(" ", out);
+		if (r->ret >= 0) {
+			fputs("return = { ", out);
+			dump_keys(out, cfg, &config_keys_route_return, &cfg->returns[r->ret], NULL);
+			fputs("}; ", out);
+		}
 		if (r->auth)
 			config_auth_dump(out, cfg, r->auth);
 		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
@@ -301,6 +309,17 @@ int config_dump(FILE *out, const struct config *cfg)
 	}
 	fputs(",\n# every default filled in and secrets masked. `weir -t` accepts it.\n\n", out);
 	dump_keys(out, cfg, &config_keys_top, cfg, "");
+	if (cfg->ntrusted) {
+		fputs("trusted_proxies = [", out);
+		for (int i = 0; i < cfg->ntrusted; i++) {
+			char a[INET6_ADDRSTRLEN];
+			const struct policy_cidr *c = &cfg->trusted[i];
+
+			inet_ntop(c->v6 ? AF_INET6 : AF_INET, c->addr, a, sizeof a);
+			fprintf(out, "%s\"%s/%u\"", i ? ", " : " ", a, c->bits);
+		}
+		fputs(" ];\n", out);
+	}
 	fputc('\n', out);
 	dump_group(out, cfg, "log", &config_keys_log, &cfg->log);
 	fputc('\n', out);

@@ -626,9 +626,10 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		struct config_route *r = &cfg->routes[i];
 		enum got got[CONFIG_KEYS_MAX];
 		const char *v;
-		int good;
+		int good, rc;
 
 		r->upstream = -1;
+		r->ret = -1;
 		if (!e)
 			continue;
 		r->line = line_of(e);
@@ -640,6 +641,10 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		    (r->upstream = find_upstream(cfg, v)) < 0)
 			fail(ld, line_of(config_setting_get_member(e, "upstream")), "route upstream \"%s\" is not defined",
 			     v);
+		rc = config_policy_load_route(ld, e, r, config_engine_got(ks, got, "upstream") != GOT_NONE);
+		if (rc < 0)
+			return -1;
+		good &= rc;
 
 		good &= route_upgrade(ld, e, r);
 		if (config_auth_read(ld, e, &r->auth) < 0)
@@ -698,6 +703,7 @@ static int load_tree(struct loader *ld, const config_setting_t *root)
 		}
 	}
 	config_engine_read(ld, config_get_group(ld, root, "log", "log"), &config_keys_log, &cfg->log, NULL);
+	config_policy_load_top(ld, root);
 	load_stats(ld, root);
 	if (load_listeners(ld, root) < 0 || load_upstreams(ld, root) < 0 || config_load_rate_limits(ld, root) < 0 ||
 	    load_routes(ld, root) < 0)
@@ -765,6 +771,7 @@ void config_free(struct config *cfg)
 	for (int i = 0; i < cfg->nroutes; i++)
 		auth_conf_free(cfg->routes[i].auth);
 	free(cfg->routes);
+	free(cfg->returns);
 	free(cfg->rate_limits);
 	for (int i = 0; i < cfg->ncerts; i++)
 		tlscert_free(cfg->certs[i].loaded);

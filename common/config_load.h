@@ -81,6 +81,17 @@ const char *config_addr_parse(const char *text, struct config_addr *a);
 int config_load_rate_limits(struct loader *ld, const config_setting_t *root);
 int config_route_rate_limits(struct loader *ld, const config_setting_t *e, struct config_route *r);
 
+/* common/config_policy.c: reads trusted_proxies (the other top-level
+ * keys are descriptors'; the checks, stores and shows they name are in
+ * common/config_keys.h). */
+void config_policy_load_top(struct loader *ld, const config_setting_t *root);
+
+/* Reads routes.return of entry <e> into a new config.returns entry and
+ * sets r->ret; checks that the route has an upstream or a return, not
+ * both (<has_upstream>). Returns 1 if good, 0 (reported) if not, -1 when
+ * out of memory. */
+int config_policy_load_route(struct loader *ld, const config_setting_t *e, struct config_route *r, int has_upstream);
+
 /* common/config_auth.c: the auth group of route entry <e>, if any, into
  * *<out> (NULL when absent). Returns -1 only when out of memory. */
 struct config_auth;

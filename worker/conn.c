@@ -179,6 +179,8 @@ void conn_close(struct conn *c)
 	close(c->io.fd);
 	if (c->in)
 		buf_put(c->in);
+	if (c->answer_buf)
+		buf_put(c->answer_buf);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -326,6 +328,7 @@ static const char *conn_reason(int status)
 	case 503: return "Service Unavailable";
 	case 504: return "Gateway Timeout";
 	case 425: return "Too Early";
+	case 500: return "Internal Server Error";
 	default: return "Error";
 	}
 }
@@ -360,6 +363,28 @@ static const char *conn_canned(int status, int close, uint32_t *len)
 	return cache[i].text[close];
 }
 
+/* With request_id on, the canned answer copied with the request's
+ * X-Request-Id before its blank line (worker/realip.h); without memory,
+ * the canned one goes out as it is. */
+static void conn_answer_id(struct conn *c, const struct txn *t)
+{
+	const char *end = t->ident.id_len ? memmem(c->answer, c->answer_len, "\r\n\r\n", 4) : NULL;
+	size_t head = end ? (size_t)(end - c->answer) + 2 : 0;
+	uint32_t len = c->answer_len + 16 + t->ident.id_len;
+	struct buf *b;
+
+	if (!end || !(b = buf_get_fit(len)))
+		return;
+	memcpy(b->data, c->answer, head);
+	memcpy(b->data + head, "X-Request-Id: ", 14);
+	memcpy(b->data + head + 14, t->ident.id, t->ident.id_len);
+	memcpy(b->data + head + 14 + t->ident.id_len, "\r\n", 2);
+	memcpy(b->data + head + 16 + t->ident.id_len, c->answer + head, c->answer_len - head);
+	c->answer_buf = b;
+	c->answer = b->data;
+	c->answer_len = len;
+}
+
 void conn_answer_error(struct conn *c, int rc, int close)
 {
 	conn_answer_with(c, rc, close, NULL);
@@ -391,7 +416,6 @@ void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answe
 		close |= !t->req.keep_alive;
 		txn_count_end(t, status);
 		txn_log_access(t, status);
-		txn_free(t);
 	} else {
 		txn_log_access_raw(c, status);
 	}
@@ -403,6 +427,10 @@ void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answe
 		c->answer_len = a->len[close];
 	} else {
 		c->answer = conn_canned(status, close, &c->answer_len);
+	}
+	if (t) {
+		conn_answer_id(c, t);
+		txn_free(t);
 	}
 	c->close_after = (uint8_t)close;
 	c->state = CONN_ANSWER;
@@ -428,6 +456,10 @@ static void conn_write_answer(struct conn *c)
 		SHM_ADD(wk.cnt, bytes_out, n);
 		c->answer += n;
 		c->answer_len -= (uint32_t)n;
+	}
+	if (c->answer_buf) {
+		buf_put(c->answer_buf);
+		c->answer_buf = NULL;
 	}
 	if (c->close_after)
 		conn_linger(c);

@@ -43,6 +43,7 @@ struct conn {
 	struct buf *in;           /* request bytes, NULL when none are pending */
 	struct txn *txn;
 	const char *answer;       /* CONN_ANSWER: remaining bytes of the answer */
+	struct buf *answer_buf;   /* the answer's own copy when it carries an X-Request-Id */
 	uint32_t answer_len;      /* (CONN_LINGER: bytes discarded so far) */
 	ev_tstamp linger_until;   /* CONN_LINGER: close by then whatever happens */
 	uint8_t state;

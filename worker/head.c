@@ -70,6 +70,16 @@ static void out_header(struct out *o, const struct http_header *h)
 	OUT_LIT(o, "\r\n");
 }
 
+/* X-Request-Id, when request_id is on (worker/realip.h). */
+static void out_request_id(struct out *o, const struct txn *t)
+{
+	if (!t->ident.id_len)
+		return;
+	OUT_LIT(o, "X-Request-Id: ");
+	out_put(o, t->ident.id, t->ident.id_len);
+	OUT_LIT(o, "\r\n");
+}
+
 /* The names weir vouches for, from every listener of the configuration
  * this worker serves: a few dozen at most, fixed when the worker starts
  * (a reload starts new workers). <lens> has bit n set when some name is n
@@ -275,6 +285,8 @@ again:
 			head_drop_forged(t->c, h);
 			continue;
 		}
+		if (t->ident.id_len && realip_is_request_id(h))
+			continue; /* replaced by the id weir resolved (realip.h) */
 		if ((h->flags & HTTP_HDR_UNDERSCORE) && drop_underscores) {
 			/* the operator's choice, not an attack: counted, not logged */
 			worker_count_error(WEIR_ERR(UNDERSCORE_HEADER));
@@ -290,7 +302,21 @@ again:
 	}
 	if (t->auth.extra_len) /* routes.auth's consumer and claims */
 		out_put(&o, t->auth.extra, t->auth.extra_len);
-	out_list(&o, r->headers, r->nheaders, HTTP_HDR_XFF, "X-Forwarded-For", t->c->peer, t->c->peer_len);
+	{
+		char xb[2048];
+		size_t xl;
+		const char *xv = realip_xff(t, xb, sizeof(xb), &xl);
+
+		if (xv) {
+			/* behind trusted_proxies: what was believed, and our peer */
+			OUT_LIT(&o, "X-Forwarded-For: ");
+			out_put(&o, xv, xl);
+			OUT_LIT(&o, "\r\n");
+		} else {
+			out_list(&o, r->headers, r->nheaders, HTTP_HDR_XFF, "X-Forwarded-For", t->c->peer, t->c->peer_len);
+		}
+	}
+	out_request_id(&o, t);
 	if (t->c->tls)
 		OUT_LIT(&o, "X-Forwarded-Proto: https\r\n");
 	else
@@ -321,7 +347,7 @@ again:
 	return out_keep(&o, &t->head_up);
 }
 
-static const char *head_reason(int status)
+const char *head_reason(int status)
 {
 	switch (status) {
 	case 200: return "OK";
@@ -329,7 +355,10 @@ static const char *head_reason(int status)
 	case 204: return "No Content";
 	case 301: return "Moved Permanently";
 	case 302: return "Found";
+	case 303: return "See Other";
 	case 304: return "Not Modified";
+	case 307: return "Temporary Redirect";
+	case 308: return "Permanent Redirect";
 	case 400: return "Bad Request";
 	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
@@ -368,9 +397,10 @@ again:
 	if (r->body == HTTP_BODY_NONE && r->status != 204 && r->status >= 200)
 		skip &= ~(uint32_t)HTTP_HDR_LENGTH;
 	for (uint32_t i = 0; i < r->nheaders; i++)
-		if (!(r->headers[i].flags & skip))
+		if (!(r->headers[i].flags & skip) && !(t->ident.id_len && realip_is_request_id(&r->headers[i])))
 			out_header(&o, &r->headers[i]);
 	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
+	out_request_id(&o, t);
 
 	/* an upgrade declined: what the client sent after its head may be
 	 * the new protocol, never to be read as the next request */

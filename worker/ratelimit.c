@@ -43,16 +43,18 @@ static int rl_ipv4(const char *p, uint8_t out[4])
 
 int ratelimit_client_addr(const struct txn *t, uint8_t out[16])
 {
-	const struct conn *c = t->c;
+	size_t cl;
+	/* the client after trusted_proxies (realip.h), NUL-ended */
+	const char *client = realip_client(t->c, t, &cl);
 	uint8_t a4[4];
 
-	if (rl_ipv4(c->peer, a4)) {
+	if (rl_ipv4(client, a4)) {
 		memset(out, 0, 10);
 		out[10] = out[11] = 0xff;
 		memcpy(out + 12, a4, 4);
 		return 4;
 	}
-	if (inet_pton(AF_INET6, c->peer, out) == 1) {
+	if (inet_pton(AF_INET6, client, out) == 1) {
 		/* a v4-mapped peer is the IPv4 client it maps */
 		static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 		return memcmp(out, mapped, 12) ? 6 : 4;

@@ -45,10 +45,9 @@ void ratelimit_release(struct txn *t);
 
 /*
  * The client address a client_ip key is made from, in 16 bytes (IPv4 as
- * ::ffff:a.b.c.d); returns 4 or 6, 0 if there is none. Today that is the
- * connection's peer, which a PROXY protocol header has already replaced;
- * the trusted-proxy rules (X-Forwarded-For from known proxies) change
- * this one function.
+ * ::ffff:a.b.c.d); returns 4 or 6, 0 if there is none: the request's
+ * client as worker/realip.h resolves it (the connection's peer, or the
+ * client X-Forwarded-For names through trusted_proxies).
  */
 int ratelimit_client_addr(const struct txn *t, uint8_t out[16]);
 

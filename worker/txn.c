@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "worker/accesslog.h"
 #include "worker/conn.h"
+#include "worker/respond.h"
 #include "worker/tls_bio.h"
 #include "worker/tls_client.h"
 #include "worker/tls.h"
+#include "worker/upproxy.h"
 #include "worker/upstream.h"
 
 static const char chunk_end[] = "0\r\n\r\n";
@@ -62,51 +65,14 @@ void txn_free(struct txn *t)
 
 /* ---- access log ------------------------------------------------------ */
 
-static void txn_log_line(struct conn *c, struct txn *t, int status)
-{
-	char line[2560];
-	int n;
-	ev_tstamp now = ev_now(wk.loop);
-
-	if (!log_access_enabled())
-		return;
-	if (t && t->req.method) {
-		/* once the body has flowed, the head's bytes in the input buffer
-		 * are gone: the target is read back from the head we wrote */
-		const char *target = t->req.target;
-		uint32_t tl = t->req.target_len;
-		const struct route_server *s = t->server >= 0 ? &t->table->servers[t->server] : NULL;
-
-		if (t->head_up) {
-			target = t->head_up->data + t->req.method_len + 1;
-			tl = t->req.target_len;
-		}
-		char esc[4 * 512 + 1];
-
-		if (tl > 512)
-			tl = 512;
-		/* a target may hold '"' or '\\': escaped, a line stays one record */
-		log_escape(esc, sizeof(esc), target, tl);
-		n = snprintf(line, sizeof(line), "%s [%s] \"%.*s %s HTTP/1.%d\" %d %llu %.3f %s %.3f", c->peer,
-		             log_time_iso(), (int)t->req.method_len, t->req.method, esc,
-		             t->req.version_minor, status, (unsigned long long)t->bytes_out, now - t->start,
-		             t->tun.on ? t->tun.server : s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
-	} else {
-		n = snprintf(line, sizeof(line), "%s [%s] \"-\" %d 0 %.3f - 0.000", c->peer, log_time_iso(), status,
-		             t ? now - t->start : 0.0);
-	}
-	if (n > 0)
-		log_access(line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-}
-
 void txn_log_access(struct txn *t, int status)
 {
-	txn_log_line(t->c, t, status);
+	accesslog_write(t->c, t, status);
 }
 
 void txn_log_access_raw(struct conn *c, int status)
 {
-	txn_log_line(c, NULL, status);
+	accesslog_write(c, NULL, status);
 }
 
 /* ---- output queues ------------------------------------------------- */
@@ -240,7 +206,7 @@ void txn_count_end(struct txn *t, int status)
 	if (!status)
 		return;
 	SHM_ADD(rc, responses[status / 100 - 1], 1); /* the parsers keep status in 100..599 */
-	if (t->resp_started) {
+	if (t->resp_started && t->up_start > 0) { /* not weir's own answer (respond.h) */
 		us = stat_us(now - t->up_start);
 		SHM_ADD(rc, upstream[stat_bucket(us)], 1);
 		SHM_ADD(rc, upstream_us, us);
@@ -503,6 +469,7 @@ void txn_start(struct txn *t)
 	 * has copied them, since the buffer does not move meanwhile */
 	c->in->start = (uint32_t)t->req.head_len;
 	t->req_head_start = c->in->start;
+	realip_begin(t);
 	t->table = route_acquire(wk.seg, wk.slot);
 	worker_table_hold(t->table);
 	if (t->table->id != wk.table_id)
@@ -543,6 +510,10 @@ void txn_continue(struct txn *t)
 {
 	int rc;
 
+	if (t->route->ret >= 0) {
+		respond_start(t);
+		return;
+	}
 	tunnel_offer(t);
 	rc = head_write_request(t);
 	t->replayable = 1;
@@ -1122,6 +1093,8 @@ void txn_on_upstream_event(struct txn *t, int revents)
 				log_warn("upstream %s: connect failed: %s", t->table->servers[t->server].text,
 				         strerror(err));
 				rc = upstream_errno_local(err) ? WEIR_ERR(LOCAL_CONNECT_ERROR) : WEIR_ERR(UPSTREAM_REFUSED);
+			} else if ((rc = upproxy_send(t)) < 0) {
+				/* the PROXY header goes first, before any TLS byte */
 			} else if (u->ssl) {
 				u->handshaking = 1;
 			}

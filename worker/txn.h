@@ -19,6 +19,7 @@
 
 #include "worker/auth.h"
 #include "worker/http.h"
+#include "worker/realip.h"
 #include "worker/ratelimit.h"
 #include "worker/tunnel.h"
 #include "worker/worker.h"
@@ -100,6 +101,7 @@ struct txn {
 	uint64_t bytes_out;      /* bytes written to the client */
 	int status;
 	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
+	struct realip ident;     /* the client's address and request id (realip.h) */
 	struct auth_state auth;  /* what routes.auth learnt: consumer, headers (auth.h) */
 	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 
@@ -222,6 +224,9 @@ int txn_discard_client(struct txn *t);
 /* head.c: writes the upstream request head of <t> into t->head_up. Returns
  * 0 or WEIR_EHEADERS_TOO_LARGE if it does not fit. */
 int head_write_request(struct txn *t);
+
+/* head.c: the reason phrase weir writes for <status> ("" if it knows none). */
+const char *head_reason(int status);
 
 /* head.c: writes the client response head of <t> into t->head_down and
  * decides the framing towards the client. Returns 0 or an error. */

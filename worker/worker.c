@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/secmem.h"
 #include "common/process.h"
+#include "worker/accesslog.h"
 #include "worker/auth.h"
 #include "worker/conn.h"
 #include "worker/tls.h"
@@ -450,6 +451,9 @@ static int worker_setup(const struct worker_start *ws)
 		return -1;
 	upstream_sync_table(route_acquire(wk.seg, wk.slot));
 	head_init(cfg);
+	realip_init();
+	if (accesslog_init(cfg) < 0)
+		return -1;
 	if (auth_init(cfg) < 0) {
 		log_error("auth: out of memory");
 		return -1;

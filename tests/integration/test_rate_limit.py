@@ -692,3 +692,17 @@ def test_a_fail_closed_cluster_limit_refuses_while_redis_is_unreachable(weir_fac
     assert st == 429 and h.get("retry-after") == "1", (st, h)
     assert w.metrics()("weir_rate_limit_decisions_total", limit="c", result="rejected") == 1
     assert len(origin.requests()) == 0
+
+
+def test_client_ip_is_the_client_behind_trusted_proxies(weir_factory, origin):
+    # worker/realip.h: the client X-Forwarded-For names through a trusted
+    # peer is the key, not the proxy every request comes from
+    w = start(weir_factory, origin, ['name = "ip"; key = "client_ip"; rate = "1/m";'], [("/ip/", ["ip"])],
+              extra='trusted_proxies = [ "127.0.0.0/8" ];')
+    xff = lambda a: [("X-Forwarded-For", a)]
+    assert one(w.port, "/ip/", headers=xff("203.0.113.1"))[0] == 200
+    assert one(w.port, "/ip/", headers=xff("203.0.113.2"))[0] == 200
+    assert one(w.port, "/ip/", headers=xff("2001:db8::2"))[0] == 200
+    assert one(w.port, "/ip/", headers=xff("203.0.113.1"))[0] == 429
+    assert one(w.port, "/ip/")[0] == 200   # no header: the peer itself
+    assert one(w.port, "/ip/")[0] == 429
