@@ -18,9 +18,11 @@
 #include <sys/uio.h>
 
 #include "worker/auth.h"
+#include "worker/breaker.h"
 #include "worker/http.h"
 #include "worker/realip.h"
 #include "worker/ratelimit.h"
+#include "worker/retry.h"
 #include "worker/tunnel.h"
 #include "worker/worker.h"
 
@@ -104,6 +106,8 @@ struct txn {
 	struct realip ident;     /* the client's address and request id (realip.h) */
 	struct auth_state auth;  /* what routes.auth learnt: consumer, headers (auth.h) */
 	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
+	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
+	struct retry_txn rt;     /* retries (retry.h) */
 
 	struct http_header headers[]; /* limits.headers entries, shared by the
 	                               * request and then the response */
@@ -164,6 +168,16 @@ void txn_abort(struct txn *t, int rc);
 void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked);
 ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more);
 int txn_upstream_read(struct txn *t);
+
+/* RFC 9110 9.2.2: is the method of <t> idempotent? */
+int txn_method_idempotent(const struct txn *t);
+
+/* breaker.c, once a queued request got its place: connects and sends. */
+void txn_upstream_go(struct txn *t);
+
+/* retry.c, once the backoff ran out: sends <t> again, to another server
+ * if one is left; <rc> is the error to answer with if it cannot. */
+void txn_retry_send(struct txn *t, int rc);
 
 /* Event entry points from conn.c and upstream.c. */
 void txn_on_upstream_event(struct txn *t, int revents);
@@ -231,5 +245,12 @@ const char *head_reason(int status);
 /* head.c: writes the client response head of <t> into t->head_down and
  * decides the framing towards the client. Returns 0 or an error. */
 int head_write_response(struct txn *t);
+
+/* <t> waits on a control (a place in a group's queue, a retry's backoff)
+ * and has no upstream: the client is not read meanwhile. */
+static inline int breaker_waiting(const struct txn *t)
+{
+	return !t->u && (t->bk.queued || t->rt.armed);
+}
 
 #endif

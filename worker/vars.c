@@ -10,6 +10,7 @@
 #include <openssl/ssl.h>
 
 #include "common/log.h"
+#include "worker/breaker.h"
 #include "worker/conn.h"
 #include "worker/txn.h"
 
@@ -320,6 +321,11 @@ static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, co
 			return 0;
 		*v = t->auth.consumer;
 		*len = t->auth.consumer_len;
+		return 1;
+	case VARS_CTL:
+		if (!t || !(*v = breaker_acted(t)))
+			return 0;
+		*len = strlen(*v);
 		return 1;
 	default:
 		return 0;
