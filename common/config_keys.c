@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "common/config_load.h"
 
 /* the field <m> of struct <st> */
 #define AT(st, m) .offset = offsetof(st, m), .size = sizeof(((st *)0)->m)

@@ -115,6 +115,34 @@ static void metric(struct textbuf *o, const char *name, const char *type, const 
 	textbuf_printf(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
+/* The label values of the enums counted by kind, from their tables. */
+static const char *const tunnel_end_labels[] = {
+#define TUNNEL_END_LABEL(name, label) label,
+	TUNNEL_END_TABLE(TUNNEL_END_LABEL)
+#undef TUNNEL_END_LABEL
+};
+static const char *const tls_fail_labels[] = {
+#define TLS_FAIL_LABEL(name, label) label,
+	TLS_FAIL_TABLE(TLS_FAIL_LABEL)
+#undef TLS_FAIL_LABEL
+};
+
+/* One series per value of <label>: name{label="values[k]"} counts[k]. */
+static void by_label(struct textbuf *o, const char *name, const char *label, const char *const *values,
+                     const uint64_t *counts, int n)
+{
+	for (int k = 0; k < n; k++)
+		textbuf_printf(o, "%s{%s=\"%s\"} %llu\n", name, label, values[k], (unsigned long long)counts[k]);
+}
+
+/* Handshakes completed, as resumed="false" and resumed="true". */
+static void by_resumed(struct textbuf *o, const char *name, uint64_t total, uint64_t resumed)
+{
+	/* a worker may count between the two loads of a sum */
+	textbuf_printf(o, "%s{resumed=\"false\"} %llu\n%s{resumed=\"true\"} %llu\n", name,
+	               (unsigned long long)(total > resumed ? total - resumed : 0), name, (unsigned long long)resumed);
+}
+
 /*
  * Per slab size class, summed over the workers: weir_slab_class_bytes with
  * kind in_use, held, high_water (the sum of each worker's peak) and
@@ -622,16 +650,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               "weir_tunnel_bytes_total{direction=\"client\"} %llu\n",
 	               (unsigned long long)c.tunnel_bytes_up, (unsigned long long)c.tunnel_bytes_down);
 	family(o, "weir_tunnels_closed_total", "counter", "Tunnels ended, by what ended them.");
-	{
-		static const char *const by[] = {
-#define TUNNEL_END_LABEL(name, label) label,
-			TUNNEL_END_TABLE(TUNNEL_END_LABEL)
-#undef TUNNEL_END_LABEL
-		};
-		for (int k = 0; k < TUNNEL_END_COUNT; k++)
-			textbuf_printf(o, "weir_tunnels_closed_total{by=\"%s\"} %llu\n", by[k],
-			               (unsigned long long)c.tunnels_closed[k]);
-	}
+	by_label(o, "weir_tunnels_closed_total", "by", tunnel_end_labels, c.tunnels_closed, TUNNEL_END_COUNT);
 	family(o, "weir_log_dropped_total", "counter",
 	       "Log lines not written: repeats held back per call site (reported as \"N more like this\"), and lines "
 	       "dropped because the log's reader (a pipe, journald) did not keep up.");
@@ -647,31 +666,12 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 		               (unsigned long long)c.errors[e]);
 	family(o, "weir_tls_handshakes_total", "counter",
 	       "TLS handshakes completed, by whether they resumed a session (a ticket).");
-	textbuf_printf(
-	    o, "weir_tls_handshakes_total{resumed=\"false\"} %llu\nweir_tls_handshakes_total{resumed=\"true\"} %llu\n",
-	    /* a worker may count between the two loads of a sum */
-	    (unsigned long long)(c.tls_handshakes > c.tls_resumed ? c.tls_handshakes - c.tls_resumed : 0),
-	    (unsigned long long)c.tls_resumed);
+	by_resumed(o, "weir_tls_handshakes_total", c.tls_handshakes, c.tls_resumed);
 	family(o, "weir_tls_handshake_failures_total", "counter", "Client TLS handshakes that failed, by reason.");
-	{
-		static const char *const reasons[] = {
-#define TLS_FAIL_LABEL(name, label) label,
-			TLS_FAIL_TABLE(TLS_FAIL_LABEL)
-#undef TLS_FAIL_LABEL
-		};
-		for (int r = 0; r < TLS_FAIL_COUNT; r++)
-			textbuf_printf(o, "weir_tls_handshake_failures_total{reason=\"%s\"} %llu\n", reasons[r],
-			               (unsigned long long)c.tls_failures[r]);
-	}
+	by_label(o, "weir_tls_handshake_failures_total", "reason", tls_fail_labels, c.tls_failures, TLS_FAIL_COUNT);
 	family(o, "weir_upstream_tls_handshakes_total", "counter",
 	       "TLS handshakes with upstream servers completed, by whether they resumed a session.");
-	textbuf_printf(o,
-	               "weir_upstream_tls_handshakes_total{resumed=\"false\"} %llu\n"
-	               "weir_upstream_tls_handshakes_total{resumed=\"true\"} %llu\n",
-	               (unsigned long long)(c.upstream_tls_handshakes > c.upstream_tls_resumed
-	                                        ? c.upstream_tls_handshakes - c.upstream_tls_resumed
-	                                        : 0),
-	               (unsigned long long)c.upstream_tls_resumed);
+	by_resumed(o, "weir_upstream_tls_handshakes_total", c.upstream_tls_handshakes, c.upstream_tls_resumed);
 	metric(o, "weir_slab_bytes_in_use", "gauge", "Worker slab bytes handed out.", c.slab_in_use);
 	metric(o, "weir_slab_bytes_free", "gauge", "Worker slab bytes mapped and free.", c.slab_free);
 	render_slab_classes(o, seg, &c);

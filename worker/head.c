@@ -194,7 +194,7 @@ static void out_list(struct out *o, const struct http_header *hs, uint32_t n, ui
  * limits.header_size and response_header_size allow; only the pages heads
  * touch become resident.
  */
-static char head_scratch[65536];
+static char head_scratch[65536 + WORKER_HEAD_GROWTH(1000)]; /* the 64 KiB and 1,000 headers limits allow */
 
 /* What weir adds to a head it writes anew beyond the bytes it read: its
  * own Via, framing, Connection and X-Forwarded-* lines, a reason phrase,

@@ -1,5 +1,6 @@
 /*
- * config.c: weir's configuration file format (libconfig syntax) and its checks.
+ * config_file.c: weir's configuration file format (libconfig syntax) and its
+ * checks; config_load() and config_free() of common/config.h.
  *
  * Principle: walk the libconfig tree once, group by group. Every group is
  * read against its table of descriptors (common/config_keys.c) by one
@@ -16,6 +17,11 @@
  * zeroed.
  *
  * docs/config.md is the reference for the format; keep the two together.
+ *
+ * Not named config.c: common/config is config.h alone, the types every
+ * part of the loader shares (config_keys.c takes offsets into them), so
+ * the includes run one way, config.h <- config_keys <- config_load.h <-
+ * this file, with no cycle.
  *
  * Known limit: libconfig 1.5 silently truncates an integer literal above
  * 2147483647 unless it carries the L suffix; sizes that large are better
@@ -153,6 +159,33 @@ static int route_path_normal(const char *text)
 	}
 }
 
+/*
+ * NULL, or why no request path can start with prefix <text> (already
+ * normal as route_path_normal() checks): worker/http_path.c answers 400 to
+ * a path holding '\' or "%5C", or a "." or ".." segment with parameters
+ * (";" or "%3B" after the dots), whatever follows, so such a route is
+ * never reached.
+ */
+static const char *route_path_refused(const char *text)
+{
+	for (const char *seg = text + 1;; seg++) {
+		const char *p = seg;
+
+		while (*p == '.')
+			p++;
+		if (p - seg >= 1 && p - seg <= 2 && (*p == ';' || strncmp(p, "%3B", 3) == 0))
+			return "never matches: a request whose path has a \".\" or \"..\" segment with parameters "
+			       "(\"..;x\", \"/.%3B/\") is refused (400), as Tomcat and Spring read it as a dot segment";
+		for (; *p && *p != '/'; p++)
+			if (*p == '\\' || strncmp(p, "%5C", 3) == 0)
+				return "never matches: a request whose path holds '\\' or \"%5C\" is refused (400), as "
+				       "IIS-style servers read it as '/'";
+		if (!*p)
+			return NULL;
+		seg = p;
+	}
+}
+
 static const char *route_path(const char *text)
 {
 	if (text[0] != '/')
@@ -167,7 +200,7 @@ static const char *route_path(const char *text)
 		return "never matches: requests are routed on their normalised path, without \".\" or \"..\" "
 		       "segments, with encoded letters, digits, '-', '.', '_' and '~' decoded and other encodings "
 		       "in upper case (\"%2F\"); an encoding must be '%' and two hex digits, never \"%00\"";
-	return NULL;
+	return route_path_refused(text);
 }
 
 static int find_upstream(const struct config *cfg, const char *name)
@@ -610,6 +643,26 @@ static uint32_t route_key_hash(const struct config_route *r)
 	return h;
 }
 
+/* With merge_slashes no request path holds "//" once routed: 0 (and
+ * reported, with the path to write) for a route path that does. */
+static int route_slashes(struct loader *ld, const config_setting_t *e, const struct config_route *r)
+{
+	char merged[sizeof r->path];
+	size_t n = 0;
+
+	if (!ld->cfg->merge_slashes || !strstr(r->path, "//"))
+		return 1;
+	for (const char *p = r->path; *p; p++)
+		if (!(*p == '/' && n && merged[n - 1] == '/'))
+			merged[n++] = *p;
+	merged[n] = '\0';
+	fail(ld, line_of(config_setting_get_member(e, "path")),
+	     "routes.path \"%s\" never matches: with merge_slashes on, requests are routed with runs of '/' merged: "
+	     "write \"%s\" (or set merge_slashes = false)",
+	     r->path, merged);
+	return 0;
+}
+
 static int load_routes(struct loader *ld, const config_setting_t *root)
 {
 	const struct config_keyset *ks = &config_keys_route;
@@ -645,6 +698,8 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		r->line = line_of(e);
 		config_engine_read(ld, e, ks, r, got);
 		good = config_engine_got(ks, got, "host") != GOT_BAD && config_engine_got(ks, got, "path") != GOT_BAD;
+		if (config_engine_got(ks, got, "path") == GOT_OK)
+			good &= route_slashes(ld, e, r);
 		if (config_engine_got(ks, got, "upstream") == GOT_OK && config_setting_lookup_string(e, "upstream", &v) &&
 		    (r->upstream = find_upstream(cfg, v)) < 0)
 			fail(ld, line_of(config_setting_get_member(e, "upstream")), "route upstream \"%s\" is not defined",
