@@ -324,6 +324,7 @@ static const char *conn_reason(int status)
 	case 431: return "Request Header Fields Too Large";
 	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
+	case 500: return "Internal Server Error";
 	case 504: return "Gateway Timeout";
 	case 425: return "Too Early";
 	default: return "Error";
@@ -443,7 +444,7 @@ static void conn_on_head(struct conn *c)
 				c->state = CONN_HEAD;
 				conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_header));
 			}
-			rc = http_request_parse(&t->req, c->in->data, c->in->end);
+			rc = http_request_parse(&t->req_p, c->in->data, c->in->end);
 			if (rc == 0) {
 				c->state = CONN_TXN;
 				txn_start(t);

@@ -62,7 +62,7 @@ static void out_u64(struct out *o, uint64_t v)
 	out_put(o, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
-static void out_header(struct out *o, const struct http_header *h)
+static void out_header(struct out *o, const struct hdr *h)
 {
 	out_put(o, h->name, h->name_len);
 	OUT_LIT(o, ": ");
@@ -114,7 +114,7 @@ void head_init(const struct config *cfg)
 			head_vouch(cfg->listeners[i].client_header);
 }
 
-static int head_is_vouched(const struct http_header *h)
+static int head_is_vouched(const struct hdr *h)
 {
 	if (h->name_len >= 64 || !(vouched.lens >> h->name_len & 1))
 		return 0;
@@ -127,12 +127,12 @@ static int head_is_vouched(const struct http_header *h)
 /* A client's header that only weir may set, or a lookalike of one:
  * counted always, logged at most once a second (with how many went
  * unlogged), since a client can send thousands. */
-static void head_drop_forged(const struct conn *c, const struct http_header *h)
+static void head_drop_forged(const struct conn *c, const struct hdr *h)
 {
 	static ev_tstamp next;
 	static uint32_t unlogged;
 	ev_tstamp now;
-	const char *why = h->flags & HTTP_HDR_LOOKALIKE ? "which reads as a header weir owns" : "which only weir sets";
+	const char *why = h->flags & HDR_LOOKALIKE ? "which reads as a header weir owns" : "which only weir sets";
 
 	worker_count_error(WEIR_ERR(FORGED_HEADER));
 	if (log_level_min > LOG_LEVEL_INFO)
@@ -153,7 +153,7 @@ static void head_drop_forged(const struct conn *c, const struct http_header *h)
 }
 
 /* Writes "Name: v1, v2, ..., <add>" from every header carrying <flag>. */
-static void out_list(struct out *o, const struct http_header *hs, uint32_t n, uint32_t flag, const char *name,
+static void out_list(struct out *o, const struct hdr *hs, uint32_t n, uint32_t flag, const char *name,
                      const char *add, size_t add_len)
 {
 	int first = 1;
@@ -235,11 +235,11 @@ static int out_keep(struct out *o, struct buf **b)
 
 int head_write_request(struct txn *t)
 {
-	const struct http_request *r = &t->req;
+	const struct msg *r = &t->req;
 	struct out o;
 	/* X-Forwarded-Proto is not skipped here: as a vouched name it is
-	 * dropped and counted below */
-	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_HOST | HTTP_HDR_XFF | HTTP_HDR_EXPECT | HTTP_HDR_VIA;
+	 * dropped and counted below; framing headers are not in the list */
+	uint32_t skip = HDR_HOP | HDR_HOST | HDR_XFF | HDR_EXPECT | HDR_VIA;
 	/* a TLS listener's client_header: weir writes it with the verified
 	 * subject; a client's own is among the vouched names */
 	size_t cert_hdr_len = 0, subj_len = 0;
@@ -262,15 +262,15 @@ again:
 		out_put(&o, s, strlen(s));
 	}
 	OUT_LIT(&o, "\r\n");
-	for (uint32_t i = 0; i < r->nheaders; i++) {
-		const struct http_header *h = &r->headers[i];
+	for (uint32_t i = 0; i < r->hl.n; i++) {
+		const struct hdr *h = &r->hl.v[i];
 		if (h->flags & skip)
 			continue;
-		if ((h->flags & HTTP_HDR_LOOKALIKE) || head_is_vouched(h)) {
+		if ((h->flags & HDR_LOOKALIKE) || head_is_vouched(h)) {
 			head_drop_forged(t->c, h);
 			continue;
 		}
-		if ((h->flags & HTTP_HDR_UNDERSCORE) && drop_underscores) {
+		if ((h->flags & HDR_UNDERSCORE) && drop_underscores) {
 			/* the operator's choice, not an attack: counted, not logged */
 			worker_count_error(WEIR_ERR(UNDERSCORE_HEADER));
 			continue;
@@ -283,7 +283,7 @@ again:
 		out_put(&o, subj, subj_len);
 		OUT_LIT(&o, "\r\n");
 	}
-	out_list(&o, r->headers, r->nheaders, HTTP_HDR_XFF, "X-Forwarded-For", t->c->peer, t->c->peer_len);
+	out_list(&o, r->hl.v, r->hl.n, HDR_XFF, "X-Forwarded-For", t->c->peer, t->c->peer_len);
 	if (t->c->tls)
 		OUT_LIT(&o, "X-Forwarded-Proto: https\r\n");
 	else
@@ -297,7 +297,7 @@ again:
 		out_put(&o, t->tun.proto, t->tun.proto_len);
 		OUT_LIT(&o, "\r\n");
 	}
-	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
+	out_list(&o, r->hl.v, r->hl.n, HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
 	if (r->body == HTTP_BODY_LENGTH) {
 		OUT_LIT(&o, "Content-Length: ");
 		out_u64(&o, r->content_length);
@@ -336,10 +336,10 @@ static const char *head_reason(int status)
 
 int head_write_response(struct txn *t)
 {
-	const struct http_response *r = &t->resp;
-	const struct http_request *q = &t->req;
+	const struct msg *r = &t->resp;
+	const struct msg *q = &t->req;
 	struct out o;
-	uint32_t skip = HTTP_HDR_HOP | HTTP_HDR_LENGTH | HTTP_HDR_VIA;
+	uint32_t skip = HDR_HOP | HDR_VIA;
 	char line[13] = "HTTP/1.1 000 ";
 	int whole = out_whole(r->head_len);
 
@@ -356,19 +356,24 @@ again:
 		out_put(&o, head_reason(r->status), strlen(head_reason(r->status)));
 	OUT_LIT(&o, "\r\n");
 
-	/* a response to HEAD and a 304 describe the body they do not carry:
-	 * their Content-Length is information, not framing, and goes through */
-	if (r->body == HTTP_BODY_NONE && r->status != 204 && r->status >= 200)
-		skip &= ~(uint32_t)HTTP_HDR_LENGTH;
-	for (uint32_t i = 0; i < r->nheaders; i++)
-		if (!(r->headers[i].flags & skip))
-			out_header(&o, &r->headers[i]);
-	out_list(&o, r->headers, r->nheaders, HTTP_HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
+	for (uint32_t i = 0; i < r->hl.n; i++)
+		if (!(r->hl.v[i].flags & skip))
+			out_header(&o, &r->hl.v[i]);
+	out_list(&o, r->hl.v, r->hl.n, HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
 
 	/* an upgrade declined: what the client sent after its head may be
 	 * the new protocol, never to be read as the next request */
 	t->client_close = !q->keep_alive || wk.draining || (t->tun.proto_len && r->status != 101);
 	switch (r->body) {
+	case HTTP_BODY_NONE:
+		/* a response to HEAD and a 304 describe the body they do not
+		 * carry: their Content-Length is information, passed on */
+		if (r->length_info) {
+			OUT_LIT(&o, "Content-Length: ");
+			out_u64(&o, r->content_length);
+			OUT_LIT(&o, "\r\n");
+		}
+		break;
 	case HTTP_BODY_LENGTH:
 		OUT_LIT(&o, "Content-Length: ");
 		out_u64(&o, r->content_length);

@@ -7,8 +7,9 @@
  * module uses it for the request and status lines and the header split,
  * checks every byte of the head on top of it, and frames bodies itself:
  * Content-Length is counted by the caller, chunked bodies go through the
- * strict decoder below. What comes out is a list of validated spans into
- * the caller's buffer, from which the proxy writes a new head.
+ * strict decoder below. What comes out is a struct msg (worker/msg.h):
+ * validated spans into the caller's buffer, the headers in a list in the
+ * stream's arena, the framing taken out of the list into its fields.
  *
  * Parsing is incremental: call the parse function again with the same
  * buffer grown by the new bytes; it only looks at what it has not seen.
@@ -22,37 +23,7 @@
 #include <stdint.h>
 
 #include "common/config.h"
-
-/* Flags on a header, set by the parser, read by the head writer. */
-#define HTTP_HDR_HOP 0x01     /* hop-by-hop: Connection, Keep-Alive, TE, Trailer,
-                               * Transfer-Encoding, Upgrade, Proxy-*, and every
-                               * name listed in Connection: never forwarded */
-#define HTTP_HDR_LENGTH 0x02  /* Content-Length: weir writes its own framing */
-#define HTTP_HDR_HOST 0x04    /* Host */
-#define HTTP_HDR_XFF 0x08     /* X-Forwarded-For: weir appends the client */
-#define HTTP_HDR_XFP 0x10     /* X-Forwarded-Proto: weir writes its own */
-#define HTTP_HDR_EXPECT 0x20  /* Expect: weir answers 100-continue itself */
-#define HTTP_HDR_VIA 0x40     /* Via: weir appends itself */
-#define HTTP_HDR_UPGRADE 0x80 /* Upgrade (also HOP): forwarded only by a tunnel */
-#define HTTP_HDR_LOOKALIKE 0x100 /* with '_' read as '-', one of the framing,
-                                * hop-by-hop names above (Transfer_Encoding):
-                                * never forwarded to an upstream */
-#define HTTP_HDR_UNDERSCORE 0x200 /* has a '_' in its name */
-
-struct http_header {
-	const char *name;
-	const char *value; /* OWS trimmed on both sides */
-	uint32_t name_len;
-	uint32_t value_len;
-	uint32_t flags;
-};
-
-enum http_body_kind {
-	HTTP_BODY_NONE,    /* no body */
-	HTTP_BODY_LENGTH,  /* Content-Length bytes (may be 0) */
-	HTTP_BODY_CHUNKED, /* Transfer-Encoding: chunked */
-	HTTP_BODY_CLOSE,   /* responses only: until the upstream closes */
-};
+#include "worker/msg.h"
 
 /* Maximum headers any head may have; config limits.headers is at most this. */
 #define HTTP_MAX_HEADERS 1000
@@ -70,7 +41,9 @@ struct http_head_state {
 	size_t max_uri;      /* request target limit (requests only) */
 
 	/* Private to worker/http*.c: the line scanner and the callbacks. */
-	struct http_header *hdrs; /* the owner's header array, max_headers long */
+	struct msg *m;            /* the message parsed into */
+	struct arena *arena;      /* where its header list goes */
+	struct hdr *hdrs;         /* the list being parsed, max_headers long */
 	uint32_t nhdrs;           /* headers started so far */
 	uint64_t max_body;        /* requests: Content-Length limit, 0 = none */
 	size_t line_start;        /* offset of the line being scanned */
@@ -84,64 +57,29 @@ struct http_head_state {
 	uint8_t head_method;      /* responses: the request was HEAD */
 };
 
+/* The HTTP/1 parse state of a head; the message goes into <m>. */
 struct http_request {
 	struct http_head_state st;
-
-	const char *method; /* e.g. "GET", points into a static string */
-	uint32_t method_len;
-	enum http_method method_id;
-
-	const char *target; /* origin-form path and query: "/a/b?c"; for an
-	                     * absolute-form target, the part after the authority */
-	uint32_t target_len;
-	const char *path_end; /* end of the path part of target (before '?') */
-
-	const char *host;   /* from the Host header or the absolute-form
-	                     * authority, port included, as sent */
-	uint32_t host_len;
-
-	int version_minor; /* 0 or 1 (HTTP/1.0, HTTP/1.1) */
-	enum http_body_kind body; /* NONE, LENGTH or CHUNKED */
-	uint64_t content_length;  /* with HTTP_BODY_LENGTH */
-	unsigned keep_alive : 1;  /* the client allows another request after this */
-	unsigned expect_continue : 1;
-	unsigned conn_upgrade : 1; /* Connection lists "upgrade" */
-	const struct http_header *upgrade; /* the one Upgrade header, NULL if none or several */
-	size_t head_len;          /* bytes of the head, request line to final CRLF */
-
-	struct http_header *headers; /* caller-provided array of max_headers */
-	uint32_t nheaders;
+	struct msg *m;
 };
 
 struct http_response {
 	struct http_head_state st;
-
-	int status;        /* 100..599, three digits */
-	const char *reason;
-	uint32_t reason_len;
-	int version_minor;
-	enum http_body_kind body; /* NONE, LENGTH, CHUNKED or CLOSE */
-	uint64_t content_length;
-	unsigned keep_alive : 1;  /* the upstream allows reusing the connection */
-	unsigned conn_upgrade : 1; /* Connection lists "upgrade" */
-	const struct http_header *upgrade; /* the one Upgrade header, NULL if none or several */
-	size_t head_len;
-
-	struct http_header *headers;
-	uint32_t nheaders;
+	struct msg *m;
 };
 
 /*
- * Prepares <r> for a new request head. <headers> has room for
- * <lim>->headers entries. Limits taken: header_size, headers, uri_size,
+ * Prepares <r> for a new request head parsed into <m>, its header list at
+ * the bottom of <a> (reset first: a head is the first list of its arena).
+ * Limits taken: header_size, headers (and the arena's room), uri_size,
  * body_size (a Content-Length past it gives WEIR_EBODY_TOO_LARGE).
  */
-void http_request_init(struct http_request *r, struct http_header *headers,
+void http_request_init(struct http_request *r, struct msg *m, struct arena *a,
                        const struct config_limits *lim);
 
 /*
  * Parses the head at <buf>, of which <len> bytes have arrived so far.
- * Returns 0 when the head is complete (r->head_len tells where the body
+ * Returns 0 when the head is complete (m->head_len tells where the body
  * starts), WEIR_EAGAIN when more bytes are needed, or an error:
  * WEIR_EBAD_REQUEST (malformed), WEIR_ESMUGGLING (framing that two parsers
  * could read differently: CL with TE, duplicate or bad CL, TE other than
@@ -153,10 +91,11 @@ int http_request_parse(struct http_request *r, const char *buf, size_t len);
 
 /*
  * Prepares <r> for a response head to a request whose method was
- * <method_id> (HEAD responses have no body). <headers> has room for
- * <max_headers>; the head may be at most <max_head> bytes.
+ * <method_id> (HEAD responses have no body), parsed into <m>, its list
+ * in <a> (reset first), at most <max_headers> of them; the head may be at
+ * most <max_head> bytes.
  */
-void http_response_init(struct http_response *r, struct http_header *headers,
+void http_response_init(struct http_response *r, struct msg *m, struct arena *a,
                         uint32_t max_headers, size_t max_head, enum http_method method_id);
 
 /*

@@ -146,7 +146,7 @@ static int on_status(http_parser *p, const char *at, size_t n)
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
 	struct http_head_state *st = p->data;
-	struct http_header *h;
+	struct hdr *h;
 	size_t i;
 
 	if (st->in_value || st->nhdrs == 0) {
@@ -176,7 +176,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 static int on_header_value(http_parser *p, const char *at, size_t n)
 {
 	struct http_head_state *st = p->data;
-	struct http_header *h;
+	struct hdr *h;
 	size_t i;
 
 	if (st->nhdrs == 0)
@@ -214,10 +214,14 @@ static const http_parser_settings head_settings = {
 	.on_headers_complete = on_headers_complete,
 };
 
-void http_head_init(struct http_head_state *st, enum http_parser_type type,
-                    struct http_header *hdrs, uint32_t max_headers, size_t max_head)
+void http_head_init(struct http_head_state *st, enum http_parser_type type, struct msg *m,
+                    struct arena *a, uint32_t max_headers, size_t max_head)
 {
+	uint32_t room;
+
 	memset(st, 0, sizeof(*st));
+	memset(m, 0, sizeof(*m));
+	arena_reset(a);
 	http_parser_init(&st->parser, type);
 	st->parser.data = st;
 	/* Framing is weir's (http_head_finish and the request and response
@@ -228,8 +232,11 @@ void http_head_init(struct http_head_state *st, enum http_parser_type type,
 	 * to the value callback, which refuses them itself. */
 	st->parser.allow_chunked_length = 1;
 	st->parser.lenient_http_headers = 1;
-	st->hdrs = hdrs;
-	st->max_headers = max_headers > HTTP_MAX_HEADERS ? HTTP_MAX_HEADERS : max_headers;
+	st->m = m;
+	st->arena = a;
+	st->hdrs = hlist_open(a, max_headers > HTTP_MAX_HEADERS ? HTTP_MAX_HEADERS : max_headers, &room);
+	st->max_headers = room;
+	m->hl.v = st->hdrs;
 	st->max_head = max_head;
 	/* RFC 9112 2.2: a server SHOULD ignore at least one empty line before
 	 * the request-line; http-parser does. Before a status line they would
@@ -355,7 +362,7 @@ incomplete:
 	return WEIR_EAGAIN;
 }
 
-static void trim_value(struct http_header *h)
+static void trim_value(struct hdr *h)
 {
 	while (h->value_len > 0 && http_is((unsigned char)h->value[0], HTTP_C_WS)) {
 		h->value++;
@@ -376,61 +383,50 @@ static void trim_value(struct http_header *h)
 static uint32_t name_lookalike(const char *n, size_t l)
 {
 	if (l >= 6 && http_name_same_var(n, "proxy-", 6))
-		return HTTP_HDR_LOOKALIKE;
+		return HDR_LOOKALIKE;
 	switch (l) {
 	case 10:
-		return http_name_same_var(n, "keep-alive", l) ? HTTP_HDR_LOOKALIKE : 0;
+		return http_name_same_var(n, "keep-alive", l) ? HDR_LOOKALIKE : 0;
 	case 14:
-		return http_name_same_var(n, "content-length", l) ? HTTP_HDR_LOOKALIKE : 0;
+		return http_name_same_var(n, "content-length", l) ? HDR_LOOKALIKE : 0;
 	case 17:
-		return http_name_same_var(n, "transfer-encoding", l) ? HTTP_HDR_LOOKALIKE : 0;
+		return http_name_same_var(n, "transfer-encoding", l) ? HDR_LOOKALIKE : 0;
 	default:
 		return 0;
 	}
 }
 
-/* Flags by name; the length picks the few names worth comparing. */
-static uint32_t name_flags(const struct http_header *h)
+/* Token and flags by name: the token table knows the names that matter;
+ * a '_' (one memchr: most names have none) makes at most a lookalike. */
+static void name_token(struct hdr *h)
 {
 	const char *n = h->name;
 	size_t l = h->name_len;
+	enum hdr_tok tok;
 
-	if (l >= 6 && span_iprefix(n, l, "proxy-"))
-		return HTTP_HDR_HOP | (memchr(n, '_', l) ? HTTP_HDR_UNDERSCORE : 0);
-	/* the other names below have no '_': a name with one is at most a
-	 * lookalike (one memchr for a name, most have none) */
-	if (memchr(n, '_', l))
-		return HTTP_HDR_UNDERSCORE | name_lookalike(n, l);
-	switch (l) {
-	case 2:
-		return http_span_ieq(n, l, "te") ? HTTP_HDR_HOP : 0;
-	case 3:
-		return http_span_ieq(n, l, "via") ? HTTP_HDR_VIA : 0;
-	case 4:
-		return http_span_ieq(n, l, "host") ? HTTP_HDR_HOST : 0;
-	case 6:
-		return http_span_ieq(n, l, "expect") ? HTTP_HDR_EXPECT : 0;
-	case 7:
-		if (http_span_ieq(n, l, "upgrade"))
-			return HTTP_HDR_HOP | HTTP_HDR_UPGRADE;
-		return http_span_ieq(n, l, "trailer") ? HTTP_HDR_HOP : 0;
-	case 10:
-		return http_span_ieq(n, l, "connection") || http_span_ieq(n, l, "keep-alive") ? HTTP_HDR_HOP : 0;
-	case 14:
-		/* HTTP2-Settings belongs to an h2c upgrade, which weir never
-		 * forwards: hop-by-hop whether Connection names it or not */
-		if (http_span_ieq(n, l, "http2-settings"))
-			return HTTP_HDR_HOP;
-		return http_span_ieq(n, l, "content-length") ? HTTP_HDR_LENGTH : 0;
-	case 15:
-		return http_span_ieq(n, l, "x-forwarded-for") ? HTTP_HDR_XFF : 0;
-	case 17:
-		if (http_span_ieq(n, l, "transfer-encoding"))
-			return HTTP_HDR_HOP;
-		return http_span_ieq(n, l, "x-forwarded-proto") ? HTTP_HDR_XFP : 0;
-	default:
-		return 0;
+	if (l >= 6 && span_iprefix(n, l, "proxy-")) {
+		/* every Proxy-* name is hop-by-hop, well-known or not */
+		if (memchr(n, '_', l)) {
+			h->tok = HT_OTHER;
+			h->flags = HDR_HOP | HDR_UNDERSCORE;
+			return;
+		}
+		tok = hdr_token(n, l);
+		h->tok = (uint16_t)tok;
+		h->flags = HDR_HOP | hdr_tokens[tok].flags;
+		return;
 	}
+	/* no well-known name has a '_' */
+	if (memchr(n, '_', l)) {
+		h->tok = HT_OTHER;
+		h->flags = (uint16_t)(HDR_UNDERSCORE | name_lookalike(n, l));
+		return;
+	}
+	tok = hdr_token(n, l);
+	h->tok = (uint16_t)tok;
+	/* the framing flag is the codec's own business: the core never
+	 * sees those headers */
+	h->flags = hdr_tokens[tok].flags & (uint16_t)~HDR_FRAMING;
 }
 
 static int span_eq_nocase(const char *a, size_t al, const char *b, size_t bl)
@@ -457,13 +453,14 @@ static int span_eq_nocase(const char *a, size_t al, const char *b, size_t bl)
  * RFC 9110 5.6.1). "close" and "keep-alive" are noted; every header named
  * by a token becomes hop-by-hop.
  */
-static int connection_tokens(struct http_head_state *st, const struct http_header *c,
+static int connection_tokens(struct http_head_state *st, const struct hdr *c,
                              struct http_head_info *info, uint32_t *ntokens)
 {
 	const char *p = c->value, *end = c->value + c->value_len;
 
 	while (p < end) {
 		const char *tok, *tend;
+		enum hdr_tok ht;
 		uint32_t i;
 
 		while (p < end && http_is((unsigned char)*p, HTTP_C_WS))
@@ -489,11 +486,15 @@ static int connection_tokens(struct http_head_state *st, const struct http_heade
 			info->conn_keep_alive = 1;
 		else if (http_span_ieq(tok, (size_t)(tend - tok), "upgrade"))
 			info->conn_upgrade = 1;
+		/* a well-known name is found by its token; another is compared
+		 * only with the names that have none */
+		ht = hdr_token(tok, (size_t)(tend - tok));
 		for (i = 0; i < st->nhdrs; i++) {
-			struct http_header *h = &st->hdrs[i];
+			struct hdr *h = &st->hdrs[i];
 
-			if (span_eq_nocase(h->name, h->name_len, tok, (size_t)(tend - tok)))
-				h->flags |= HTTP_HDR_HOP;
+			if (ht != HT_OTHER ? h->tok == ht
+			                   : h->tok == HT_OTHER && span_eq_nocase(h->name, h->name_len, tok, (size_t)(tend - tok)))
+				h->flags |= HDR_HOP;
 		}
 	}
 	return 0;
@@ -520,43 +521,37 @@ static int parse_length(const char *p, size_t len, uint64_t *out)
 
 int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 {
-	uint32_t i, ntokens = 0;
+	uint32_t i, j, ntokens = 0;
 	int rc;
 
 	memset(info, 0, sizeof(*info));
 	for (i = 0; i < st->nhdrs; i++) {
-		struct http_header *h = &st->hdrs[i];
+		struct hdr *h = &st->hdrs[i];
 
 		trim_value(h);
-		h->flags = name_flags(h);
+		name_token(h);
 	}
 	/* Connection may name headers that come before or after it. */
 	for (i = 0; i < st->nhdrs; i++) {
-		const struct http_header *h = &st->hdrs[i];
+		const struct hdr *h = &st->hdrs[i];
 
-		if ((h->flags & HTTP_HDR_HOP) && h->name_len == 10 && http_span_ieq(h->name, h->name_len, "connection")) {
+		if (h->tok == HT_CONNECTION) {
 			rc = connection_tokens(st, h, info, &ntokens);
 			if (rc)
 				return rc;
 		}
 	}
-	for (i = 0; i < st->nhdrs; i++) {
-		const struct http_header *h = &st->hdrs[i];
+	/* one pass reads what the rules need and takes the framing headers
+	 * out of the list (moving the others down over them) */
+	for (i = 0, j = 0; i < st->nhdrs; i++) {
+		struct hdr *h = &st->hdrs[i];
 
-		if (h->flags & HTTP_HDR_LENGTH) {
+		if (h->tok == HT_CONTENT_LENGTH) {
 			info->ncl++;
 			info->cl_ok = parse_length(h->value, h->value_len, &info->content_length) == 0;
-		} else if (h->flags & HTTP_HDR_HOST) {
-			info->nhost++;
-			info->host = h;
-		} else if (h->flags & HTTP_HDR_UPGRADE) {
-			info->nupgrade++;
-			info->upgrade = h;
-		} else if (h->flags & HTTP_HDR_EXPECT) {
-			if (http_span_ieq(h->value, h->value_len, "100-continue"))
-				info->expect_continue = 1;
-		} else if ((h->flags & HTTP_HDR_HOP) && h->name_len == 17 &&
-		           http_span_ieq(h->name, h->name_len, "transfer-encoding")) {
+			continue;
+		}
+		if (h->tok == HT_TRANSFER_ENCODING) {
 			info->nte++;
 			/*
 			 * Only a lone "chunked" is accepted. "gzip, chunked" is
@@ -565,8 +560,24 @@ int http_head_finish(struct http_head_state *st, struct http_head_info *info)
 			 * one more way for two parsers to disagree.
 			 */
 			info->te_chunked = http_span_ieq(h->value, h->value_len, "chunked");
+			continue;
+		}
+		if (j != i)
+			st->hdrs[j] = *h;
+		h = &st->hdrs[j++];
+		if (h->flags & HDR_HOST) {
+			info->nhost++;
+			info->host = h;
+		} else if (h->flags & HDR_UPGRADE) {
+			info->nupgrade++;
+			info->upgrade = h;
+		} else if (h->flags & HDR_EXPECT) {
+			if (http_span_ieq(h->value, h->value_len, "100-continue"))
+				info->expect_continue = 1;
 		}
 	}
+	st->nhdrs = j;
+	hlist_close(st->arena, &st->m->hl, st->hdrs, j);
 	if (info->nte != 1)
 		info->te_chunked = 0;
 	if (info->ncl != 1)

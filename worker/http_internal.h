@@ -47,17 +47,18 @@ struct http_head_info {
 	int expect_continue;     /* an Expect value of "100-continue" */
 	int conn_upgrade;        /* a Connection "upgrade" token */
 	uint32_t nupgrade;       /* Upgrade headers */
-	const struct http_header *upgrade; /* the last Upgrade header, NULL if none */
-	const struct http_header *host; /* the last Host header, NULL if none */
+	const struct hdr *upgrade; /* the last Upgrade header, NULL if none */
+	const struct hdr *host;    /* the last Host header, NULL if none */
 };
 
 /*
- * Prepares <st> for a head of <type>, into <hdrs> (<max_headers> entries),
- * at most <max_head> bytes long. Requests also set st->max_uri and
- * st->max_body afterwards.
+ * Prepares <st> for a head of <type> parsed into <m>, its header list at
+ * the bottom of <a> (reset here), at most <max_headers> entries and
+ * <max_head> bytes long. Requests also set st->max_uri and st->max_body
+ * afterwards.
  */
-void http_head_init(struct http_head_state *st, enum http_parser_type type,
-                    struct http_header *hdrs, uint32_t max_headers, size_t max_head);
+void http_head_init(struct http_head_state *st, enum http_parser_type type, struct msg *m,
+                    struct arena *a, uint32_t max_headers, size_t max_head);
 
 /*
  * Feeds the bytes of <buf>[0..len) not seen yet. Returns 0 when the head is
@@ -76,7 +77,9 @@ int http_head_feed(struct http_head_state *st, const char *buf, size_t len);
 
 /*
  * Once the head is complete: trims OWS off values, sets every header's
- * flags (including HOP for names listed in Connection), and fills <info>.
+ * token and flags (including HOP for names listed in Connection), fills
+ * <info>, then takes the framing headers (Content-Length,
+ * Transfer-Encoding) out of the list and closes it in the arena.
  * Returns 0, WEIR_EBAD_REQUEST (a Connection element is not a token) or
  * WEIR_ECONNECTION_TOKENS (more than HTTP_CONN_TOKENS_MAX of them).
  */

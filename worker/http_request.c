@@ -12,14 +12,13 @@
 #include "worker/http.h"
 #include "worker/http_internal.h"
 
-void http_request_init(struct http_request *r, struct http_header *headers,
+void http_request_init(struct http_request *r, struct msg *m, struct arena *a,
                        const struct config_limits *lim)
 {
-	memset(r, 0, sizeof(*r));
-	http_head_init(&r->st, HTTP_REQUEST, headers, lim->headers, lim->header_size);
+	http_head_init(&r->st, HTTP_REQUEST, m, a, lim->headers, lim->header_size);
+	r->m = m;
 	r->st.max_uri = lim->uri_size;
 	r->st.max_body = lim->body_size;
-	r->headers = headers;
 }
 
 /*
@@ -31,12 +30,12 @@ static int check_request_line(const struct http_request *r, const char *buf)
 {
 	const struct http_head_state *st = &r->st;
 	const char *line = buf + st->line0, *end = buf + st->line0_end, *tend;
-	size_t mlen = r->method_len;
+	size_t mlen = r->m->method_len;
 
 	if (!st->tok || st->parser.http_major != 1 || st->parser.http_minor > 1)
 		return WEIR_ERR(BAD_REQUEST);
 	tend = st->tok + st->tok_len;
-	if ((size_t)(end - line) < mlen + 1 || memcmp(line, r->method, mlen) != 0 ||
+	if ((size_t)(end - line) < mlen + 1 || memcmp(line, r->m->method, mlen) != 0 ||
 	    line[mlen] != ' ' || st->tok != line + mlen + 1)
 		return WEIR_ERR(BAD_REQUEST);
 	if (end - tend != 9 || memcmp(tend, " HTTP/1.", 8) != 0 || (tend[8] != '0' && tend[8] != '1'))
@@ -45,24 +44,24 @@ static int check_request_line(const struct http_request *r, const char *buf)
 }
 
 /*
- * Splits the target into r->target, r->path_end and, for absolute-form,
- * r->host. Every byte is already known to be VCHAR (on_url).
+ * Splits the target into m->target, m->path_end and, for absolute-form,
+ * m->scheme and m->host. Every byte is already known to be VCHAR (on_url).
  */
 static int parse_target(struct http_request *r)
 {
 	const char *t = r->st.tok, *end = t + r->st.tok_len, *a, *aend;
 	size_t skip;
 
-	if (r->method_id == HTTP_CONNECT) /* authority-form: weir is no tunnel */
+	if (r->m->method_id == HTTP_CONNECT) /* authority-form: weir is no tunnel */
 		return WEIR_ERR(BAD_REQUEST);
 	if (memchr(t, '#', r->st.tok_len)) /* a fragment is never sent */
 		return WEIR_ERR(BAD_REQUEST);
 	if (r->st.tok_len == 1 && t[0] == '*') {
-		if (r->method_id != HTTP_OPTIONS)
+		if (r->m->method_id != HTTP_OPTIONS)
 			return WEIR_ERR(BAD_REQUEST);
-		r->target = t;
-		r->target_len = 1;
-		r->path_end = t + 1;
+		r->m->target = t;
+		r->m->target_len = 1;
+		r->m->path_end = t + 1;
 		return 0;
 	}
 	if (t[0] != '/') {
@@ -73,14 +72,15 @@ static int parse_target(struct http_request *r)
 			skip = 8;
 		else
 			return WEIR_ERR(BAD_REQUEST);
+		r->m->scheme = skip == 7 ? "http" : "https";
 		a = t + skip;
 		for (aend = a; aend < end && *aend != '/' && *aend != '?'; aend++)
 			;
 		/* userinfo ("user@host") is refused, RFC 9110 4.2.4 */
 		if (memchr(a, '@', (size_t)(aend - a)) || !http_host_valid(a, (size_t)(aend - a)))
 			return WEIR_ERR(BAD_REQUEST);
-		r->host = a;
-		r->host_len = (uint32_t)(aend - a);
+		r->m->host = a;
+		r->m->host_len = (uint32_t)(aend - a);
 		if (aend == end) {
 			t = "/";
 			end = t + 1;
@@ -92,18 +92,18 @@ static int parse_target(struct http_request *r)
 			t = aend;
 		}
 	}
-	r->target = t;
-	r->target_len = (uint32_t)(end - t);
-	r->path_end = memchr(t, '?', (size_t)(end - t));
-	if (!r->path_end)
-		r->path_end = end;
+	r->m->target = t;
+	r->m->target_len = (uint32_t)(end - t);
+	r->m->path_end = memchr(t, '?', (size_t)(end - t));
+	if (!r->m->path_end)
+		r->m->path_end = end;
 	return 0;
 }
 
 /* RFC 9112 6.1-6.3: anything two parsers could frame differently fails. */
 static int request_framing(struct http_request *r, const struct http_head_info *info)
 {
-	if (info->nte > 0 && r->version_minor == 0)
+	if (info->nte > 0 && r->m->version_minor == 0)
 		return WEIR_ERR(SMUGGLING);
 	if (info->nte > 0 && info->ncl > 0)
 		return WEIR_ERR(SMUGGLING);
@@ -112,14 +112,14 @@ static int request_framing(struct http_request *r, const struct http_head_info *
 	if (info->nte > 0 && !info->te_chunked)
 		return WEIR_ERR(SMUGGLING);
 	if (info->nte > 0) {
-		r->body = HTTP_BODY_CHUNKED;
+		r->m->body = HTTP_BODY_CHUNKED;
 	} else if (info->ncl == 1) {
-		r->body = HTTP_BODY_LENGTH;
-		r->content_length = info->content_length;
-		if (r->st.max_body && r->content_length > r->st.max_body)
+		r->m->body = HTTP_BODY_LENGTH;
+		r->m->content_length = info->content_length;
+		if (r->st.max_body && r->m->content_length > r->st.max_body)
 			return WEIR_ERR(BODY_TOO_LARGE);
 	} else {
-		r->body = HTTP_BODY_NONE;
+		r->m->body = HTTP_BODY_NONE;
 	}
 	return 0;
 }
@@ -127,13 +127,13 @@ static int request_framing(struct http_request *r, const struct http_head_info *
 /* HTTP/1.1 needs exactly one Host (RFC 9112 3.2); HTTP/1.0 at most one. */
 static int request_host(struct http_request *r, const struct http_head_info *info)
 {
-	if (info->nhost > 1 || (r->version_minor == 1 && info->nhost == 0))
+	if (info->nhost > 1 || (r->m->version_minor == 1 && info->nhost == 0))
 		return WEIR_ERR(BAD_REQUEST);
 	if (info->host && !http_host_valid(info->host->value, info->host->value_len))
 		return WEIR_ERR(BAD_REQUEST);
-	if (!r->host && info->host) { /* absolute-form authority wins */
-		r->host = info->host->value;
-		r->host_len = info->host->value_len;
+	if (!r->m->host && info->host) { /* absolute-form authority wins */
+		r->m->host = info->host->value;
+		r->m->host_len = info->host->value_len;
 	}
 	return 0;
 }
@@ -143,11 +143,11 @@ static int request_finish(struct http_request *r, const char *buf)
 	struct http_head_info info;
 	int rc;
 
-	r->method_id = (enum http_method)r->st.parser.method;
-	r->method = http_method_str(r->method_id);
-	r->method_len = (uint32_t)strlen(r->method);
-	r->version_minor = r->st.parser.http_minor;
-	r->head_len = r->st.head_end;
+	r->m->method_id = (enum http_method)r->st.parser.method;
+	r->m->method = http_method_str(r->m->method_id);
+	r->m->method_len = (uint32_t)strlen(r->m->method);
+	r->m->version_minor = r->st.parser.http_minor;
+	r->m->head_len = r->st.head_end;
 
 	rc = check_request_line(r, buf);
 	if (!rc)
@@ -160,11 +160,11 @@ static int request_finish(struct http_request *r, const char *buf)
 		rc = request_host(r, &info);
 	if (rc)
 		return rc;
-	r->keep_alive = http_keep_alive(r->version_minor, &info);
+	r->m->keep_alive = http_keep_alive(r->m->version_minor, &info);
 	/* RFC 9110 10.1.1: a 100-continue from an HTTP/1.0 client is ignored. */
-	r->expect_continue = r->version_minor == 1 && info.expect_continue;
-	r->conn_upgrade = info.conn_upgrade != 0;
-	r->upgrade = info.nupgrade == 1 ? info.upgrade : NULL;
+	r->m->expect_continue = r->m->version_minor == 1 && info.expect_continue;
+	r->m->conn_upgrade = info.conn_upgrade != 0;
+	r->m->upgrade = info.nupgrade == 1 ? info.upgrade : NULL;
 	return 0;
 }
 
@@ -173,7 +173,7 @@ int http_request_parse(struct http_request *r, const char *buf, size_t len)
 	int was_done = r->st.done, rc;
 
 	rc = http_head_feed(&r->st, buf, len);
-	r->nheaders = r->st.nhdrs;
+	r->m->hl.n = r->st.nhdrs;
 	if (rc || was_done)
 		return rc;
 	rc = request_finish(r, buf);

@@ -12,15 +12,14 @@
 #include "worker/http.h"
 #include "worker/http_internal.h"
 
-void http_response_init(struct http_response *r, struct http_header *headers,
+void http_response_init(struct http_response *r, struct msg *m, struct arena *a,
                         uint32_t max_headers, size_t max_head, enum http_method method_id)
 {
-	memset(r, 0, sizeof(*r));
 	/* A 304 or a HEAD response may carry both TE and CL; the rules below
 	 * decide, not http-parser (http_head_init). */
-	http_head_init(&r->st, HTTP_RESPONSE, headers, max_headers, max_head);
+	http_head_init(&r->st, HTTP_RESPONSE, m, a, max_headers, max_head);
+	r->m = m;
 	r->st.head_method = method_id == HTTP_HEAD;
-	r->headers = headers;
 }
 
 /*
@@ -44,12 +43,12 @@ static int check_status_line(struct http_response *r, const char *buf)
 	}
 	if (code != r->st.parser.status_code || code < 100 || code > 599)
 		return -1;
-	r->status = code;
-	r->version_minor = line[7] - '0';
-	r->reason = line + (len > 12 ? 13 : 12);
-	r->reason_len = (uint32_t)(len > 12 ? len - 13 : 0);
-	for (i = 0; i < r->reason_len; i++)
-		if (!http_is((unsigned char)r->reason[i], HTTP_C_VCHAR | HTTP_C_WS))
+	r->m->status = code;
+	r->m->version_minor = line[7] - '0';
+	r->m->reason = line + (len > 12 ? 13 : 12);
+	r->m->reason_len = (uint32_t)(len > 12 ? len - 13 : 0);
+	for (i = 0; i < r->m->reason_len; i++)
+		if (!http_is((unsigned char)r->m->reason[i], HTTP_C_VCHAR | HTTP_C_WS))
 			return -1;
 	return 0;
 }
@@ -59,22 +58,28 @@ static int response_framing(struct http_response *r, const struct http_head_info
 {
 	if (info->ncl > 1 || (info->ncl == 1 && !info->cl_ok))
 		return -1;
-	if (r->status < 200 || r->status == 204 || r->status == 304 || r->st.head_method) {
+	if (r->m->status < 200 || r->m->status == 204 || r->m->status == 304 || r->st.head_method) {
 		/* No body, whatever the headers say; Transfer-Encoding is
-		 * ignored and Content-Length only had to be a number. */
-		r->body = HTTP_BODY_NONE;
+		 * ignored and Content-Length only had to be a number: a HEAD
+		 * response's or a 304's describes the body it does not carry,
+		 * information the writer passes on (never a 1xx's or 204's) */
+		r->m->body = HTTP_BODY_NONE;
+		if (info->ncl == 1 && r->m->status >= 200 && r->m->status != 204) {
+			r->m->length_info = 1;
+			r->m->content_length = info->content_length;
+		}
 		return 0;
 	}
 	/* RFC 9112 6.1: TE in an HTTP/1.0 message means faulty framing. */
-	if (info->nte > 0 && (r->version_minor == 0 || info->ncl > 0 || !info->te_chunked))
+	if (info->nte > 0 && (r->m->version_minor == 0 || info->ncl > 0 || !info->te_chunked))
 		return -1;
 	if (info->nte > 0) {
-		r->body = HTTP_BODY_CHUNKED;
+		r->m->body = HTTP_BODY_CHUNKED;
 	} else if (info->ncl == 1) {
-		r->body = HTTP_BODY_LENGTH;
-		r->content_length = info->content_length;
+		r->m->body = HTTP_BODY_LENGTH;
+		r->m->content_length = info->content_length;
 	} else {
-		r->body = HTTP_BODY_CLOSE;
+		r->m->body = HTTP_BODY_CLOSE;
 	}
 	return 0;
 }
@@ -83,15 +88,15 @@ static int response_finish(struct http_response *r, const char *buf)
 {
 	struct http_head_info info;
 
-	r->head_len = r->st.head_end;
+	r->m->head_len = r->st.head_end;
 	if (check_status_line(r, buf) || http_head_finish(&r->st, &info) ||
 	    response_framing(r, &info))
 		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-	r->keep_alive = http_keep_alive(r->version_minor, &info);
-	r->conn_upgrade = info.conn_upgrade != 0;
-	r->upgrade = info.nupgrade == 1 ? info.upgrade : NULL;
-	if (r->body == HTTP_BODY_CLOSE)
-		r->keep_alive = 0;
+	r->m->keep_alive = http_keep_alive(r->m->version_minor, &info);
+	r->m->conn_upgrade = info.conn_upgrade != 0;
+	r->m->upgrade = info.nupgrade == 1 ? info.upgrade : NULL;
+	if (r->m->body == HTTP_BODY_CLOSE)
+		r->m->keep_alive = 0;
 	return 0;
 }
 
@@ -100,7 +105,7 @@ int http_response_parse(struct http_response *r, const char *buf, size_t len)
 	int was_done = r->st.done, rc;
 
 	rc = http_head_feed(&r->st, buf, len);
-	r->nheaders = r->st.nhdrs;
+	r->m->hl.n = r->st.nhdrs;
 	if (rc == WEIR_EAGAIN)
 		return rc;
 	if (rc < 0) {

@@ -13,8 +13,8 @@
 
 void tunnel_offer(struct txn *t)
 {
-	const struct http_request *r = &t->req;
-	const struct http_header *h = r->upgrade;
+	const struct msg *r = &t->req;
+	const struct hdr *h = r->upgrade;
 	struct tunnel *tn = &t->tun;
 
 	tn->proto_len = 0;
@@ -35,7 +35,7 @@ void tunnel_offer(struct txn *t)
 
 int tunnel_check_switch(const struct txn *t)
 {
-	const struct http_header *h = t->resp.upgrade;
+	const struct hdr *h = t->resp.upgrade;
 	const struct tunnel *tn = &t->tun;
 
 	if (!tn->proto_len || !h || h->value_len != tn->proto_len ||

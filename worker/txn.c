@@ -23,7 +23,7 @@ static const char crlf[] = "\r\n";
 
 size_t txn_size(uint32_t nheaders)
 {
-	return sizeof(struct txn) + (size_t)nheaders * sizeof(struct http_header);
+	return sizeof(struct txn) + (size_t)nheaders * sizeof(struct hdr);
 }
 
 struct txn *txn_new(struct conn *c)
@@ -39,7 +39,8 @@ struct txn *txn_new(struct conn *c)
 	/* no client deadline of the transaction's own yet: the first pump sets
 	 * one whatever it waits for (the head's would otherwise stay) */
 	t->cl_wait = 0xff;
-	http_request_init(&t->req, t->headers, &wk.cfg->limits);
+	arena_init(&t->arena, t->arena_mem, wk.cfg->limits.headers * (uint32_t)sizeof(struct hdr));
+	http_request_init(&t->req_p, &t->req, &t->arena, &wk.cfg->limits);
 	c->txn = t;
 	return t;
 }
@@ -474,7 +475,7 @@ static void txn_upstream_lost(struct txn *t, int rc)
  */
 static int txn_normalize_path(struct txn *t)
 {
-	struct http_request *r = &t->req;
+	struct msg *r = &t->req;
 	struct buf *in = t->c->in;
 	size_t path_len = (size_t)(r->path_end - r->target), n;
 	char *p;
@@ -742,12 +743,15 @@ static int txn_response_head(struct txn *t)
 
 		if (!u->in || buf_len(u->in) == 0)
 			return 0;
-		if (t->resp.st.start == NULL) {
+		if (t->resp_p.st.start == NULL) {
 			buf_compact(u->in);
-			http_response_init(&t->resp, t->headers, wk.cfg->limits.headers,
+			/* the request's list is dead: its head was written */
+			t->req.hl.n = 0;
+			t->req.upgrade = NULL;
+			http_response_init(&t->resp_p, &t->resp, &t->arena, wk.cfg->limits.headers,
 			                   wk.cfg->limits.response_header_size, t->req.method_id);
 		}
-		rc = http_response_parse(&t->resp, u->in->data, u->in->end);
+		rc = http_response_parse(&t->resp_p, u->in->data, u->in->end);
 		if (rc == WEIR_EAGAIN && u->in->end == wk.buf_size)
 			return WEIR_ERR(UPSTREAM_BAD_RESPONSE); /* a head larger than any we take */
 		if (rc == WEIR_EAGAIN)
@@ -778,7 +782,7 @@ static int txn_response_head(struct txn *t)
 			/* interim answers (102, 103) are the upstream's business:
 			 * we answered Expect ourselves */
 			u->in->start += (uint32_t)t->resp.head_len;
-			memset(&t->resp.st, 0, sizeof(t->resp.st));
+			memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
 			continue;
 		}
 		t->status = t->resp.status;

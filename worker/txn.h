@@ -70,8 +70,10 @@ struct txn {
 	uint8_t body_discard;    /* the upstream stopped taking the body: what the
 	                          * client still sends of it is read and dropped */
 
-	struct http_request req;
-	struct http_response resp;
+	struct msg req;          /* the request, as the codec parsed it */
+	struct msg resp;         /* the response, once its head came */
+	struct http_request req_p;  /* HTTP/1 parse state of each head */
+	struct http_response resp_p;
 	struct http_chunked req_chunks;
 	struct http_chunked resp_chunks;
 	uint64_t req_body_left;  /* Content-Length bytes still to read */
@@ -99,8 +101,9 @@ struct txn {
 	int status;
 	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
 
-	struct http_header headers[]; /* limits.headers entries, shared by the
-	                               * request and then the response */
+	struct arena arena;      /* the header lists: the request's, then the
+	                          * response's (msg.h) */
+	struct hdr arena_mem[];  /* limits.headers entries: the arena's bytes */
 };
 
 /* Size of a txn with room for <nheaders> headers (the slab class size). */

@@ -32,13 +32,16 @@ static const struct ref_limits rlimits = {
 	.body = 1000000,
 };
 
-static struct http_header hdrs[HTTP_MAX_HEADERS];
-static struct http_request req;
+static struct hdr hdrs[HTTP_MAX_HEADERS];
+static struct arena arena;
+static struct msg req;
+static struct http_request req_p;
 
 static int weir_parse(const uint8_t *p, size_t len)
 {
-	http_request_init(&req, hdrs, &limits);
-	return http_request_parse(&req, (const char *)p, len);
+	arena_init(&arena, hdrs, sizeof(hdrs));
+	http_request_init(&req_p, &req, &arena, &limits);
+	return http_request_parse(&req_p, (const char *)p, len);
 }
 
 static void disagree(const char *what, const uint8_t *p, size_t len, int rc, const struct ref_result *ref)
