@@ -15,6 +15,7 @@
 #include <openssl/ssl.h>
 
 #include "common/log.h"
+#include "worker/codec.h"
 #include "worker/conn_proxy.h"
 #include "worker/tls.h"
 #include "worker/tls_bio.h"
@@ -383,8 +384,7 @@ void conn_answer_error(struct conn *c, int rc, int close)
 		close = 1;
 	if (t) {
 		close |= !t->req.keep_alive;
-		txn_count_end(t, status);
-		txn_log_access(t, status);
+		txn_log_phase(t, status, status);
 		txn_free(t);
 	} else {
 		txn_log_access_raw(c, status);
@@ -641,6 +641,7 @@ void conn_accept(int fd, const struct sockaddr *sa, int l)
 	SHM_SET(wk.cnt, conn_active, wk.nconns);
 
 	c->state = CONN_IDLE;
+	c->codec = &h1_server_codec;
 	if (tls_listener(l)) {
 		c->tls = 1;
 		c->state = CONN_HANDSHAKE;

@@ -24,6 +24,7 @@
 #include "worker/worker.h"
 
 struct txn;
+struct codec_ops;
 
 enum conn_state {
 	CONN_PROXY,   /* proxy_protocol listener: reading the PROXY header (conn_proxy.c) */
@@ -57,6 +58,7 @@ struct conn {
 	uint8_t tls_read_wants;
 	uint8_t tls_write_wants;
 	SSL *ssl;                 /* NULL on a plain connection (and after tls_close) */
+	const struct codec_ops *codec; /* its codec (codec.h): HTTP/1 */
 	char peer[INET6_ADDRSTRLEN];
 	uint8_t peer_len;
 };

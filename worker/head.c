@@ -233,9 +233,8 @@ static int out_keep(struct out *o, struct buf **b)
 	return 0;
 }
 
-int head_write_request(struct txn *t)
+int head_write_request(const struct msg *r, const struct head_req *hr, struct buf **out)
 {
-	const struct msg *r = &t->req;
 	struct out o;
 	/* X-Forwarded-Proto is not skipped here: as a vouched name it is
 	 * dropped and counted below; framing headers are not in the list */
@@ -244,11 +243,11 @@ int head_write_request(struct txn *t)
 	 * subject; a client's own is among the vouched names */
 	size_t cert_hdr_len = 0, subj_len = 0;
 	const char *subj = NULL;
-	const char *cert_hdr = tls_client_header(t->c, &cert_hdr_len, &subj, &subj_len);
+	const char *cert_hdr = tls_client_header(hr->c, &cert_hdr_len, &subj, &subj_len);
 	int whole = out_whole(r->head_len + subj_len);
 
 again:
-	if (out_begin(&o, &t->head_up, whole) < 0)
+	if (out_begin(&o, out, whole) < 0)
 		return WEIR_ERR(NOMEM);
 	out_put(&o, r->method, r->method_len);
 	OUT_LIT(&o, " ");
@@ -258,8 +257,7 @@ again:
 		out_put(&o, r->host, r->host_len);
 	} else {
 		/* HTTP/1.0 without Host: name the server we talk to */
-		const char *s = t->table->upstreams[t->route->upstream].name;
-		out_put(&o, s, strlen(s));
+		out_put(&o, hr->host, strlen(hr->host));
 	}
 	OUT_LIT(&o, "\r\n");
 	for (uint32_t i = 0; i < r->hl.n; i++) {
@@ -267,7 +265,7 @@ again:
 		if (h->flags & skip)
 			continue;
 		if ((h->flags & HDR_LOOKALIKE) || head_is_vouched(h)) {
-			head_drop_forged(t->c, h);
+			head_drop_forged(hr->c, h);
 			continue;
 		}
 		if ((h->flags & HDR_UNDERSCORE) && drop_underscores) {
@@ -283,18 +281,18 @@ again:
 		out_put(&o, subj, subj_len);
 		OUT_LIT(&o, "\r\n");
 	}
-	out_list(&o, r->hl.v, r->hl.n, HDR_XFF, "X-Forwarded-For", t->c->peer, t->c->peer_len);
-	if (t->c->tls)
+	out_list(&o, r->hl.v, r->hl.n, HDR_XFF, "X-Forwarded-For", hr->c->peer, hr->c->peer_len);
+	if (hr->c->tls)
 		OUT_LIT(&o, "X-Forwarded-Proto: https\r\n");
 	else
 		OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
-	if (t->early)
+	if (hr->early)
 		OUT_LIT(&o, "Early-Data: 1\r\n");
-	if (t->tun.proto_len) {
+	if (hr->upgrade_len) {
 		/* an upgrade the route allows (tunnel.h): the one hop-by-hop
 		 * pair weir passes on, as the client sent its token */
 		OUT_LIT(&o, "Connection: upgrade\r\nUpgrade: ");
-		out_put(&o, t->tun.proto, t->tun.proto_len);
+		out_put(&o, hr->upgrade, hr->upgrade_len);
 		OUT_LIT(&o, "\r\n");
 	}
 	out_list(&o, r->hl.v, r->hl.n, HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
@@ -311,7 +309,7 @@ again:
 			goto again;
 		return WEIR_ERR(HEADERS_TOO_LARGE);
 	}
-	return out_keep(&o, &t->head_up);
+	return out_keep(&o, out);
 }
 
 static const char *head_reason(int status)
@@ -334,17 +332,16 @@ static const char *head_reason(int status)
 	}
 }
 
-int head_write_response(struct txn *t)
+int head_write_response(const struct msg *r, struct head_resp *hr, struct buf **out)
 {
-	const struct msg *r = &t->resp;
-	const struct msg *q = &t->req;
+	const struct msg *q = hr->req;
 	struct out o;
 	uint32_t skip = HDR_HOP | HDR_VIA;
 	char line[13] = "HTTP/1.1 000 ";
 	int whole = out_whole(r->head_len);
 
 again:
-	if (out_begin(&o, &t->head_down, whole) < 0)
+	if (out_begin(&o, out, whole) < 0)
 		return WEIR_ERR(NOMEM);
 	line[9] = (char)('0' + r->status / 100);
 	line[10] = (char)('0' + r->status / 10 % 10);
@@ -363,7 +360,7 @@ again:
 
 	/* an upgrade declined: what the client sent after its head may be
 	 * the new protocol, never to be read as the next request */
-	t->client_close = !q->keep_alive || wk.draining || (t->tun.proto_len && r->status != 101);
+	hr->client_close = !q->keep_alive || wk.draining || (hr->upgrade_len && r->status != 101);
 	switch (r->body) {
 	case HTTP_BODY_NONE:
 		/* a response to HEAD and a 304 describe the body they do not
@@ -383,10 +380,10 @@ again:
 	case HTTP_BODY_CLOSE:
 		if (q->version_minor >= 1) {
 			OUT_LIT(&o, "Transfer-Encoding: chunked\r\n");
-			t->resp_chunked_out = 1;
+			hr->chunked = 1;
 		} else {
 			/* an HTTP/1.0 client knows no chunks: the close ends it */
-			t->client_close = 1;
+			hr->client_close = 1;
 		}
 		break;
 	default:
@@ -394,9 +391,9 @@ again:
 	}
 	if (r->status == 101) {
 		OUT_LIT(&o, "Connection: upgrade\r\nUpgrade: ");
-		out_put(&o, t->tun.proto, t->tun.proto_len);
+		out_put(&o, hr->upgrade, hr->upgrade_len);
 		OUT_LIT(&o, "\r\n");
-	} else if (t->client_close)
+	} else if (hr->client_close)
 		OUT_LIT(&o, "Connection: close\r\n");
 	else if (q->version_minor == 0)
 		OUT_LIT(&o, "Connection: keep-alive\r\n");
@@ -406,5 +403,5 @@ again:
 			goto again;
 		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
 	}
-	return out_keep(&o, &t->head_down);
+	return out_keep(&o, out);
 }

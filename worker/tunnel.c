@@ -89,7 +89,7 @@ static void tunnel_end(struct txn *t, enum tunnel_end by)
 	struct conn *c = t->c;
 
 	SHM_ADD(wk.cnt, tunnels_closed[by], 1);
-	txn_log_access(t, 101);
+	txn_log_phase(t, 101, 101); /* counted when it started: no route left */
 	txn_abort(t, by == TUNNEL_END_ERROR ? WEIR_ERR(TUNNEL_ERROR) : 0);
 	conn_close(c);
 }
@@ -143,8 +143,8 @@ void tunnel_pump(struct txn *t)
 	while (progress) {
 		progress = 0;
 		/* client -> upstream */
-		if (t->up.count) {
-			n = outq_write(u, NULL, &t->up, 0);
+		if (t->up.q.count) {
+			n = t->up.ops->flush(&t->up, 0);
 			if (n < 0) {
 				tunnel_end(t, TUNNEL_END_ERROR);
 				return;
@@ -155,16 +155,16 @@ void tunnel_pump(struct txn *t)
 				SHM_ADD(wk.cnt, tunnel_bytes_up, n);
 			}
 		}
-		if (!t->up.count) {
+		if (!t->up.q.count) {
 			struct buf *in = c->in;
 
 			if (in && buf_len(in)) {
-				outq_body(&t->up, in, buf_len(in), in->data + in->start, buf_len(in), 0);
+				outq_body(&t->up.q, in, buf_len(in), in->data + in->start, buf_len(in), 0);
 				progress = 1;
 			} else if (!tn->cl_eof && c->readable) {
 				if (in)
 					in->start = in->end = 0;
-				rc = conn_read(c);
+				rc = t->down.ops->recv(&t->down);
 				if (rc > 0) {
 					progress = io = 1;
 				} else if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED)) {
@@ -181,8 +181,8 @@ void tunnel_pump(struct txn *t)
 			}
 		}
 		/* upstream -> client */
-		if (t->down.count) {
-			n = outq_write(NULL, c, &t->down, 0);
+		if (t->down.q.count) {
+			n = t->down.ops->flush(&t->down, 0);
 			if (n < 0) {
 				tunnel_end(t, TUNNEL_END_ERROR);
 				return;
@@ -195,11 +195,11 @@ void tunnel_pump(struct txn *t)
 				SHM_ADD(wk.cnt, tunnel_bytes_down, n);
 			}
 		}
-		if (!t->down.count) {
+		if (!t->down.q.count) {
 			struct buf *in = u->in;
 
 			if (in && buf_len(in)) {
-				outq_body(&t->down, in, buf_len(in), in->data + in->start, buf_len(in), 0);
+				outq_body(&t->down.q, in, buf_len(in), in->data + in->start, buf_len(in), 0);
 				progress = 1;
 			} else if (!tn->up_eof && u->readable) {
 				if (in)
@@ -228,9 +228,9 @@ void tunnel_pump(struct txn *t)
 	tunnel_trim(&c->in);
 	tunnel_trim(&u->in);
 	/* a side is read only once the other has taken what it sent before */
-	conn_io_set(c, (!tn->cl_eof && !t->up.count ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
-	worker_io_set(&u->io, u->tls_wants | (t->up.count ? EV_WRITE : 0) |
-	                          (!tn->up_eof && !t->down.count ? EV_READ : 0));
+	conn_io_set(c, (!tn->cl_eof && !t->up.q.count ? EV_READ : 0) | (t->down.q.count ? EV_WRITE : 0));
+	worker_io_set(&u->io, u->tls_wants | (t->up.q.count ? EV_WRITE : 0) |
+	                          (!tn->up_eof && !t->down.q.count ? EV_READ : 0));
 	if (io) {
 		conn_set_deadline(c, worker_after(wk.cfg->timeouts.tunnel));
 		upstream_set_deadline(u, worker_after(wk.cfg->timeouts.tunnel));

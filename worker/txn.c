@@ -8,18 +8,13 @@
 
 #include "common/log.h"
 #include "worker/conn.h"
-#include "worker/tls_bio.h"
 #include "worker/tls_client.h"
 #include "worker/tls.h"
 #include "worker/upstream.h"
 
-static const char chunk_end[] = "0\r\n\r\n";
-
 static int txn_fill_up(struct txn *t);
 static int txn_fill_down(struct txn *t);
 static int txn_idempotent(const struct txn *t);
-static void txn_upstream_begin(struct txn *t);
-static const char crlf[] = "\r\n";
 
 size_t txn_size(uint32_t nheaders)
 {
@@ -34,6 +29,9 @@ struct txn *txn_new(struct conn *c)
 		return NULL;
 	memset(t, 0, sizeof(*t));
 	t->c = c;
+	t->down.c = c;
+	t->down.ops = c->codec;
+	t->up.ops = &h1_client_codec; /* the route's protocol: HTTP/1 for now */
 	t->server = -1;
 	t->start = ev_now(wk.loop);
 	/* no client deadline of the transaction's own yet: the first pump sets
@@ -51,10 +49,10 @@ void txn_free(struct txn *t)
 		tunnel_free(t);
 	if (t->table)
 		worker_table_release(t->table);
-	if (t->head_up)
-		buf_put(t->head_up);
-	if (t->head_down)
-		buf_put(t->head_down);
+	if (t->up.head)
+		buf_put(t->up.head);
+	if (t->down.head)
+		buf_put(t->down.head);
 	txn_body_put(t);
 	t->c->txn = NULL;
 	slab_free(&wk.slab, wk.cls_txn, t);
@@ -77,8 +75,8 @@ static void txn_log_line(struct conn *c, struct txn *t, int status)
 		uint32_t tl = t->req.target_len;
 		const struct route_server *s = t->server >= 0 ? &t->table->servers[t->server] : NULL;
 
-		if (t->head_up) {
-			target = t->head_up->data + t->req.method_len + 1;
+		if (t->up.head) {
+			target = t->up.head->data + t->req.method_len + 1;
 			tl = t->req.target_len;
 		}
 		char esc[4 * 512 + 1];
@@ -109,97 +107,6 @@ void txn_log_access_raw(struct conn *c, int status)
 	txn_log_line(c, NULL, status);
 }
 
-/* ---- output queues ------------------------------------------------- */
-
-static void outq_add(struct outq *q, const void *p, size_t len)
-{
-	if (len == 0)
-		return;
-	q->iov[q->first + q->count].iov_base = (void *)p;
-	q->iov[q->first + q->count].iov_len = len;
-	q->count++;
-}
-
-static void outq_reset(struct outq *q)
-{
-	q->first = q->count = 0;
-	q->src = NULL;
-	q->src_consume = 0;
-}
-
-/* Queues a body span of <src> (framing from <used> consumed bytes, of
- * which [data, data+len) is the payload), chunk-encoded if <chunked>. */
-void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked)
-{
-	/* appended, so that a head and the first body bytes leave in one writev */
-	q->src = src;
-	q->src_consume = used;
-	if (len == 0)
-		return;
-	if (chunked) {
-		static const char hex[] = "0123456789abcdef";
-		char *p = q->pre + sizeof(q->pre);
-		size_t v = len;
-
-		*--p = '\n';
-		*--p = '\r';
-		do {
-			*--p = hex[v & 15];
-			v >>= 4;
-		} while (v);
-		outq_add(q, p, (size_t)(q->pre + sizeof(q->pre) - p));
-	}
-	outq_add(q, data, len);
-	if (chunked)
-		outq_add(q, crlf, 2);
-}
-
-/* Writes what <q> holds to client <c> when it is given, else to upstream
- * <u> (through its SSL on a TLS group). Returns bytes written (>= 0; the
- * queue is empty when q->count is 0) or -errno. */
-ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more)
-{
-	ssize_t n, total = 0;
-
-	while (q->count) {
-		if (c) {
-			n = conn_sendv(c, q->iov + q->first, q->count, more);
-		} else if (u->ssl) {
-			n = tls_client_sendv(u, q->iov + q->first, q->count);
-		} else {
-			n = worker_sendv(u->io.fd, q->iov + q->first, q->count, more ? MSG_MORE : 0);
-		}
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				return total;
-			return -errno;
-		}
-		total += n;
-		if (n > 0)
-			q->sent = 1;
-		while (n > 0 && q->count) {
-			struct iovec *v = &q->iov[q->first];
-			if ((size_t)n >= v->iov_len) {
-				n -= (ssize_t)v->iov_len;
-				q->first++;
-				q->count--;
-			} else {
-				v->iov_base = (char *)v->iov_base + n;
-				v->iov_len -= (size_t)n;
-				n = 0;
-			}
-		}
-	}
-	if (q->src) {
-		q->src->start += q->src_consume;
-		q->src = NULL;
-	}
-	q->first = 0;
-	return total;
-}
-
 /* ---- ending ---------------------------------------------------------- */
 
 static void txn_detach_upstream(struct txn *t, int reusable)
@@ -209,6 +116,7 @@ static void txn_detach_upstream(struct txn *t, int reusable)
 	if (!u)
 		return;
 	t->u = NULL;
+	t->up.u = NULL;
 	u->txn = NULL;
 	if (reusable)
 		upstream_release(u);
@@ -265,8 +173,7 @@ void txn_fail(struct txn *t, int rc)
 	worker_count_error(WEIR_ERR(RESPONSE_CUT));
 	worker_count_error(rc);
 	log_warn("%s: %s after the response had started; cutting the connection", c->peer, weir_err_text(rc));
-	txn_count_end(t, 0);
-	txn_log_access(t, t->status);
+	txn_log_phase(t, 0, t->status);
 	conn_close(c);
 }
 
@@ -274,7 +181,7 @@ static void txn_finish(struct txn *t)
 {
 	struct conn *c = t->c;
 	struct upconn *u = t->u;
-	int up_keep = t->up_reusable && t->req_done && !t->up.count;
+	int up_keep = t->up_reusable && t->req_done && !t->up.q.count;
 	int keep;
 
 	if (u && u->in && buf_len(u->in)) {
@@ -288,8 +195,7 @@ static void txn_finish(struct txn *t)
 	txn_detach_upstream(t, up_keep);
 	keep = t->req.keep_alive && t->req_body_done && !t->client_close && !wk.draining;
 	SHM_ADD(wk.cnt, responses[t->status / 100], 1);
-	txn_count_end(t, t->status);
-	txn_log_access(t, t->status);
+	txn_log_phase(t, t->status, t->status);
 	if (!t->req_body_done && !c->eof) {
 		/* answered before the body was read to its end: the client may
 		 * still be sending it, and a close now would reset the answer */
@@ -301,8 +207,7 @@ static void txn_finish(struct txn *t)
 	conn_txn_done(c, keep);
 }
 
-/* The request body is still to be read from its first byte. */
-static void txn_body_reset(struct txn *t)
+void txn_body_reset(struct txn *t)
 {
 	t->req_body_left = t->req.content_length;
 	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
@@ -317,14 +222,11 @@ static void txn_body_reset(struct txn *t)
  * there is one (as one chunk, and the last, if it came chunked). */
 static void txn_queue_request(struct txn *t)
 {
-	int chunked = t->req.body == HTTP_BODY_CHUNKED;
-
-	outq_reset(&t->up);
-	outq_add(&t->up, t->head_up->data, t->head_up->end);
+	t->up.ops->queue_head(&t->up);
 	if (t->body)
-		outq_body(&t->up, NULL, 0, t->body->data, t->body->end, chunked);
-	if (chunked && t->body_buffered)
-		outq_add(&t->up, chunk_end, sizeof(chunk_end) - 1);
+		t->up.ops->send_body(&t->up, NULL, 0, t->body->data, t->body->end, t->body_buffered);
+	else if (t->body_buffered && t->req.body == HTTP_BODY_CHUNKED)
+		t->up.ops->send_body(&t->up, NULL, 0, NULL, 0, 1); /* an empty chunked body */
 }
 
 static int txn_replay_request(struct txn *t)
@@ -339,12 +241,11 @@ static int txn_replay_request(struct txn *t)
 		txn_queue_request(t);
 		return 0;
 	}
-	outq_reset(&t->up);
 	if (c->in) /* else it was given back holding no byte of this request */
 		c->in->start = t->req_head_start;
 	t->req_done = 0;
 	txn_body_reset(t);
-	outq_add(&t->up, t->head_up->data, t->head_up->end);
+	t->up.ops->queue_head(&t->up);
 	return 0;
 }
 
@@ -352,7 +253,9 @@ static void txn_attach(struct txn *t, struct upconn *u)
 {
 	t->u = u;
 	u->txn = t;
-	t->up.sent = 0;
+	t->up.u = u;
+	t->up.ops = u->codec;
+	t->up.q.sent = 0;
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
 	SHM_ADD(&wk.scnt[t->table->servers[t->server].stat], requests, 1);
@@ -360,43 +263,59 @@ static void txn_attach(struct txn *t, struct upconn *u)
 	                                                    : wk.cfg->timeouts.upstream_send));
 }
 
-/* Finds a server and a connection for <t>. Returns 0, or the error to
- * answer with when no server can take the request. */
-static int txn_connect(struct txn *t, int last_rc)
+int txn_pick(struct txn *t)
 {
 	const struct route_upstream *up = &t->table->upstreams[t->route->upstream];
+	int s = upstream_pick(t->table, up, t->tried);
 
+	if (s < 0)
+		return -1;
+	t->tried |= 1ull << ((uint32_t)s - up->first_server);
+	t->server = s;
+	return s;
+}
+
+int txn_connect_server(struct txn *t)
+{
+	uint32_t s = (uint32_t)t->server;
+	struct upconn *u = upstream_pool_get(t->table, s);
+	int rc;
+
+	while (u && !txn_idempotent(t) && !upstream_pool_alive(u)) {
+		/* closed as it idled, its event not seen yet: such a request
+		 * is not sent again if the connection dies under it */
+		upstream_close(u);
+		u = upstream_pool_get(t->table, s);
+	}
+	if (u) {
+		SHM_ADD(wk.cnt, upstream_reuses, 1);
+		SHM_ADD(&wk.scnt[t->table->servers[s].stat], reuses, 1);
+		txn_attach(t, u);
+		return 0;
+	}
+	u = upstream_connect(t->table, s, &rc);
+	if (u) {
+		txn_attach(t, u);
+		return 0;
+	}
+	if (rc != WEIR_ERR(NOMEM) && rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
+		log_warn("upstream %s refused the connection; trying another server", t->table->servers[s].text);
+	return rc;
+}
+
+int txn_connect(struct txn *t, int last_rc)
+{
 	for (;;) {
-		int s = upstream_pick(t->table, up, t->tried);
-		struct upconn *u;
 		int rc;
 
-		if (s < 0)
+		if (txn_pick(t) < 0)
 			return t->tried ? last_rc : WEIR_ERR(NO_SERVER);
-		t->tried |= 1ull << ((uint32_t)s - up->first_server);
-		t->server = s;
-		u = upstream_pool_get(t->table, (uint32_t)s);
-		while (u && !txn_idempotent(t) && !upstream_pool_alive(u)) {
-			/* closed as it idled, its event not seen yet: such a request
-			 * is not sent again if the connection dies under it */
-			upstream_close(u);
-			u = upstream_pool_get(t->table, (uint32_t)s);
-		}
-		if (u) {
-			SHM_ADD(wk.cnt, upstream_reuses, 1);
-			SHM_ADD(&wk.scnt[t->table->servers[s].stat], reuses, 1);
-			txn_attach(t, u);
+		rc = txn_connect_server(t);
+		if (rc == 0)
 			return 0;
-		}
-		u = upstream_connect(t->table, (uint32_t)s, &rc);
-		if (u) {
-			txn_attach(t, u);
-			return 0;
-		}
 		if (rc == WEIR_ERR(NOMEM) || rc == WEIR_ERR(LOCAL_CONNECT_ERROR))
 			return rc; /* ours: another server would fare no better */
 		last_rc = rc;
-		log_warn("upstream %s refused the connection; trying another server", t->table->servers[s].text);
 	}
 }
 
@@ -427,7 +346,7 @@ static void txn_upstream_lost(struct txn *t, int rc)
 	struct upconn *u = t->u;
 	int was_reused = u->reused;
 	int server = t->server;
-	int sent = t->up.sent;
+	int sent = t->up.q.sent;
 
 	txn_detach_upstream(t, 0);
 	if (t->resp_started || t->up_first > 0) {
@@ -464,103 +383,10 @@ static void txn_upstream_lost(struct txn *t, int rc)
 	txn_fail(t, rc);
 }
 
-/*
- * Normalises the request path (worker/http_path.c) where it lies, in the
- * client's input buffer, and closes the gap before the query: routing,
- * the upstream head and the access log then all see the one path weir
- * forwards. Needs no memory, since the path only ever shortens; a path
- * that needs no change is only scanned. "*" and the "/" of an
- * absolute-form target without a path (a literal, not in the buffer) are
- * one byte and left alone. Returns 0 or WEIR_EBAD_PATH.
- */
-static int txn_normalize_path(struct txn *t)
+void txn_upstream_begin(struct txn *t)
 {
-	struct msg *r = &t->req;
-	struct buf *in = t->c->in;
-	size_t path_len = (size_t)(r->path_end - r->target), n;
-	char *p;
 	int rc;
 
-	if (r->target_len <= 1)
-		return 0;
-	p = in->data + (r->target - in->data); /* the head's bytes are ours */
-	rc = http_path_normalize(p, path_len, wk.cfg->merge_slashes ? HTTP_PATH_MERGE_SLASHES : 0, &n);
-	if (rc || n == path_len)
-		return rc;
-	memmove(p + n, p + path_len, r->target_len - path_len);
-	r->target_len -= (uint32_t)(path_len - n);
-	r->path_end = r->target + n;
-	return 0;
-}
-
-void txn_start(struct txn *t)
-{
-	struct conn *c = t->c;
-	int rc;
-
-	SHM_ADD(wk.cnt, requests, 1);
-	/* the head is consumed; its spans stay valid until head_write_request()
-	 * has copied them, since the buffer does not move meanwhile */
-	c->in->start = (uint32_t)t->req.head_len;
-	t->req_head_start = c->in->start;
-	t->table = route_acquire(wk.seg, wk.slot);
-	worker_table_hold(t->table);
-	if (t->table->id != wk.table_id)
-		upstream_sync_table(t->table);
-	rc = txn_normalize_path(t);
-	if (rc < 0) {
-		txn_fail(t, rc);
-		return;
-	}
-	t->route = route_lookup(t->table, t->req.host ? t->req.host : "", t->req.host_len, t->req.target,
-	                        (size_t)(t->req.path_end - t->req.target));
-	txn_body_reset(t);
-	if (c->tls && tls_in_early_data(c)) {
-		/* 0-RTT bytes can be replayed: only a request that is safe to
-		 * repeat goes on, marked for the upstream (RFC 8470); the client
-		 * sends any other again once the handshake is done */
-		int safe = t->req.method_id == HTTP_GET || t->req.method_id == HTTP_HEAD ||
-		           t->req.method_id == HTTP_OPTIONS;
-		if (!safe || t->req.body != HTTP_BODY_NONE) {
-			txn_fail(t, WEIR_ERR(TOO_EARLY));
-			return;
-		}
-		t->early = 1;
-	}
-	if (!t->route) {
-		txn_fail(t, WEIR_ERR(NO_ROUTE));
-		return;
-	}
-	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
-	tunnel_offer(t);
-	rc = head_write_request(t);
-	t->replayable = 1;
-	if (rc < 0) {
-		txn_fail(t, rc);
-		return;
-	}
-	if (txn_buffer_wanted(t)) {
-		/* read the body whole before a server is picked: a slow or
-		 * malformed body then never holds or reaches an upstream */
-		t->buffering = 1;
-		if (txn_send_continue(t) < 0)
-			return;
-		t->continued = 1; /* never later, with the body under way */
-		txn_pump(t);
-		return;
-	}
-	txn_upstream_begin(t);
-}
-
-/* Picks a server, connects and sends what there is of the request. */
-static void txn_upstream_begin(struct txn *t)
-{
-	int rc = txn_connect(t, WEIR_ERR(UPSTREAM_REFUSED));
-
-	if (rc < 0) {
-		txn_fail(t, rc);
-		return;
-	}
 	if (txn_send_continue(t) < 0)
 		return;
 	txn_queue_request(t);
@@ -580,8 +406,8 @@ static void txn_upstream_begin(struct txn *t)
 
 /*
  * Decodes the chunked body bytes in <in> (strictly: <ch> keeps the state
- * across calls) into <q>, re-encoded as one chunk when <chunked_out>, else
- * as the bare data. The data of every chunk the buffer holds is gathered
+ * across calls) into side <sd>, whose codec frames them for its peer (one
+ * chunk, or the bare data). The data of every chunk the buffer holds is gathered
  * into one span by moving each chunk's data down over the framing before
  * it (only bytes already decoded are overwritten), so a body of tiny
  * chunks costs one write per buffer, not one per chunk; *<moved> says
@@ -590,8 +416,8 @@ static void txn_upstream_begin(struct txn *t)
  * more input is needed, or a framing error (WEIR_ESMUGGLING) or
  * WEIR_EBODY_TOO_LARGE.
  */
-static int txn_fill_chunked(struct outq *q, struct http_chunked *ch, struct buf *in, int chunked_out,
-                            uint64_t *total, uint64_t limit, int *moved)
+static int txn_fill_chunked(struct side *sd, struct http_chunked *ch, struct buf *in, uint64_t *total,
+                            uint64_t limit, int *moved)
 {
 	char *base = in->data + in->start, *span = NULL;
 	size_t avail = buf_len(in), off = 0, len = 0;
@@ -618,15 +444,9 @@ static int txn_fill_chunked(struct outq *q, struct http_chunked *ch, struct buf 
 		}
 		len += dlen;
 	}
-	if (len == 0 && !(ch->done && chunked_out)) {
-		/* framing only: consumed now, since no write will */
-		in->start += (uint32_t)off;
-		return ch->done;
-	}
-	outq_body(q, in, (uint32_t)off, span, len, chunked_out);
-	if (ch->done && chunked_out)
-		outq_add(q, chunk_end, sizeof(chunk_end) - 1);
-	return 1;
+	/* framing only is consumed at once, unless the end must be written */
+	sd->ops->send_body(sd, in, (uint32_t)off, span, len, ch->done);
+	return len || (ch->done && sd->chunked) ? 1 : ch->done;
 }
 
 /* Queues the next piece of request body from c->in. Returns 1 if something
@@ -645,15 +465,14 @@ static int txn_fill_up(struct txn *t)
 	if (t->req.body == HTTP_BODY_LENGTH) {
 		uint32_t n = avail < t->req_body_left ? avail : (uint32_t)t->req_body_left;
 
-		outq_body(&t->up, in, n, in->data + in->start, n, 0);
 		t->req_body_left -= n;
 		t->req_body_done = t->req_body_left == 0;
+		t->up.ops->send_body(&t->up, in, n, in->data + in->start, n, t->req_body_done);
 		return 1;
 	}
 	/* chunked: decode strictly, encode anew */
 	int moved = 0;
-	int rc = txn_fill_chunked(&t->up, &t->req_chunks, in, 1, &t->req_body_total, wk.cfg->limits.body_size,
-	                          &moved);
+	int rc = txn_fill_chunked(&t->up, &t->req_chunks, in, &t->req_body_total, wk.cfg->limits.body_size, &moved);
 
 	if (moved)
 		t->replayable = 0; /* the body bytes sent are no longer as received */
@@ -666,70 +485,35 @@ static void txn_client_room(struct txn *t)
 {
 	struct buf *in = t->c->in;
 
-	if (in && in->end == wk.buf_size && in->start > 0 && !t->up.count) {
+	if (in && in->end == wk.buf_size && in->start > 0 && !t->up.q.count) {
 		buf_compact(in);
 		t->replayable = 0; /* sent bytes are gone from the buffer */
 	}
 }
 
-/* txn_upstream_read() over TLS, into <room> bytes of u->in: records come
- * one at a time, and a socket drained by BoringSSL may still leave
- * decrypted bytes in it, which no event will announce. */
-static int txn_upstream_read_tls(struct txn *t, size_t room)
-{
-	struct upconn *u = t->u;
-	ssize_t n = tls_client_recv(u, u->in->data + u->in->end, room);
-
-	if (n > 0) {
-		u->in->end += (uint32_t)n;
-		if ((size_t)n < room && !tls_bio_pending(u->ssl))
-			u->readable = 0;
-		if (t->up_first == 0)
-			t->up_first = ev_now(wk.loop);
-		return (int)n;
-	}
-	if (n < 0 && errno == EAGAIN) {
-		u->readable = u->tls_wants != 0; /* retried once the socket is writable */
-		return WEIR_EAGAIN;
-	}
-	u->readable = 0;
-	return n == 0 ? 0 : WEIR_ERR(UPSTREAM_CLOSED);
-}
-
 int txn_upstream_read(struct txn *t)
 {
 	struct upconn *u = t->u;
-	ssize_t n;
-	size_t room;
+	int rc;
 
-	if (!u->in && !(u->in = buf_get()))
-		return WEIR_ERR(NOMEM);
-	if (u->in->end == wk.buf_size && u->in->start > 0 && !t->down.count)
+	/* the response queued to the client may point into u->in */
+	if (u->in && u->in->end == wk.buf_size && u->in->start > 0 && !t->down.q.count)
 		buf_compact(u->in);
-	room = wk.buf_size - u->in->end;
-	if (room == 0)
-		return WEIR_EAGAIN;
-	if (u->ssl)
-		return txn_upstream_read_tls(t, room);
-	for (;;) {
-		n = read(u->io.fd, u->in->data + u->in->end, room);
-		if (n > 0) {
-			u->in->end += (uint32_t)n;
-			if ((size_t)n < room)
-				u->readable = 0;
-			if (t->up_first == 0)
-				t->up_first = ev_now(wk.loop);
-			return (int)n;
-		}
-		if (n == 0) {
-			u->readable = 0;
-			return 0;
-		}
-		if (errno == EINTR)
-			continue;
-		u->readable = 0;
-		return errno == EAGAIN ? WEIR_EAGAIN : WEIR_ERR(UPSTREAM_CLOSED);
-	}
+	rc = t->up.ops->recv(&t->up);
+	if (rc > 0 && t->up_first == 0)
+		t->up_first = ev_now(wk.loop);
+	return rc;
+}
+
+/* The client's head of the response, and the framing and close it says. */
+static int txn_response_head_write(struct txn *t)
+{
+	struct head_resp hr = {.req = &t->req, .upgrade = t->tun.proto, .upgrade_len = t->tun.proto_len};
+	int rc = head_write_response(&t->resp, &hr, &t->down.head);
+
+	t->client_close = hr.client_close;
+	t->down.chunked = hr.chunked;
+	return rc;
 }
 
 /* Parses the response head in u->in. Returns 1 when the head is queued for
@@ -768,13 +552,14 @@ static int txn_response_head(struct txn *t)
 				return rc;
 			}
 			t->status = 101;
-			rc = head_write_response(t);
+			rc = txn_response_filters(t);
+			if (rc == 0)
+				rc = txn_response_head_write(t);
 			if (rc < 0)
 				return rc;
 			u->in->start += (uint32_t)t->resp.head_len;
 			t->resp_started = 1;
-			outq_reset(&t->down);
-			outq_add(&t->down, t->head_down->data, t->head_down->end);
+			t->down.ops->queue_head(&t->down);
 			tunnel_start(t);
 			return 1;
 		}
@@ -786,7 +571,9 @@ static int txn_response_head(struct txn *t)
 			continue;
 		}
 		t->status = t->resp.status;
-		rc = head_write_response(t);
+		rc = txn_response_filters(t);
+		if (rc == 0)
+			rc = txn_response_head_write(t);
 		if (rc < 0)
 			return rc;
 		u->in->start += (uint32_t)t->resp.head_len;
@@ -796,8 +583,7 @@ static int txn_response_head(struct txn *t)
 		/* an upgrade offered and declined: the upstream may have read
 		 * what followed the request as its new protocol */
 		t->up_reusable = t->resp.keep_alive && t->resp.body != HTTP_BODY_CLOSE && !t->tun.proto_len;
-		outq_reset(&t->down);
-		outq_add(&t->down, t->head_down->data, t->head_down->end);
+		t->down.ops->queue_head(&t->down);
 		if (t->resp.body == HTTP_BODY_NONE || (t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left == 0))
 			t->resp_done = 1;
 		else
@@ -812,24 +598,23 @@ static int txn_fill_down(struct txn *t)
 {
 	struct buf *in = t->u->in;
 	uint32_t avail = in ? buf_len(in) : 0;
-	int chunked = t->resp_chunked_out;
 
 	if (avail == 0)
 		return 0;
 	switch (t->resp.body) {
 	case HTTP_BODY_LENGTH: {
 		uint32_t n = avail < t->resp_body_left ? avail : (uint32_t)t->resp_body_left;
-		outq_body(&t->down, in, n, in->data + in->start, n, 0);
 		t->resp_body_left -= n;
 		t->resp_done = t->resp_body_left == 0;
+		t->down.ops->send_body(&t->down, in, n, in->data + in->start, n, t->resp_done);
 		return 1;
 	}
 	case HTTP_BODY_CLOSE:
-		outq_body(&t->down, in, avail, in->data + in->start, avail, chunked);
+		t->down.ops->send_body(&t->down, in, avail, in->data + in->start, avail, 0);
 		return 1;
 	case HTTP_BODY_CHUNKED: {
 		uint64_t total = 0;
-		int moved, rc = txn_fill_chunked(&t->down, &t->resp_chunks, in, chunked, &total, 0, &moved);
+		int moved, rc = txn_fill_chunked(&t->down, &t->resp_chunks, in, &total, 0, &moved);
 
 		t->resp_done = t->resp_chunks.done;
 		return rc < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : rc;
@@ -845,8 +630,7 @@ static int txn_upstream_eof(struct txn *t)
 	if (!t->resp_started)
 		return WEIR_ERR(UPSTREAM_CLOSED);
 	if (t->resp.body == HTTP_BODY_CLOSE) {
-		if (t->resp_chunked_out)
-			outq_add(&t->down, chunk_end, sizeof(chunk_end) - 1);
+		t->down.ops->send_body(&t->down, NULL, 0, NULL, 0, 1); /* the end, framed */
 		t->resp_done = 1;
 		t->up_reusable = 0;
 		return 1;
@@ -869,12 +653,12 @@ static void txn_pump_buffer(struct txn *t)
 		if (rc > 0) {
 			t->buffering = 0;
 			t->rate_in.since = 0; /* streaming measures its own waits */
-			txn_upstream_begin(t);
+			txn_resume(t); /* the body phase waited: pick a server */
 			return;
 		}
 		if (!c->readable)
 			break;
-		rc = conn_read(c);
+		rc = t->down.ops->recv(&t->down);
 		if (rc > 0) {
 			io = 1;
 			t->body_in += (uint64_t)rc;
@@ -915,13 +699,13 @@ void txn_pump(struct txn *t)
 		progress = 0;
 		/* client -> upstream */
 		if (u && !u->connecting) {
-			if (t->up.count) {
-				n = outq_write(u, NULL, &t->up, 0);
+			if (t->up.q.count) {
+				n = t->up.ops->flush(&t->up, 0);
 				if (n < 0) {
 					if (t->resp_started) {
 						/* it answered and stopped listening: keep the
 						 * answer, drop the rest of the body */
-						outq_reset(&t->up);
+						outq_reset(&t->up.q);
 						t->req_done = 1;
 						t->client_close = 1;
 						t->up_reusable = 0;
@@ -938,7 +722,7 @@ void txn_pump(struct txn *t)
 				if (n > 0)
 					progress = up_io = 1;
 			}
-			if (!t->up.count && !t->req_done) {
+			if (!t->up.q.count && !t->req_done) {
 				rc = txn_fill_up(t);
 				if (rc < 0) {
 					txn_fail(t, rc);
@@ -948,7 +732,7 @@ void txn_pump(struct txn *t)
 					progress = 1;
 				} else if (c->readable) {
 					txn_client_room(t);
-					rc = conn_read(c);
+					rc = t->down.ops->recv(&t->down);
 					if (rc > 0) {
 						progress = cl_io = 1;
 						t->body_in += (uint64_t)rc;
@@ -962,12 +746,12 @@ void txn_pump(struct txn *t)
 			}
 		}
 		/* upstream -> client */
-		if (t->down.count) {
+		if (t->down.q.count) {
 			/* more of a counted body follows for sure: let the kernel
 			 * fill its segments (as TCP_CORK, released by the last send
 			 * or after 200 ms should the upstream stall); never for
 			 * chunked or until-close bodies, which may be streams */
-			n = outq_write(NULL, c, &t->down, t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left > 0);
+			n = t->down.ops->flush(&t->down, t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left > 0);
 			if (n < 0) {
 				txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 				conn_close(c);
@@ -979,7 +763,7 @@ void txn_pump(struct txn *t)
 				SHM_ADD(wk.cnt, bytes_out, n);
 			}
 		}
-		if (!t->down.count && !t->resp_done && u && !u->connecting) {
+		if (!t->down.q.count && !t->resp_done && u && !u->connecting) {
 			rc = t->resp_started ? txn_fill_down(t) : txn_response_head(t);
 			if (rc < 0) {
 				if (!t->resp_started && rc == WEIR_ERR(UPSTREAM_BAD_RESPONSE))
@@ -1014,7 +798,7 @@ void txn_pump(struct txn *t)
 				}
 			}
 		}
-		if (t->resp_done && !t->down.count) {
+		if (t->resp_done && !t->down.q.count) {
 			txn_finish(t);
 			return;
 		}
@@ -1024,44 +808,44 @@ void txn_pump(struct txn *t)
 	struct upconn *u = t->u;
 	if (t->body_discard)
 		want_client_read = txn_discard_client(t);
-	else if (!t->req_body_done && !t->up.count)
+	else if (!t->req_body_done && !t->up.q.count)
 		want_client_read = 1; /* more request body */
 	else if (t->req_body_done && !c->eof && (!c->in || c->in->end < wk.buf_size))
 		want_client_read = 1; /* pipelined requests or the client's close */
 	if (want_client_read && c->readable && t->req_body_done) {
 		/* bytes past this request: keep them for later, note the close */
-		rc = conn_read(c);
+		rc = t->down.ops->recv(&t->down);
 		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED))
 			want_client_read = 0;
 	}
-	if (c->in && buf_len(c->in) == 0 && t->head_up && t->req_body_done &&
+	if (c->in && buf_len(c->in) == 0 && t->up.head && t->req_body_done &&
 	    (c->in->start == t->req_head_start || !t->replayable)) {
 		/* nothing pipelined and nothing a replay would read again: the
 		 * input buffer goes back while the answer is awaited (a request
 		 * waiting on a slow upstream holds none); the head's spans in it
-		 * were all copied into head_up */
+		 * were all copied into the upstream head */
 		buf_put(c->in);
 		c->in = NULL;
 		t->req_head_start = 0;
 	}
-	if (u && u->in && buf_len(u->in) == 0 && !t->down.count) {
+	if (u && u->in && buf_len(u->in) == 0 && !t->down.q.count) {
 		/* the same on the upstream side: a stream that drips (long
 		 * polling, server-sent events) holds no buffer between bytes */
 		buf_put(u->in);
 		u->in = NULL;
 	}
-	conn_io_set(c, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.count ? EV_WRITE : 0));
+	conn_io_set(c, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.q.count ? EV_WRITE : 0));
 	if (u) {
 		int ev = u->connecting | u->tls_wants;
-		if (t->up.count)
+		if (t->up.q.count)
 			ev |= EV_WRITE;
-		if (!u->connecting && !t->down.count && !t->resp_done)
+		if (!u->connecting && !t->down.q.count && !t->resp_done)
 			ev |= EV_READ;
 		worker_io_set(&u->io, ev);
 		if (!u->connecting) {
 			/* the upstream's clock runs only while we wait on it */
-			uint8_t wait = t->up.count ? WAIT_SEND
-			               : (!t->req_done || t->down.count || t->resp_done) ? WAIT_NONE
+			uint8_t wait = t->up.q.count ? WAIT_SEND
+			               : (!t->req_done || t->down.q.count || t->resp_done) ? WAIT_NONE
 			                                                                  : WAIT_READ;
 			if (wait != t->up_wait || up_io) {
 				t->up_wait = wait;
@@ -1071,8 +855,8 @@ void txn_pump(struct txn *t)
 		}
 	}
 	{
-		uint8_t wait = t->down.count                                          ? WAIT_SEND
-		               : (!t->req_body_done && !t->body_discard && !t->up.count) ? WAIT_READ
+		uint8_t wait = t->down.q.count                                          ? WAIT_SEND
+		               : (!t->req_body_done && !t->body_discard && !t->up.q.count) ? WAIT_READ
 		                                                                       : WAIT_NONE;
 		rc = txn_client_clock(t, wait, cl_io);
 		if (rc < 0)

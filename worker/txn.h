@@ -17,22 +17,14 @@
 
 #include <sys/uio.h>
 
+#include "worker/codec.h"
 #include "worker/http.h"
+#include "worker/phase.h"
 #include "worker/tunnel.h"
 #include "worker/worker.h"
 
 struct conn;
 struct upconn;
-
-/* Pending output in one direction. */
-struct outq {
-	struct iovec iov[6];     /* head, size line, data, CRLF, last chunk */
-	int first, count;       /* iov[first .. first+count) still to write */
-	struct buf *src;        /* buffer the body span points into */
-	uint32_t src_consume;   /* bytes of src to consume once all is written */
-	uint8_t sent;           /* some of it reached the peer (cleared per connection) */
-	char pre[24];           /* chunk size line */
-};
 
 /* A minimum data rate on the client side: bytes moved per second of
  * waiting on the client, judged once per timeouts.rate_window of waiting.
@@ -59,7 +51,6 @@ struct txn {
 	uint8_t resp_done;       /* whole response queued to the client */
 	uint8_t client_close;    /* close the client connection afterwards */
 	uint8_t up_reusable;     /* upstream connection may go back to the pool */
-	uint8_t resp_chunked_out;/* response re-encoded as chunked to the client */
 	uint8_t up_wait, cl_wait; /* what each side's timer now measures */
 	uint8_t early;           /* the request came in TLS early data (0-RTT) */
 	uint8_t buffering;       /* reading the body whole before picking a server */
@@ -89,10 +80,9 @@ struct txn {
 	struct txn_rate rate_out;/* the response (limits.client_send_rate) */
 	ev_tstamp cl_gap;        /* when the client's gap timer runs out */
 
-	struct buf *head_up;     /* request head written for the upstream */
-	struct buf *head_down;   /* response head written for the client */
-	struct outq up;          /* to the upstream */
-	struct outq down;        /* to the client */
+	struct side up;          /* to the upstream: its codec, queue, head */
+	struct side down;        /* to the client (up.chunked, down.chunked:
+	                          * the body re-encoded chunked to that peer) */
 
 	ev_tstamp start;         /* first byte of the request */
 	ev_tstamp up_start;      /* request sent to the upstream */
@@ -100,6 +90,11 @@ struct txn {
 	uint64_t bytes_out;      /* bytes written to the client */
 	int status;
 	struct tunnel tun;       /* an upgrade asked for, then the tunnel (tunnel.h) */
+	struct ph_cursor ph;     /* where the request stands in its phases */
+	int answer;              /* PH_ANSWER: the error answered with */
+	int end_counted, end_logged; /* the log phase: the status counted (0:
+	                          * cut) and the one logged */
+	uint8_t logged;          /* the log phase ran */
 
 	struct arena arena;      /* the header lists: the request's, then the
 	                          * response's (msg.h) */
@@ -122,9 +117,36 @@ void txn_free(struct txn *t);
 void txn_log_access(struct txn *t, int status);
 void txn_log_access_raw(struct conn *c, int status);
 
+/* ---- txn_phases.c: the life of a request, in order ---------------- */
+
 /* Starts the request whose head in c->in is complete (c->txn set up by
- * conn.c with the parser state). Routes it, connects and pumps. */
+ * conn.c with the parser state): walks its phases (route, access, request
+ * filters, pick, connect) and sends it. */
 void txn_start(struct txn *t);
+
+/* The phase handler that waited is done: the walk goes on after it. */
+void txn_resume(struct txn *t);
+
+/* The response filters, on a response head before it is written.
+ * Returns 0 or the error to answer with instead. */
+int txn_response_filters(struct txn *t);
+
+/* The log phase, once per request however it ends: counts it with
+ * <counted> (0: cut after the answer had started; see txn_count_end)
+ * and logs it with <logged>. */
+void txn_log_phase(struct txn *t, int counted, int logged);
+
+/* txn.c, for the phases: the body is to be read from its first byte;
+ * txn_pick() picks an untried server of the route's group (its index, or
+ * -1); txn_connect_server() takes a pooled connection to t->server or
+ * opens one (0, or the error); txn_connect() picks and connects until a
+ * server takes it (0, or the error to answer with, <last_rc> when every
+ * server failed); txn_upstream_begin() sends the request once connected. */
+void txn_body_reset(struct txn *t);
+int txn_pick(struct txn *t);
+int txn_connect_server(struct txn *t);
+int txn_connect(struct txn *t, int last_rc);
+void txn_upstream_begin(struct txn *t);
 
 /* Moves data both ways as far as possible and arms the right watchers. */
 void txn_pump(struct txn *t);
@@ -144,13 +166,9 @@ void txn_count_end(struct txn *t, int status);
 /* Frees a transaction whose client connection is going away. */
 void txn_abort(struct txn *t, int rc);
 
-/* The output queues and the upstream read, for tunnel.c: outq_body()
- * queues [data, data+len) of <src> and consumes <used> bytes of it once
- * written; outq_write() writes to <c> if given, else to <u>, and returns
- * bytes written or -errno; txn_upstream_read() reads into u->in and
+/* The upstream read, for tunnel.c: through the upstream side's codec
+ * into u->in (compacted first when nothing queued points into it);
  * returns bytes, 0 at EOF, WEIR_EAGAIN or an error. */
-void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked);
-ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more);
 int txn_upstream_read(struct txn *t);
 
 /* Event entry points from conn.c and upstream.c. */
@@ -209,12 +227,32 @@ void txn_client_fail(struct txn *t, int rc);
  * takes. Returns whether to keep reading. */
 int txn_discard_client(struct txn *t);
 
-/* head.c: writes the upstream request head of <t> into t->head_up. Returns
- * 0 or WEIR_EHEADERS_TOO_LARGE if it does not fit. */
-int head_write_request(struct txn *t);
-
-/* head.c: writes the client response head of <t> into t->head_down and
- * decides the framing towards the client. Returns 0 or an error. */
-int head_write_response(struct txn *t);
+/* head.c: the HTTP/1 heads, written anew from the messages.
+ *
+ * head_write_request() writes the upstream head of request <r> into *<out>
+ * (a buffer of its size), for the client connection and the options in
+ * <hr>. Returns 0 or WEIR_EHEADERS_TOO_LARGE if it does not fit.
+ *
+ * head_write_response() writes the client head of response <r> to the
+ * request hr->req into *<out>, and decides the framing towards the client
+ * (hr->chunked) and whether the connection closes after it
+ * (hr->client_close). Returns 0 or an error. */
+struct head_req {
+	const struct conn *c; /* the client: its address, TLS, certificate */
+	const char *host;     /* the Host of a request without one (HTTP/1.0):
+	                       * the upstream group's name */
+	const char *upgrade;  /* the upgrade the route allows, or NULL */
+	uint8_t upgrade_len;
+	uint8_t early;        /* the request came in TLS early data */
+};
+struct head_resp {
+	const struct msg *req;
+	const char *upgrade;  /* the upgrade asked for, or NULL */
+	uint8_t upgrade_len;
+	uint8_t client_close; /* out: close the client connection after it */
+	uint8_t chunked;      /* out: the body goes chunk-encoded */
+};
+int head_write_request(const struct msg *r, const struct head_req *hr, struct buf **out);
+int head_write_response(const struct msg *r, struct head_resp *hr, struct buf **out);
 
 #endif

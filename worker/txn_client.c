@@ -124,7 +124,7 @@ int txn_buffer_step(struct txn *t)
 			rc = t->req_chunks.done;
 		}
 	}
-	/* the head stays readable from t->head_up: c->in is free for body
+	/* the head stays readable from the upstream head: c->in is free for body
 	 * bytes (and whatever follows the body) */
 	if (buf_len(in) == 0)
 		in->start = in->end = 0;
@@ -246,8 +246,7 @@ void txn_client_fail(struct txn *t, int rc)
 
 	if (rc == WEIR_ERR(SEND_TOO_SLOW)) {
 		log_info("%s: %s; cutting the connection", c->peer, weir_err_text(rc));
-		txn_count_end(t, 0);
-		txn_log_access(t, t->status);
+		txn_log_phase(t, 0, t->status);
 		txn_abort(t, rc);
 		conn_close(c);
 		return;

@@ -266,6 +266,7 @@ struct upconn *upstream_connect(const struct route_table *t, uint32_t server, in
 		return NULL;
 	}
 	memset(u, 0, sizeof(*u));
+	u->codec = &h1_client_codec;
 	u->srv = upstream_state(t, server);
 	u->connecting = EV_WRITE;
 	ev_io_init(&u->io, upstream_io_cb, fd, EV_WRITE);

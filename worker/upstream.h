@@ -48,6 +48,7 @@ struct upconn {
 	uint8_t readable;
 	uint8_t reused;       /* taken from the pool for this request */
 	SSL *ssl;             /* TLS groups only (tls_client.h), else NULL */
+	const struct codec_ops *codec; /* its codec (codec.h): HTTP/1 */
 };
 
 /* The state of server <si> of table <t>, which this worker has synced (every
