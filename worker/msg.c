@@ -4,8 +4,9 @@
  *
  * A name is looked up once, by the codec, when its head is parsed: a hash
  * of its length and its first and last letters picks a slot of a small
- * open-addressed table, and one comparison decides. The table is built on
- * first use from HDR_TOKEN_TABLE, so the list of names stays one X-macro.
+ * open-addressed table (msg.h), and one comparison decides. The table is
+ * built before main from HDR_TOKEN_TABLE, so the list of names stays one
+ * X-macro.
  */
 #include "worker/msg.h"
 
@@ -19,81 +20,77 @@ const struct hdr_token hdr_tokens[HT_COUNT] = {
 #undef HDR_TOKEN_ROW
 };
 
-/* 4 times the names, so that a miss usually ends at an empty slot */
-#define TOK_SLOTS 256
+uint8_t hdr_tok_slot[HDR_TOK_SLOTS];
 
-static uint8_t tok_slot[TOK_SLOTS]; /* token + 1; 0: empty */
-static int tok_built;
-
-static inline unsigned tok_lower(unsigned char c)
-{
-	return c | 0x20; /* letters, digits and '-' only matter here */
-}
-
-static inline unsigned tok_hash(const char *p, size_t len)
-{
-	return ((unsigned)len * 31u + tok_lower((unsigned char)p[0]) * 7u +
-	        tok_lower((unsigned char)p[len - 1])) & (TOK_SLOTS - 1);
-}
-
-static void tok_build(void)
+/* Before main, so that no lookup can find the table empty (a missed
+ * Content-Length would be a framing hole, not a slow path). */
+__attribute__((constructor)) static void tok_build(void)
 {
 	for (unsigned t = 1; t < HT_COUNT; t++) {
-		unsigned i = tok_hash(hdr_tokens[t].name, hdr_tokens[t].len);
+		unsigned i = hdr_tok_hash(hdr_tokens[t].name, hdr_tokens[t].len);
 
-		while (tok_slot[i])
-			i = (i + 1) & (TOK_SLOTS - 1);
-		tok_slot[i] = (uint8_t)(t + 1);
+		while (hdr_tok_slot[i])
+			i = (i + 1) & (HDR_TOK_SLOTS - 1);
+		hdr_tok_slot[i] = (uint8_t)(t + 1);
 	}
-	tok_built = 1;
 }
 
-/* <p> against lower-case <lower>, both <len> bytes. */
+static inline uint64_t tok_ld64(const char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline uint32_t tok_ld32(const char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/*
+ * <p> against lower-case <lower>, both <len> bytes, a word at a time:
+ * OR-ing 0x20 into each byte lowers a letter and maps no other tchar
+ * onto a letter, a digit or '-' (the only bytes of the table's names:
+ * their other preimages are controls), so for a header name, which the
+ * parser has checked to be tchar only, it is an exact caseless compare.
+ * The words overlap at the end instead of a byte loop.
+ */
 static int tok_ieq(const char *p, const char *lower, size_t len)
 {
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)p[i];
+	const uint64_t m64 = 0x2020202020202020ull;
+	const uint32_t m32 = 0x20202020u;
+	size_t i;
 
-		if (c >= 'A' && c <= 'Z')
-			c |= 0x20;
-		if (c != (unsigned char)lower[i])
-			return 0;
+	if (len >= 8) {
+		for (i = 0; i + 8 < len; i += 8)
+			if ((tok_ld64(p + i) | m64) != tok_ld64(lower + i))
+				return 0;
+		return (tok_ld64(p + len - 8) | m64) == tok_ld64(lower + len - 8);
 	}
+	if (len >= 4)
+		return (tok_ld32(p) | m32) == tok_ld32(lower) && (tok_ld32(p + len - 4) | m32) == tok_ld32(lower + len - 4);
+	for (i = 0; i < len; i++)
+		if (((unsigned char)p[i] | 0x20) != (unsigned char)lower[i])
+			return 0;
 	return 1;
 }
 
-enum hdr_tok hdr_token(const char *p, size_t len)
+enum hdr_tok hdr_token_probe(const char *p, size_t len, unsigned i)
 {
-	unsigned i;
-
-	if (len == 0 || len > 32)
-		return HT_OTHER;
-	if (__builtin_expect(!tok_built, 0))
-		tok_build();
-	for (i = tok_hash(p, len); tok_slot[i]; i = (i + 1) & (TOK_SLOTS - 1)) {
-		const struct hdr_token *t = &hdr_tokens[tok_slot[i] - 1];
+	for (; hdr_tok_slot[i]; i = (i + 1) & (HDR_TOK_SLOTS - 1)) {
+		const struct hdr_token *t = &hdr_tokens[hdr_tok_slot[i] - 1];
 
 		if (t->len == len && tok_ieq(p, t->name, len))
-			return (enum hdr_tok)(tok_slot[i] - 1);
+			return (enum hdr_tok)(hdr_tok_slot[i] - 1);
 	}
 	return HT_OTHER;
 }
 
 /* ---- the arena ------------------------------------------------------ */
-
-void arena_init(struct arena *a, void *mem, uint32_t cap)
-{
-	a->base = mem;
-	a->cap = cap;
-	a->lo = 0;
-	a->hi = cap;
-}
-
-void arena_reset(struct arena *a)
-{
-	a->lo = 0;
-	a->hi = a->cap;
-}
 
 char *arena_bytes(struct arena *a, uint32_t n)
 {
@@ -101,23 +98,6 @@ char *arena_bytes(struct arena *a, uint32_t n)
 		return NULL;
 	a->hi -= n;
 	return a->base + a->hi;
-}
-
-/* Entries stay aligned for struct hdr: lo only ever moves by whole
- * entries, and the base is the slab object's tail (8-byte aligned). */
-struct hdr *hlist_open(struct arena *a, uint32_t max, uint32_t *room)
-{
-	uint32_t n = (a->hi - a->lo) / (uint32_t)sizeof(struct hdr);
-
-	*room = n < max ? n : max;
-	return (struct hdr *)(void *)(a->base + a->lo);
-}
-
-void hlist_close(struct arena *a, struct hlist *l, struct hdr *v, uint32_t n)
-{
-	l->v = v;
-	l->n = n;
-	a->lo = (uint32_t)((char *)(v + n) - a->base);
 }
 
 const struct hdr *hlist_find(const struct hlist *l, enum hdr_tok tok, const struct hdr *from)

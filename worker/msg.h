@@ -51,7 +51,9 @@
 /*
  * The well-known names, lower case, with the flags of the name. Token 0
  * (HT_OTHER) is every other name. A feature that needs a header by name
- * adds it here once and compares h->tok.
+ * adds it here once and compares h->tok. Only names weir acts on are
+ * here: a name in the table costs a whole comparison when it is met,
+ * one not in it usually one probe of an empty slot.
  */
 #define HDR_TOKEN_TABLE(X)                                                  \
 	X(OTHER, "", 0)                                                         \
@@ -73,24 +75,7 @@
 	X(X_FORWARDED_FOR, "x-forwarded-for", HDR_XFF)                          \
 	X(X_FORWARDED_PROTO, "x-forwarded-proto", HDR_XFP)                      \
 	X(EARLY_DATA, "early-data", 0)                                          \
-	X(AUTHORIZATION, "authorization", 0)                                    \
-	X(COOKIE, "cookie", 0)                                                  \
-	X(SET_COOKIE, "set-cookie", 0)                                          \
-	X(CONTENT_TYPE, "content-type", 0)                                      \
-	X(CONTENT_ENCODING, "content-encoding", 0)                              \
-	X(ACCEPT, "accept", 0)                                                  \
-	X(ACCEPT_ENCODING, "accept-encoding", 0)                                \
-	X(USER_AGENT, "user-agent", 0)                                          \
-	X(DATE, "date", 0)                                                      \
-	X(SERVER, "server", 0)                                                  \
-	X(LOCATION, "location", 0)                                              \
-	X(CACHE_CONTROL, "cache-control", 0)                                    \
-	X(ORIGIN, "origin", 0)                                                  \
-	X(SEC_WEBSOCKET_KEY, "sec-websocket-key", 0)                            \
-	X(SEC_WEBSOCKET_ACCEPT, "sec-websocket-accept", 0)                      \
-	X(SEC_WEBSOCKET_VERSION, "sec-websocket-version", 0)                    \
-	X(GRPC_TIMEOUT, "grpc-timeout", 0)
-
+	X(AUTHORIZATION, "authorization", 0)
 enum hdr_tok {
 #define HDR_TOKEN_ENUM(name, text, flags) HT_##name,
 	HDR_TOKEN_TABLE(HDR_TOKEN_ENUM)
@@ -106,9 +91,32 @@ struct hdr_token {
 
 extern const struct hdr_token hdr_tokens[HT_COUNT];
 
-/* The token of header name <p>[0..len), compared without case;
- * HT_OTHER for a name not in the table. */
-enum hdr_tok hdr_token(const char *p, size_t len);
+/* The token of header name <p>[0..len) (tchar only, as the parser
+ * checked it), compared without case; HT_OTHER for a name not in the
+ * table. A hash of the length and the first and last letters picks a
+ * slot of an open-addressed table (HDR_TOK_SLOTS, 4 times the names, built
+ * before main): inline up to the common miss, an empty slot. */
+#define HDR_TOK_SLOTS 256
+extern uint8_t hdr_tok_slot[HDR_TOK_SLOTS]; /* token + 1; 0: empty */
+
+static inline unsigned hdr_tok_hash(const char *p, size_t len)
+{
+	/* | 0x20 lowers letters; other bytes only have to hash alike */
+	return ((unsigned)len * 31u + ((unsigned char)p[0] | 0x20u) * 7u + ((unsigned char)p[len - 1] | 0x20u)) &
+	       (HDR_TOK_SLOTS - 1);
+}
+
+enum hdr_tok hdr_token_probe(const char *p, size_t len, unsigned slot);
+
+static inline enum hdr_tok hdr_token(const char *p, size_t len)
+{
+	unsigned i;
+
+	if (len - 1 >= 32) /* 0, or longer than any well-known name */
+		return HT_OTHER;
+	i = hdr_tok_hash(p, len);
+	return hdr_tok_slot[i] ? hdr_token_probe(p, len, i) : HT_OTHER;
+}
 
 /* One header: 32 bytes, as the array it replaces. */
 struct hdr {
@@ -131,8 +139,19 @@ struct arena {
 	uint32_t cap, lo, hi;
 };
 
-void arena_init(struct arena *a, void *mem, uint32_t cap);
-void arena_reset(struct arena *a);
+static inline void arena_init(struct arena *a, void *mem, uint32_t cap)
+{
+	a->base = mem;
+	a->cap = cap;
+	a->lo = 0;
+	a->hi = cap;
+}
+
+static inline void arena_reset(struct arena *a)
+{
+	a->lo = 0;
+	a->hi = a->cap;
+}
 
 /* <n> bytes from the top of <a> (no alignment: bytes only), or NULL when
  * it is full. */
@@ -147,8 +166,22 @@ struct hlist {
 /* Room for the entries of a new list at the bottom of <a>: how many fit
  * (at most <max>); the list starts at hlist_open()'s return. The codec
  * parses into it, then hlist_close() keeps the <n> it used. */
-struct hdr *hlist_open(struct arena *a, uint32_t max, uint32_t *room);
-void hlist_close(struct arena *a, struct hlist *l, struct hdr *v, uint32_t n);
+static inline struct hdr *hlist_open(struct arena *a, uint32_t max, uint32_t *room)
+{
+	/* entries stay aligned for struct hdr: lo only ever moves by whole
+	 * entries, and the base is the slab object's tail (8-byte aligned) */
+	uint32_t n = (a->hi - a->lo) / (uint32_t)sizeof(struct hdr);
+
+	*room = n < max ? n : max;
+	return (struct hdr *)(void *)(a->base + a->lo);
+}
+
+static inline void hlist_close(struct arena *a, struct hlist *l, struct hdr *v, uint32_t n)
+{
+	l->v = v;
+	l->n = n;
+	a->lo = (uint32_t)((char *)(v + n) - a->base);
+}
 
 /* The first header of <l> with token <tok> after <from> (NULL: from the
  * start), or NULL. */

@@ -74,8 +74,36 @@ extern const char *const ph_names[PH_COUNT];
  * then at its first handler), else what the handler returned (the cursor
  * then at that handler).
  */
-enum ph_rc ph_walk(const struct ph_handler *const phases[PH_COUNT], struct ph_cursor *cur, enum ph stop,
-                   struct txn *t);
+static inline enum ph_rc ph_walk(const struct ph_handler *const phases[PH_COUNT], struct ph_cursor *cur,
+                                 enum ph stop, struct txn *t)
+{
+	/* inline, so that with the core's tables constant the walk costs
+	 * little more than its calls; the cursor is kept in locals, which a
+	 * handler's stores to the stream cannot change */
+	unsigned p = cur->phase, i = cur->step;
+
+	while (p < (unsigned)stop) {
+		const struct ph_handler *h = &phases[p][i];
+		enum ph_rc rc;
+
+		if (!h->fn) {
+			p++;
+			i = 0;
+			continue;
+		}
+		/* written before the call: a handler may free the stream and
+		 * return PH_WAIT, and nothing of it is touched after that */
+		cur->phase = (uint8_t)p;
+		cur->step = (uint8_t)i;
+		rc = h->fn(t, h->conf);
+		if (rc != PH_CONTINUE)
+			return rc;
+		i++;
+	}
+	cur->phase = (uint8_t)p;
+	cur->step = 0;
+	return PH_CONTINUE;
+}
 
 /* The handler at <cur> waited and is done: the walk goes on after it. */
 static inline void ph_resume_after(struct ph_cursor *cur)
