@@ -545,6 +545,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		}
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
+		config_load_health(ld, e, u);
 		load_servers(ld, e, u, total);
 	}
 	return 0;

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/config_health.h"
+
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
 #define CONFIG_PATH_MAX 256   /* route path prefix, including the NUL */
@@ -121,6 +123,7 @@ struct config_upstream {
 	char tls_ca[1024];
 	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
 	struct x509_store_st *tls_store;
+	struct config_health health; /* active checks: health.type 0 when none */
 };
 
 enum config_host_kind {

@@ -196,6 +196,21 @@ static void dump_listeners(FILE *out, const struct config *cfg)
 	fputs(");\n", out);
 }
 
+static void dump_health(FILE *out, const struct config *cfg, const struct config_health *h)
+{
+	fputs("\t\thealth = {\n", out);
+	dump_keys(out, cfg, &config_keys_upstream_health, h, "\t\t\t");
+	/* expect is a list of strings, read and written by hand */
+	fputs("\t\t\texpect = [", out);
+	for (int i = 0; i < h->nexpect; i++) {
+		if (h->expect[i][0] == h->expect[i][1])
+			fprintf(out, "%s\"%u\"", i ? ", " : " ", h->expect[i][0]);
+		else
+			fprintf(out, "%s\"%u-%u\"", i ? ", " : " ", h->expect[i][0], h->expect[i][1]);
+	}
+	fputs(" ];\n\t\t};\n", out);
+}
+
 static void dump_upstreams(FILE *out, const struct config *cfg)
 {
 	fputs("upstreams = (\n", out);
@@ -209,6 +224,8 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_tls, u, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		if (u->health.type)
+			dump_health(out, cfg, &u->health);
 		fputs("\t\tservers = (\n", out);
 		for (int s = 0; s < u->nservers; s++) {
 			fputs("\t\t\t{ ", out);

@@ -254,6 +254,54 @@ static const struct config_key upstream_tls_keys[] = {
 };
 KEYSET(config_keys_upstream_tls, "upstreams.tls", "in upstreams.tls", upstream_tls_keys);
 
+/* A health check's request target: a path starting with '/' (a query
+ * allowed), visible ASCII only, so it goes on the request line as is. */
+static const char *health_path_check(const char *v)
+{
+	int bad = v[0] != '/';
+
+	for (const char *p = v; *p && !bad; p++)
+		bad = *p <= ' ' || *p > '~';
+	return bad ? "must start with '/' and hold no spaces or control bytes, such as \"/healthz\"" : NULL;
+}
+
+/* A Host header value: a name or address, with a port if wanted. */
+static const char *health_host_check(const char *v)
+{
+	int bad = !v[0];
+
+	for (const char *p = v; *p && !bad; p++)
+		bad = !(is_alnum(*p) || strchr("-.:[]_", *p));
+	return bad ? "must be a host name or address, with a port if wanted, such as \"api.internal\"" : NULL;
+}
+
+static const char *const health_type_names[] = {NULL, "http", "tcp"};
+
+static const struct config_key upstream_health_keys[] = {
+    {.name = "type", .type = CONFIG_KEY_ENUM, AT(struct config_health, type), .def = "http",
+     .names = health_type_names, .nnames = 3, .doc = "`\"http\"`: GET `path`; `\"tcp\"`: a connect (and TLS handshake)"},
+    {.name = "path", .type = CONFIG_KEY_STRING, AT(struct config_health, path), FITS(struct config_health, path),
+     .def = "/", .check = health_path_check, .doc = "the target an HTTP check asks for"},
+    {.name = "host", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, AT(struct config_health, host),
+     FITS(struct config_health, host), .check = health_host_check,
+     .doc = "Host of an HTTP check; default the group's `tls.sni`, else the server's address"},
+    {.name = "expect", .type = CONFIG_KEY_STRINGS, .def = "`[ \"200-399\" ]`",
+     .doc = "statuses that pass: up to 8 of `\"200\"` or `\"200-299\"`"},
+    {.name = "interval", .type = CONFIG_KEY_DURATION, AT(struct config_health, interval), DAYS49, .def = "2s",
+     .doc = "from the start of one check of a server to the next"},
+    {.name = "timeout", .type = CONFIG_KEY_DURATION, AT(struct config_health, timeout), DAYS49, .def = "1s",
+     .doc = "a check not done in it fails; at most `interval`"},
+    {.name = "jitter", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_health, jitter), .def = "100ms",
+     .doc = "each wait is longer by a random part of it, so checks spread; below `interval`"},
+    {.name = "rise", .type = CONFIG_KEY_INT, AT(struct config_health, rise), .min = 1, .max = 100, .def = "2",
+     .doc = "checks passed in a row that bring a down server back"},
+    {.name = "fall", .type = CONFIG_KEY_INT, AT(struct config_health, fall), .min = 1, .max = 100, .def = "3",
+     .doc = "checks failed in a row that take a server out"},
+    {.name = "skip_when_busy", .type = CONFIG_KEY_BOOL, AT(struct config_health, skip_when_busy), .def = "false",
+     .doc = "skip a check (it passes) while real requests to the server succeed"},
+};
+KEYSET(config_keys_upstream_health, "upstreams.health", "in upstreams.health", upstream_health_keys);
+
 static const struct config_key upstream_keys[] = {
     {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_upstream, name),
      .max = 255, .check = upstream_name_check, .doc = "what routes name; 1 to 63 of `A-Z a-z 0-9 _ . -`, unique"},
@@ -265,6 +313,8 @@ static const struct config_key upstream_keys[] = {
      .def = "10s", .doc = "the window between failures, and how long a server stays down"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,
      .doc = "TLS to every server of the group"},
+    {.name = "health", .type = CONFIG_KEY_GROUP, .def = "absent: no active checks",
+     .sub = &config_keys_upstream_health, .doc = "active health checks of every server, one prober per node"},
     {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
      .doc = "the servers, at least one"},
 };

@@ -76,4 +76,7 @@ const char *config_addr_parse(const char *text, struct config_addr *a);
 const char *config_check_route_path(const char *text);
 const char *config_store_route_host(const char *text, void *route);
 
+/* health = { ... } of upstream entry <e> into u->health (common/config_health.c). */
+void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
+
 #endif

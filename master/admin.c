@@ -19,7 +19,7 @@ static const char help_text[] =
     "  GET  /metrics     Prometheus metrics (text format 0.0.4)\n"
     "  GET  /info        version, uptime, workers alive, config and routes generation\n"
     "  GET  /routes      the current route table (host, path, upstream), in matching order\n"
-    "  GET  /upstreams   every upstream group and server: state, weight, counters\n"
+    "  GET  /upstreams   every upstream group and server: state, weight, counters, health\n"
     "  POST /upstreams/GROUP/ADDRESS?state=up|drain|down\n"
     "  POST /upstreams/GROUP/ADDRESS?weight=N   (1..1000, or \"default\" for the configured one)\n"
     "       change a server at run time, without a reload: drain and down take it out of\n"
@@ -145,18 +145,19 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 			const struct shm_server_counters *c = &sums[s->stat];
 			uint32_t a = shm_admin(seg, s->stat);
 			uint32_t st = SHM_ADMIN_STATE(a);
+			char hw[96];
 
 			textbuf_printf(
 			    &r->body,
 			    "  server %s state=%s weight=%u configured_weight=%u requests=%llu connects=%llu "
-			    "reuses=%llu 1xx=%llu 2xx=%llu 3xx=%llu 4xx=%llu 5xx=%llu%s\n",
+			    "reuses=%llu 1xx=%llu 2xx=%llu 3xx=%llu 4xx=%llu 5xx=%llu %s%s\n",
 			    s->text, st < 3 ? shm_admin_state_names[st] : "?",
 			    SHM_ADMIN_WEIGHT(a) ? SHM_ADMIN_WEIGHT(a) : s->weight, s->weight,
 			    (unsigned long long)c->requests, (unsigned long long)c->connects,
 			    (unsigned long long)c->reuses, (unsigned long long)c->responses[0],
 			    (unsigned long long)c->responses[1], (unsigned long long)c->responses[2],
 			    (unsigned long long)c->responses[3], (unsigned long long)c->responses[4],
-			    s->stat == STAT_SERVER_OTHER ? " shared_counters=other" : "");
+			    metrics_health_text(seg, s->stat, hw, sizeof(hw)), s->stat == STAT_SERVER_OTHER ? " shared_counters=other" : "");
 		}
 	}
 	free(sums);

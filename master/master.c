@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "master/health.h"
 #include "master/listen.h"
 #include "master/metrics.h"
 #include "master/logfiles.h"
@@ -104,8 +105,8 @@ static void master_drop_privileges(void)
 	}
 }
 
-/* In a new worker process: drop everything that is the master's. */
-static void master_in_child(int index, struct worker_start *ws)
+/* In a new child: stop the master's watchers and sockets on the loop. */
+static void master_forget_loop(void)
 {
 	ev_signal_stop(m.loop, &m.sig_quit);
 	ev_signal_stop(m.loop, &m.sig_term);
@@ -120,7 +121,27 @@ static void master_in_child(int index, struct worker_start *ws)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
 	master_upgrade_end();
 	stats_close(m.loop, 0); /* the socket file is the master's, not ours to remove */
+	health_in_child();
 	ev_loop_fork(m.loop);
+}
+
+/* In the health prober just forked (master/health.h): what a worker gives
+ * up, and the listeners too; it dies with the master. */
+static void master_in_prober(void)
+{
+	master_forget_loop();
+	listen_close(&m.ls);
+	close(m.shm_fd);
+	master_drop_privileges();
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != m.pid)
+		_exit(0);
+}
+
+/* In a new worker process: drop everything that is the master's. */
+static void master_in_child(int index, struct worker_start *ws)
+{
+	master_forget_loop();
 
 	memset(ws, 0, sizeof(*ws));
 	ws->cfg = m.cfg;
@@ -229,6 +250,8 @@ static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
 	int index = -1, status = c->rstatus;
 	(void)revents;
 
+	if (health_child_exited(c->rpid, status))
+		return;
 	if (m.upgrade_pid && c->rpid == m.upgrade_pid) {
 		char why[96];
 
@@ -336,6 +359,7 @@ static void master_stop(int how)
 	if (!m.stopping && !m.upgraded)
 		notify_send("STOPPING=1");
 	m.stopping = how;
+	health_stop();
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
 	/* after an upgrade the new master serves the same unix socket file */
@@ -467,6 +491,9 @@ static int master_reload(void)
 	listen_apply(&m.ls, ncfg); /* after the close: the groups are final */
 	m.cfg = ncfg;
 	master_raise_nofile(ncfg); /* more servers or connections: the new workers inherit it */
+	/* once m.ls is the new set: the prober closes every listener it inherits */
+	health_configure(m.seg, ncfg);
+	health_start(m.loop, m.seg, ncfg, master_in_prober);
 	for (int i = 0; i < ncfg->workers; i++)
 		master_spawn(i);
 	atomic_fetch_add(&m.seg->reloads_ok, 1);
@@ -596,6 +623,7 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 		else
 			log_notice("USR1 received: log files reopened");
 		master_signal_workers(SIGUSR1);
+		health_signal(SIGUSR1);
 		break;
 	case SIGHUP:
 		if (m.stopping || m.upgrade_pid) {
@@ -707,6 +735,8 @@ static int master_run_single(void)
 		ws.listen_fds[l] = m.ls.fds[l][0];
 		m.ls.fds[l][0] = -1; /* the worker closes it when it stops accepting */
 	}
+	if (health_wanted(m.cfg))
+		log_warn("master_process is off: no health checks are run (the prober is a child of the master)");
 	notify_send("READY=1\nSTATUS=serving (master_process off)");
 	rc = worker_main(&ws);
 	ticket_keys_wipe(&m.seg->ticket);
@@ -768,6 +798,7 @@ int master_run(struct config *cfg, char *const argv[])
 		log_error("cannot publish the routing table");
 		return 1;
 	}
+	health_configure(m.seg, cfg);
 	if (upgrade_fd >= 0 ? upgrade_adopt_listeners(&m.ls, cfg, inh) < 0 : listen_open(&m.ls, cfg) < 0)
 		return 1;
 	listen_apply(&m.ls, cfg);
@@ -818,6 +849,7 @@ int master_run(struct config *cfg, char *const argv[])
 		log_notice("stats on unix socket %s (mode %04o)", cfg->stats_unix, cfg->stats_mode);
 	for (int i = 0; i < cfg->workers; i++)
 		master_spawn(i);
+	health_start(m.loop, m.seg, cfg, master_in_prober);
 	if (upgrade_fd >= 0) {
 		log_notice("binary upgrade: took over the sockets; telling the old master");
 		/* before "ready": once told, the old master exits, and systemd

@@ -331,6 +331,53 @@ static void render_servers(struct textbuf *o, const struct render *r)
 	}
 }
 
+const char *metrics_health_text(struct shm_segment *seg, uint16_t stat, char *buf, size_t cap)
+{
+	uint32_t w = atomic_load_explicit(&seg->health.word[stat], memory_order_relaxed);
+	uint32_t res = HEALTH_RESULT(w) < HEALTH_RESULT_COUNT ? HEALTH_RESULT(w) : HEALTH_RESULT_NONE;
+	int n = snprintf(buf, cap, "health=%s last_check=%s", health_state_names[HEALTH_STATE(w) < 3 ? HEALTH_STATE(w) : 0],
+	                 health_result_names[res]);
+
+	if (HEALTH_STATUS(w) && n > 0 && (size_t)n < cap)
+		snprintf(buf + n, cap - (size_t)n, " last_status=%u", HEALTH_STATUS(w));
+	return buf;
+}
+
+/* Servers with active checks only (a health word set): their state, and
+ * their checks by result. */
+static void render_health(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+	const struct shm_health *h = &r->seg->health;
+
+	family(o, "weir_upstream_health", "gauge",
+	       "1 while an upstream server passes its active health checks, 0 while it is down by them.");
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		uint16_t st = t->servers[i].stat;
+		uint32_t w = atomic_load_explicit(&h->word[st], memory_order_relaxed);
+
+		if (!r->server_shown[i] || !w || st == STAT_SERVER_OTHER)
+			continue;
+		textbuf_printf(o, "weir_upstream_health{");
+		server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+		textbuf_printf(o, "} %d\n", HEALTH_STATE(w) != HEALTH_DOWN);
+	}
+	family(o, "weir_health_checks_total", "counter", "Active health checks of an upstream server, by result.");
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		uint16_t st = t->servers[i].stat;
+
+		if (!r->server_shown[i] || !atomic_load_explicit(&h->word[st], memory_order_relaxed) ||
+		    st == STAT_SERVER_OTHER)
+			continue;
+		for (int k = HEALTH_RESULT_OK; k < HEALTH_RESULT_COUNT; k++) {
+			textbuf_printf(o, "weir_health_checks_total{");
+			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			textbuf_printf(o, ",result=\"%s\"} %llu\n", health_result_names[k],
+			               (unsigned long long)atomic_load_explicit(&h->checks[st][k], memory_order_relaxed));
+		}
+	}
+}
+
 void metrics_render(struct shm_segment *seg, struct textbuf *o)
 {
 	struct render *r = malloc(sizeof(*r)); /* 90 KiB: not for the stack */
@@ -454,5 +501,6 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_certs(o);
 	render_routes(o, r);
 	render_servers(o, r);
+	render_health(o, r);
 	free(r);
 }

@@ -33,4 +33,9 @@ void metrics_set_certs(const struct config *cfg);
  * writer and never overwrites the current one). */
 const struct route_table *metrics_table(struct shm_segment *seg);
 
+/* "health=up last_check=ok last_status=200" for server stat index
+ * <stat> (/upstreams): its health state, and what its last check found
+ * (last_status only for an HTTP answer). Written into <buf>. */
+const char *metrics_health_text(struct shm_segment *seg, uint16_t stat, char *buf, size_t cap);
+
 #endif

@@ -18,6 +18,8 @@
  *    server key across reloads (stat.h);
  *  - one admin word per server stat index (state and weight set at run time
  *    through the stats socket), written by the master, read by workers;
+ *  - one health word per server stat index and the count of checks by
+ *    result, written by the health prober, read by workers (health.h);
  *  - the TLS session ticket keys, made and rotated by the master, read by
  *    every worker, so a ticket one worker issued resumes on any other
  *    (ticket.h); never written to disk, kept out of core dumps.
@@ -36,12 +38,13 @@
 
 #include "common/err.h"
 #include "common/slab.h"
+#include "shm/health.h"
 #include "shm/route.h"
 #include "shm/stat.h"
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 9u
+#define SHM_LAYOUT_VERSION 10u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -190,6 +193,7 @@ struct shm_segment {
 	_Alignas(64) struct shm_route_counters retired_routes[STAT_ROUTES];
 	struct shm_server_counters retired_servers[STAT_SERVERS];
 	_Alignas(64) _Atomic uint32_t admin[STAT_SERVERS]; /* SHM_ADMIN_WORD per server stat index */
+	struct shm_health health;                          /* active checks' results (health.h) */
 	struct stat_keys keys;
 	struct shm_slot slots[SHM_SLOTS];
 	struct route_table gens[SHM_GENS];
@@ -199,9 +203,10 @@ struct shm_segment {
 };
 
 /*
- * Size: 31.1 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
+ * Size: 31.3 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
  * routes and 128 KiB for servers, times 128 slots and the retired block;
- * the eight route generations are 6.5 MiB). The
+ * the eight route generations are 6.5 MiB; the health words and check
+ * counts 152 KiB). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.
@@ -245,7 +250,7 @@ static inline uint32_t shm_admin(const struct shm_segment *seg, uint16_t stat)
 }
 
 /* Zeroes the counters of route (server) stat index <i> in every slot and
- * the retired block (and a server's admin word), for a key index handed to
+ * the retired block (and a server's admin and health words), for a key index handed to
  * a new key: master only, once no worker can count into it (stat.h). */
 void shm_key_zero_route(struct shm_segment *seg, uint16_t i);
 void shm_key_zero_server(struct shm_segment *seg, uint16_t i);

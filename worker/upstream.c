@@ -144,8 +144,11 @@ static void upstream_log_panic(const struct route_upstream *up)
  * never picked for a new request; its weight, when set, replaces the
  * configured one. The "other" stat index never carries an override.
  *
+ * A server whose active health checks say down (shm/health.h, one relaxed
+ * load) is skipped as a down mark is, so panic covers it too.
+ *
  * <panic>: down marks are ignored (every untried server that is up by
- * admin state is marked down).
+ * admin state is marked down or down by its health checks).
  */
 static int upstream_pick_among(const struct route_table *t, const struct route_upstream *up, uint64_t tried,
                                int panic, int *marked)
@@ -166,7 +169,7 @@ static int upstream_pick_among(const struct route_table *t, const struct route_u
 		admin = shm_admin(wk.seg, t->servers[si].stat);
 		if (SHM_ADMIN_STATE(admin) != SHM_ADMIN_UP)
 			continue;
-		if (s->down_until > now && !panic) {
+		if ((s->down_until > now || health_down(&wk.seg->health, t->servers[si].stat)) && !panic) {
 			*marked = 1;
 			continue;
 		}

@@ -594,8 +594,8 @@ DEFAULT_TIMEOUTS = {
 def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=None,
                   limits=None, level="info", extra=""):
     """A libconfig text for weir. <upstreams> is a list of dicts
-    {name, servers: [(addr, weight or None)], keepalive, max_fails, fail_timeout
-    (optional)};
+    {name, servers: [(addr, weight or None)], keepalive, max_fails, fail_timeout,
+    health (the text inside health = { ... }) (optional)};
     <routes> a list of dicts {host (optional), path, upstream, upgrade (a
     list of tokens, optional)}."""
     t = dict(DEFAULT_TIMEOUTS)
@@ -620,6 +620,8 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
             ka += "max_fails = %d; " % u["max_fails"]
         if "fail_timeout" in u:
             ka += 'fail_timeout = "%s"; ' % u["fail_timeout"]
+        if "health" in u:  # the text inside health = { ... }
+            ka += "health = { %s }; " % u["health"]
         ups.append('  { name = "%s"; %sservers = ( %s ); }' % (u["name"], ka, ", ".join(servers)))
     out.append("upstreams = (\n%s\n);" % ",\n".join(ups))
     rs = []

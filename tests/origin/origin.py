@@ -50,6 +50,9 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /keepalive-then-close  answers keep-alive, closes the socket 50 ms later
   /close-on-next         answers keep-alive; the next request on the same
                          connection is read, logged and answered by a close
+  /healthz               200 "ok\n", or what /health-set/... last asked for
+  /health-set/N          from now on /healthz answers status N (100..599);
+                         /health-set/stall: it never answers (bounded)
 """
 
 import argparse
@@ -431,6 +434,15 @@ class Server:
         if path == "/stall":
             stopping.wait(STALL_MAX)
             return False
+        if parts[1:2] == ["health-set"]:
+            self.health = "stall" if parts[2:3] == ["stall"] else min(max(num(2, 200), 100), 599)
+            return self.respond(c, r, 200, b"health %s\n" % str(self.health).encode(), (), close)
+        if path == "/healthz":
+            h = getattr(self, "health", 200)
+            if h == "stall":
+                stopping.wait(STALL_MAX)
+                return False
+            return self.respond(c, r, h, b"ok\n" if h == 200 else b"health %d\n" % h, (), close)
         if parts[1:2] == ["stall-body"]:
             n = num(2, 1000)
             c.send(self.head_bytes(200, [("Content-Length", str(n))]))
