@@ -8,8 +8,8 @@
 
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
-#include "worker/http.h"
-#include "worker/http_internal.h"
+#include "worker/h1/h1.h"
+#include "worker/h1/http_internal.h"
 
 /* Every header of a complete head: a tchar name and a trimmed value of
  * field bytes, both inside the head <p>[0..head_len). */

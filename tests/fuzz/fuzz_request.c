@@ -1,6 +1,6 @@
 /*
  * fuzz_request.c: request heads and their body framing, as the worker reads
- * a keep-alive connection: a head (worker/http_request.c and
+ * a keep-alive connection: a head (worker/h1/http_request.c and
  * http_common.c), its body (Content-Length counted, chunked through
  * http_chunked.c), then the next head in the same bytes, up to four.
  *
@@ -14,7 +14,7 @@
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/fuzz_http.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 
 /* Small limits, so that inputs of a few kB reach every limit check. */
 static const struct config_limits limits = {

@@ -1,6 +1,6 @@
 /*
  * fuzz_request_diff.c: weir's accept or reject decision on a request head
- * (worker/http_request.c) against the reference checker written from the
+ * (worker/h1/http_request.c) against the reference checker written from the
  * RFCs (tests/fuzz/ref_http1.c). Aborts when one accepts what the other
  * refuses, or when both accept but see a different head length or body
  * framing: weir must neither accept what HTTP/1.1 forbids nor refuse what
@@ -17,7 +17,7 @@
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/ref_http1.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 
 static const struct config_limits limits = {
 	.header_size = 4096,

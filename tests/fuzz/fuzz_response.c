@@ -1,6 +1,6 @@
 /*
  * fuzz_response.c: response heads from an upstream and their body framing
- * (worker/http_response.c, http_common.c, http_chunked.c), as the worker
+ * (worker/h1/http_response.c, http_common.c, http_chunked.c), as the worker
  * reads an upstream connection: interim 1xx heads skipped, then the final
  * head, its body, and the next response in the same bytes, up to four
  * heads. Every input is read twice, as the answer to a GET and to a HEAD.
@@ -13,7 +13,7 @@
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/fuzz_http.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 
 #define MAX_HEADERS 24
 #define MAX_HEAD 2048

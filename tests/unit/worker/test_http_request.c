@@ -1,13 +1,13 @@
 /*
- * Unit tests for worker/http_request.c (and the shared head checks in
- * worker/http_common.c).
+ * Unit tests for worker/h1/http_request.c (and the shared head checks in
+ * worker/h1/http_common.c).
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 #include "tests/unit/unit.h"
 
 static struct hdr hdrs[HTTP_MAX_HEADERS];

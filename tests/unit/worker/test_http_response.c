@@ -1,12 +1,12 @@
 /*
- * Unit tests for worker/http_response.c.
+ * Unit tests for worker/h1/http_response.c.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 #include "tests/unit/unit.h"
 
 #define BADRESP WEIR_ERR(UPSTREAM_BAD_RESPONSE)
@@ -139,7 +139,7 @@ static void test_status_codes_need_exactly_three_digits_in_range(void)
 	CU_ASSERT_EQUAL(parse("HTTP/1.1 2x0 OK\r\n\r\n"), BADRESP);
 	CU_ASSERT_EQUAL(parse("HTTP/1.1  200 OK\r\n\r\n"), BADRESP);
 	CU_ASSERT_EQUAL(parse("HTTP/1.1 200\tOK\r\n\r\n"), BADRESP);
-	/* a 101 parses; txn.c decides whether it switches (worker/tunnel.h) */
+	/* a 101 parses; txn.c decides whether it switches (worker/core/core.h) */
 	CU_ASSERT_EQUAL(parse("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"), 0);
 	CU_ASSERT_EQUAL(resp.status, 101);
 	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_NONE);

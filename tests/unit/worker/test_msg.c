@@ -1,5 +1,5 @@
 /*
- * Unit tests for worker/msg.c: the token table, the stream arena and its
+ * Unit tests for worker/msg/msg.c: the token table, the stream arena and its
  * header lists, and the message the HTTP/1 parser fills (framing out of
  * the list, a full arena refused with today's limits).
  */
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "worker/http.h"
-#include "worker/msg.h"
+#include "worker/h1/h1.h"
+#include "worker/msg/msg.h"
 #include "tests/unit/unit.h"
 
 static void test_every_well_known_name_is_found_in_any_case(void)

@@ -1,11 +1,11 @@
 /*
- * Unit tests for worker/phase.c: the walk over the fixed phases and the
+ * Unit tests for worker/core/phase.c: the walk over the fixed phases and the
  * meaning of each return code.
  */
 #include <CUnit/CUnit.h>
 #include <string.h>
 
-#include "worker/phase.h"
+#include "worker/core/phase.h"
 #include "tests/unit/unit.h"
 
 /* The walk knows a stream only by its pointer: a stand-in will do. */
