@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/auth_conf.h"
 #include "common/config_keys.h"
 #include "common/config_load.h"
 #include "common/tlscert.h"
@@ -572,9 +573,10 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		struct config_route *r = &cfg->routes[i];
 		enum got got[CONFIG_KEYS_MAX];
 		const char *v;
-		int good;
+		int good, rc;
 
 		r->upstream = -1;
+		r->ret = -1;
 		if (!e)
 			continue;
 		r->line = line_of(e);
@@ -584,8 +586,15 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		    (r->upstream = find_upstream(cfg, v)) < 0)
 			fail(ld, line_of(config_setting_get_member(e, "upstream")), "route upstream \"%s\" is not defined",
 			     v);
+		rc = config_policy_load_route(ld, e, r, config_engine_got(ks, got, "upstream") != GOT_NONE);
+		if (rc < 0)
+			return -1;
+		good &= rc;
 
 		good &= route_upgrade(ld, e, r);
+		if (config_auth_read(ld, e, &r->auth) < 0)
+			return -1;
+		good &= config_route_rate_limits(ld, e, r);
 		if (!good)
 			continue;
 		for (int j = 0; j < i; j++) {
@@ -639,8 +648,10 @@ static int load_tree(struct loader *ld, const config_setting_t *root)
 		}
 	}
 	config_engine_read(ld, config_get_group(ld, root, "log", "log"), &config_keys_log, &cfg->log, NULL);
+	config_policy_load_top(ld, root);
 	load_stats(ld, root);
-	if (load_listeners(ld, root) < 0 || load_upstreams(ld, root) < 0 || load_routes(ld, root) < 0)
+	if (load_listeners(ld, root) < 0 || load_upstreams(ld, root) < 0 || config_load_rate_limits(ld, root) < 0 ||
+	    load_routes(ld, root) < 0)
 		return -1;
 	config_engine_read(ld, config_get_group(ld, root, "timeouts", "timeouts"), &config_keys_timeouts,
 	                   &cfg->timeouts, NULL);
@@ -702,7 +713,11 @@ void config_free(struct config *cfg)
 		X509_STORE_free(cfg->upstreams[i].tls_store);
 	free(cfg->upstreams);
 	free(cfg->servers);
+	for (int i = 0; i < cfg->nroutes; i++)
+		auth_conf_free(cfg->routes[i].auth);
 	free(cfg->routes);
+	free(cfg->returns);
+	free(cfg->rate_limits);
 	for (int i = 0; i < cfg->ncerts; i++)
 		tlscert_free(cfg->certs[i].loaded);
 	free(cfg->certs);

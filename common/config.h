@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/policy.h"
 #include "common/config_health.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
@@ -33,6 +34,9 @@
 #define CONFIG_MAX_ROUTES 1024
 #define CONFIG_MAX_ERRORS 32
 #define CONFIG_MAX_CERTS 64 /* over all TLS listeners */
+#define CONFIG_MAX_RATE_LIMITS 64 /* rate_limits entries */
+#define CONFIG_ROUTE_LIMITS 8     /* rate limits one route names */
+#define CONFIG_LIMIT_PARTS 4      /* parts of one limit's key, joined by '+' */
 
 /* A socket address as parsed from "1.2.3.4:80" or "[::1]:80". <text> keeps
  * the address as written back in canonical form, for logs. */
@@ -45,6 +49,7 @@ struct config_addr {
 struct tlscert;
 struct tlsca;
 struct x509_store_st;
+struct config_auth;
 
 /* One certificate of a TLS listener: its files, and what was read from
  * them (common/tlscert.h), owned by the config. */
@@ -123,6 +128,10 @@ struct config_upstream {
 	char tls_ca[1024];
 	char tls_sni[CONFIG_HOST_MAX]; /* SNI sent and name checked; "" none */
 	struct x509_store_st *tls_store;
+	/* proxy_protocol = "v1" | "v2": a PROXY header with the client's
+	 * address opens every connection to the group's servers (worker/
+	 * upproxy.h), which are then never pooled; "off" (default): none */
+	int proxy_protocol;
 	struct config_health health; /* active checks: health.type 0 when none */
 };
 
@@ -147,7 +156,59 @@ struct config_route {
 	 * space-separated; default "websocket", "" turns upgrades off); h2c
 	 * is never allowed */
 	char upgrade[CONFIG_UPGRADE_MAX];
+	/* return = { ... }: answered by weir, no upstream (upstream is then
+	 * -1): index into config.returns, -1 for none */
+	int ret;
+	/* log = false: no access log line; log_sample = "0.1": a line for
+	 * that share of requests, in 1/10000 (default 10000: every one) */
+	int log;
+	uint32_t log_sample;
+	/* auth = { type = ...; }: the route's authentication policy and the
+	 * keys it loaded (common/auth_conf.h), malloc'd; NULL for none */
+	struct config_auth *auth;
+	/* rate_limits = [ "per-ip", ... ]: indices into config.rate_limits,
+	 * checked all at once (worker/ratelimit.h) */
+	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
+	uint8_t nrate_limits;
 	int line;
+};
+
+/* rate_limits entries (docs/config.md, "Rate limits"): how a request's key
+ * is made, and what a key may do. */
+enum config_rl_mode { CONFIG_RL_REJECT, CONFIG_RL_DELAY, CONFIG_RL_DRY_RUN };
+enum config_rl_missing { CONFIG_RL_SKIP, CONFIG_RL_SHARED };
+enum config_rl_scope { CONFIG_RL_LOCAL, CONFIG_RL_CLUSTER };
+enum config_rl_part { CONFIG_RL_CLIENT_IP, CONFIG_RL_HEADER, CONFIG_RL_COOKIE, CONFIG_RL_QUERY, CONFIG_RL_ROUTE };
+
+struct config_rate_limit {
+	char name[CONFIG_NAME_MAX];
+	char key[256]; /* as written: "client_ip+header:X-Api-Key" */
+	char rate[32]; /* as written: "100/s", "6000/m", "10/h"; "" for a concurrent limit */
+	struct {
+		uint8_t kind; /* enum config_rl_part */
+		uint8_t len;  /* of name */
+		char name[CONFIG_NAME_MAX]; /* header, cookie or query parameter name */
+	} parts[CONFIG_LIMIT_PARTS];
+	int nparts;
+	uint64_t interval_ns; /* rate: one request per this (GCRA's emission interval) */
+	uint32_t quota;       /* rate: requests per window, as written (100 of "100/s") */
+	uint32_t window;      /* and the window in seconds (1, 60, 3600) */
+	int burst;            /* requests admitted at once from rest, or queued (delay) */
+	int concurrent;       /* > 0: requests in flight per key, instead of a rate */
+	int mode;             /* enum config_rl_mode */
+	int missing;          /* enum config_rl_missing */
+	int status;           /* answer when refused: 429 */
+	int legacy_headers;   /* X-RateLimit-* as well */
+	int ipv4_mask, ipv6_mask;
+	/* scope = "cluster": reconciled with the other nodes through redis
+	 * (master/redis_sync.c); fail_closed: refuse while redis is away */
+	int scope;
+	int fail_closed;
+	int line;
+	/* identity of the state: name, key, masks and kind hashed; the same
+	 * across reloads and upgrades while those stay (shm/limit.h) */
+	uint64_t seed;
+	uint32_t id; /* stable index for counters, given by the master (limit_assign) */
 };
 
 /* All durations in milliseconds. */
@@ -193,6 +254,9 @@ struct config_log {
 	char error_path[4096];  /* "stderr" (default) or a file path */
 	char access_path[4096]; /* "stderr", "off" (default "stderr") or a file path */
 	enum log_level level;   /* default LOG_LEVEL_INFO */
+	/* "weir" (default, the line weir always wrote), "combined" (nginx's),
+	 * "json", or a format of variables (common/vars.h) */
+	char format[VARS_TEXT];
 };
 
 struct config {
@@ -224,6 +288,16 @@ struct config {
 	int nroutes;
 	struct config_cert *certs; /* malloc'd, ncerts entries (TLS listeners) */
 	int ncerts;
+	struct config_rate_limit *rate_limits; /* malloc'd, nrate_limits entries */
+	int nrate_limits;
+	/* rate_limit_table: keys the shared rate-limit table holds (all limits
+	 * together); read at start, kept across reloads (shm/limit.h) */
+	uint32_t rate_limit_table;
+	/* redis = { address = "127.0.0.1:6379"; interval = "100ms"; }: where
+	 * scope = "cluster" limits are reconciled, and how often */
+	int has_redis;
+	struct config_addr redis_addr;
+	uint32_t redis_interval; /* ms */
 	/* tls_ticket_rotate: how often the master makes a new session ticket
 	 * key (the previous one still decrypts); default 12 h */
 	uint32_t tls_ticket_rotate;
@@ -256,6 +330,18 @@ struct config {
 	/* stats.admin_token: admin commands over TCP need "Authorization:
 	 * Bearer <it>"; "" (default): they need a loopback-only socket */
 	char stats_admin_token[129];
+
+	/* trusted_proxies = [ "10.0.0.0/8", ... ]: peers whose X-Forwarded-For
+	 * (and X-Request-Id) are believed, to real_ip_depth hops
+	 * (worker/realip.h); none (default): the peer is the client */
+	struct policy_cidr trusted[POLICY_TRUSTED_MAX];
+	int ntrusted;
+	uint32_t real_ip_depth; /* 1..16, default 1 */
+	/* request_id = true: X-Request-Id kept from a trusted peer or made,
+	 * sent upstream and in the response; default false */
+	int request_id;
+	struct policy_return *returns; /* malloc'd, nreturns entries */
+	int nreturns;
 };
 
 struct config_errors {

@@ -1,5 +1,6 @@
 #include "common/config_dump.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -103,6 +104,8 @@ static void dump_keys(FILE *out, const struct config *cfg, const struct config_k
 		if (((k->flags & (CONFIG_KEY_OPTIONAL | CONFIG_KEY_SECRET)) && !dump_is_set(k, base)) ||
 		    (need && !dump_is_set(need, base)))
 			continue;
+		if (k->type == CONFIG_KEY_STRING && k->show && !k->show(cfg, base, buf, sizeof buf))
+			continue; /* a key shown by hand that is not set (a route's upstream beside a return) */
 		if (k->flags & CONFIG_KEY_SECRET) {
 			fprintf(out, "%s# %s is set: masked by weir -T\n", indent ? indent : "", k->name);
 			continue;
@@ -148,6 +151,17 @@ static void dump_keys(FILE *out, const struct config *cfg, const struct config_k
 		}
 		fputs(indent ? ";\n" : "; ", out);
 	}
+}
+
+void config_dump_string(FILE *out, const char *s)
+{
+	dump_str(out, s);
+}
+
+void config_dump_keys(FILE *out, const struct config *cfg, const struct config_keyset *ks, const void *base,
+                      const char *indent)
+{
+	dump_keys(out, cfg, ks, base, indent);
 }
 
 /* "name = {\n" the keys "};\n" */
@@ -253,9 +267,37 @@ static void dump_routes(FILE *out, const struct config *cfg)
 			fprintf(out, "%s\"%.*s\"", p == r->upgrade ? " " : ", ", (int)n, p);
 			p += n + (p[n] == ' ');
 		}
-		fprintf(out, "%s]; }%s\n", r->upgrade[0] ? " " : "", i + 1 < cfg->nroutes ? "," : "");
+		fprintf(out, "%s];", r->upgrade[0] ? " " : "");
+		if (r->nrate_limits) {
+			fputs(" rate_limits = [", out);
+			for (int k = 0; k < r->nrate_limits; k++)
+				fprintf(out, "%s\"%s\"", k ? ", " : " ", cfg->rate_limits[r->rate_limits[k]].name);
+			fputs(" ];", out);
+		}
+		fputs(" ", out);
+		if (r->ret >= 0) {
+			fputs("return = { ", out);
+			dump_keys(out, cfg, &config_keys_route_return, &cfg->returns[r->ret], NULL);
+			fputs("}; ", out);
+		}
+		if (r->auth)
+			config_auth_dump(out, cfg, r->auth);
+		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);
+}
+
+static void dump_rate_limits(FILE *out, const struct config *cfg)
+{
+	if (!cfg->nrate_limits)
+		return;
+	fputs("rate_limits = (\n", out);
+	for (int i = 0; i < cfg->nrate_limits; i++) {
+		fputs("\t{ ", out);
+		dump_keys(out, cfg, &config_keys_rate_limit, &cfg->rate_limits[i], NULL);
+		fprintf(out, "}%s\n", i + 1 < cfg->nrate_limits ? "," : "");
+	}
+	fputs(");\n\n", out);
 }
 
 int config_dump(FILE *out, const struct config *cfg)
@@ -267,6 +309,17 @@ int config_dump(FILE *out, const struct config *cfg)
 	}
 	fputs(",\n# every default filled in and secrets masked. `weir -t` accepts it.\n\n", out);
 	dump_keys(out, cfg, &config_keys_top, cfg, "");
+	if (cfg->ntrusted) {
+		fputs("trusted_proxies = [", out);
+		for (int i = 0; i < cfg->ntrusted; i++) {
+			char a[INET6_ADDRSTRLEN];
+			const struct policy_cidr *c = &cfg->trusted[i];
+
+			inet_ntop(c->v6 ? AF_INET6 : AF_INET, c->addr, a, sizeof a);
+			fprintf(out, "%s\"%s/%u\"", i ? ", " : " ", a, c->bits);
+		}
+		fputs(" ];\n", out);
+	}
 	fputc('\n', out);
 	dump_group(out, cfg, "log", &config_keys_log, &cfg->log);
 	fputc('\n', out);
@@ -276,6 +329,11 @@ int config_dump(FILE *out, const struct config *cfg)
 	fputc('\n', out);
 	dump_upstreams(out, cfg);
 	fputc('\n', out);
+	if (cfg->has_redis) {
+		dump_group(out, cfg, "redis", &config_keys_redis, cfg);
+		fputc('\n', out);
+	}
+	dump_rate_limits(out, cfg);
 	dump_routes(out, cfg);
 	fputc('\n', out);
 	dump_group(out, cfg, "timeouts", &config_keys_timeouts, &cfg->timeouts);

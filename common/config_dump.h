@@ -34,4 +34,17 @@ const char *config_dump_duration(uint32_t ms, char *buf, size_t cap);
  * divides it. */
 const char *config_dump_size(uint64_t bytes, char *buf, size_t cap);
 
+/* For the dumps of groups kept in other files (common/config_auth.c):
+ * <s> as a quoted libconfig string, and the scalar keys of <ks> in the
+ * struct at <base>, one a line after <indent>, or all on the current line
+ * when <indent> is NULL. */
+void config_dump_string(FILE *out, const char *s);
+struct config_keyset;
+void config_dump_keys(FILE *out, const struct config *cfg, const struct config_keyset *ks, const void *base,
+                      const char *indent);
+
+/* common/config_auth.c: "auth = { ... }; " of a route. */
+struct config_auth;
+void config_auth_dump(FILE *out, const struct config *cfg, const struct config_auth *a);
+
 #endif

@@ -41,7 +41,9 @@ static const char *log_error_check(const char *v)
 
 static const char *log_access_check(const char *v)
 {
-	return !*v ? "must be \"stderr\", \"off\" or a file path" : NULL;
+	if (strncmp(v, "syslog:", 7) == 0)
+		return v[7] != '/' ? "must name a unix socket after \"syslog:\", such as \"syslog:/dev/log\"" : NULL;
+	return !*v ? "must be \"stderr\", \"off\", \"syslog:/dev/log\" or a file path" : NULL;
 }
 
 static const char *stats_unix_check(const char *v)
@@ -105,6 +107,11 @@ static const char *client_header_check(const char *v)
 	           : NULL;
 }
 
+const char *config_check_header_name(const char *v)
+{
+	return client_header_check(v);
+}
+
 /* An upstream name: 1..63 of [A-Za-z0-9_.-]. */
 static const char *upstream_name_check(const char *s)
 {
@@ -139,9 +146,11 @@ static const char *route_host_show(const struct config *cfg, const void *base, c
 
 static const char *route_upstream_show(const struct config *cfg, const void *base, char *buf, size_t cap)
 {
+	int u = ((const struct config_route *)base)->upstream;
+
 	(void)buf;
 	(void)cap;
-	return cfg->upstreams[((const struct config_route *)base)->upstream].name;
+	return u >= 0 ? cfg->upstreams[u].name : NULL; /* a route with a return has none */
 }
 
 static const char *const level_names[] = {
@@ -162,6 +171,8 @@ static const char *const verify_names[] = {
     [CONFIG_CLIENT_VERIFY_REQUIRED] = "required",
 };
 
+static const char *const upstream_pp_names[] = {"off", "v1", "v2"};
+
 /* ---- the tables -------------------------------------------------------- */
 
 static const struct config_key log_keys[] = {
@@ -170,7 +181,10 @@ static const struct config_key log_keys[] = {
      .doc = "the error log: `\"stderr\"` or a file path"},
     {.name = "access", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_NOECHO, AT(struct config_log, access_path),
      FITS(struct config_log, access_path), .def = "stderr", .check = log_access_check,
-     .doc = "the access log, one line per request: `\"stderr\"`, `\"off\"` or a file path"},
+     .doc = "the access log, one line per request: `\"stderr\"`, `\"off\"`, a file path or `\"syslog:/dev/log\"`"},
+    {.name = "format", .type = CONFIG_KEY_STRING, AT(struct config_log, format), FITS(struct config_log, format),
+     .def = "weir", .check = config_check_log_format,
+     .doc = "`\"weir\"`, `\"combined\"` (nginx's), `\"json\"` or a format of [variables](#variables)"},
     {.name = "level", .type = CONFIG_KEY_ENUM, AT(struct config_log, level), .def = "info",
      .names = level_names, .nnames = 5, .doc = "the least severe level written to the error log"},
 };
@@ -313,6 +327,9 @@ static const struct config_key upstream_keys[] = {
      .def = "10s", .doc = "the window between failures, and how long a server stays down"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,
      .doc = "TLS to every server of the group"},
+    {.name = "proxy_protocol", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, proxy_protocol), .def = "off",
+     .names = upstream_pp_names, .nnames = 3,
+     .doc = "a PROXY header with the client's address opens each connection; no pooling then"},
     {.name = "health", .type = CONFIG_KEY_GROUP, .def = "absent: no active checks",
      .sub = &config_keys_upstream_health, .doc = "active health checks of every server, one prober per node"},
     {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
@@ -326,12 +343,37 @@ static const struct config_key route_keys[] = {
      .doc = "`\"*\"`, `\"*.example.com\"` or `\"example.com\"`"},
     {.name = "path", .type = CONFIG_KEY_STRING, AT(struct config_route, path), FITS(struct config_route, path),
      .def = "/", .check = config_check_route_path, .doc = "a path prefix, starting with `/`"},
-    {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = 255,
-     .show = route_upstream_show, .doc = "the `name` of an upstream"},
+    {.name = "upstream", .type = CONFIG_KEY_STRING, .max = 255, .show = route_upstream_show,
+     .doc = "the `name` of an upstream; required unless the route has a `return`"},
     {.name = "upgrade", .type = CONFIG_KEY_STRINGS, .def = "`[ \"websocket\" ]`",
      .doc = "Upgrade protocols passed on as tunnels; `[ ]`: none; never `h2c`"},
+    {.name = "return", .type = CONFIG_KEY_GROUP, .def = "absent: proxied", .sub = &config_keys_route_return,
+     .doc = "answered by weir: a redirect or a fixed body ([direct responses](#direct-responses))"},
+    {.name = "log", .type = CONFIG_KEY_BOOL, AT(struct config_route, log), .def = "true",
+     .doc = "`false`: no access log line for the route's requests"},
+    {.name = "log_sample", .type = CONFIG_KEY_STRING, .max = 16, .def = "1", .store = config_store_log_sample,
+     .show = config_show_log_sample, .doc = "the share of requests logged, `\"0\"` to `\"1\"`, such as `\"0.1\"`"},
+    {.name = "auth", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_auth,
+     .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
+    {.name = "rate_limits", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
+     .doc = "names of `rate_limits` entries, up to 8, all checked for each request"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
+
+static const struct config_key route_return_keys[] = {
+    {.name = "status", .type = CONFIG_KEY_INT, .flags = CONFIG_KEY_REQUIRED, AT(struct policy_return, status),
+     .min = 200, .max = 599, .doc = "the answer's status; 301, 302, 303, 307 and 308 need a `location`"},
+    {.name = "location", .type = CONFIG_KEY_STRING, .max = VARS_TEXT - 1,
+     .store = config_store_return_location, .show = config_show_return_location,
+     .doc = "a redirect's target, with [variables](#variables)"},
+    {.name = "body", .type = CONFIG_KEY_STRING, .max = VARS_TEXT - 1,
+     .store = config_store_return_body, .show = config_show_return_body,
+     .doc = "the body, with [variables](#variables); absent: none"},
+    {.name = "content_type", .type = CONFIG_KEY_STRING, AT(struct policy_return, content_type),
+     FITS(struct policy_return, content_type), .def = "text/plain", .check = config_check_content_type,
+     .doc = "the body's Content-Type"},
+};
+KEYSET(config_keys_route_return, "routes.return", "in routes.return", route_return_keys);
 
 #define TIMEOUT(n, d, text)                                                                               \
 	{.name = #n, .type = CONFIG_KEY_DURATION, AT(struct config_timeouts, n), DAYS49, .def = d, .doc = text}
@@ -381,6 +423,54 @@ static const struct config_key limit_keys[] = {
 };
 KEYSET(config_keys_limits, "limits", "in limits", limit_keys);
 
+static const char *const rl_mode_names[] = {"reject", "delay", "dry_run"};
+static const char *const rl_missing_names[] = {"skip", "shared"};
+static const char *const rl_scope_names[] = {"local", "cluster"};
+
+static const struct config_key rate_limit_keys[] = {
+    {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED,
+     AT(struct config_rate_limit, name), .max = 255, .check = upstream_name_check,
+     .doc = "what routes name; 1 to 63 of `A-Z a-z 0-9 _ . -`, unique"},
+    {.name = "key", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_rate_limit, key),
+     FITS(struct config_rate_limit, key), .check = config_check_rl_key,
+     .doc = "`client_ip`, `header:NAME`, `cookie:NAME`, `query:NAME`, `route`, joined by `+`"},
+    {.name = "rate", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, AT(struct config_rate_limit, rate),
+     FITS(struct config_rate_limit, rate), .check = config_check_rl_rate,
+     .doc = "requests per second, minute or hour: `\"100/s\"`, `\"6000/m\"`; or `concurrent`"},
+    {.name = "burst", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, burst), .min = 1, .max = 1000000,
+     .def = "1", .doc = "requests admitted at once from rest (`delay`: queued at most)"},
+    {.name = "concurrent", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, concurrent), .min = 0,
+     .max = 1000000, .def = "0", .doc = "requests in flight per key, instead of a `rate`; 0: a rate limit"},
+    {.name = "mode", .type = CONFIG_KEY_ENUM, AT(struct config_rate_limit, mode), .def = "reject",
+     .names = rl_mode_names, .nnames = 3,
+     .doc = "`\"reject\"`, `\"delay\"` (queue up to `burst`) or `\"dry_run\"` (count and log only)"},
+    {.name = "missing", .type = CONFIG_KEY_ENUM, AT(struct config_rate_limit, missing), .def = "skip",
+     .names = rl_missing_names, .nnames = 2,
+     .doc = "a request without the key: `\"skip\"` (not limited) or `\"shared\"` (one key for all such)"},
+    {.name = "status", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, status), .min = 400, .max = 599,
+     .def = "429", .doc = "the status of a refusal"},
+    {.name = "legacy_headers", .type = CONFIG_KEY_BOOL, AT(struct config_rate_limit, legacy_headers),
+     .def = "false", .doc = "send `X-RateLimit-Limit`, `-Remaining` and `-Reset` as well"},
+    {.name = "ipv4_mask", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, ipv4_mask), .min = 1, .max = 32,
+     .def = "32", .doc = "`client_ip`: IPv4 prefix length that makes one key"},
+    {.name = "ipv6_mask", .type = CONFIG_KEY_INT, AT(struct config_rate_limit, ipv6_mask), .min = 1, .max = 128,
+     .def = "64", .doc = "`client_ip`: IPv6 prefix length that makes one key"},
+    {.name = "scope", .type = CONFIG_KEY_ENUM, AT(struct config_rate_limit, scope), .def = "local",
+     .names = rl_scope_names, .nnames = 2,
+     .doc = "`\"cluster\"`: shared with other nodes through `redis` (a rate only)"},
+    {.name = "fail_closed", .type = CONFIG_KEY_BOOL, AT(struct config_rate_limit, fail_closed), .def = "false",
+     .doc = "`scope = \"cluster\"`: refuse while redis cannot be reached, rather than admit from local state"},
+};
+KEYSET(config_keys_rate_limit, "rate_limits", "in rate_limits entry", rate_limit_keys);
+
+static const struct config_key redis_keys[] = {
+    {.name = "address", .type = CONFIG_KEY_ADDR, .flags = CONFIG_KEY_REQUIRED, AT(struct config, redis_addr),
+     .doc = "the redis server's IP address and port"},
+    {.name = "interval", .type = CONFIG_KEY_DURATION, AT(struct config, redis_interval), DAYS49,
+     .def = "100ms", .doc = "how often each node reconciles its cluster limits with redis"},
+};
+KEYSET(config_keys_redis, "redis", "in redis", redis_keys);
+
 /* read from true, false or "auto" */
 static const char *const affinity_names[] = {"false", "true", "auto"};
 static const char *const steering_names[] = {"cpu", "hash"};
@@ -407,6 +497,12 @@ static const struct config_key top_keys[] = {
      .doc = "runs of `/` in a request path are one `/` for routing and forwarding"},
     {.name = "underscores_in_headers", .type = CONFIG_KEY_BOOL, AT(struct config, underscores_in_headers),
      .def = "true", .doc = "`false`: drop every request header with `_` in its name"},
+    {.name = "trusted_proxies", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
+     .doc = "peers whose X-Forwarded-For is believed ([real client addresses](#real-client-addresses))"},
+    {.name = "real_ip_depth", .type = CONFIG_KEY_INT, AT(struct config, real_ip_depth), .min = 1,
+     .max = POLICY_DEPTH_MAX, .def = "1", .doc = "X-Forwarded-For entries believed from the right, at most"},
+    {.name = "request_id", .type = CONFIG_KEY_BOOL, AT(struct config, request_id), .def = "false",
+     .doc = "X-Request-Id kept from a trusted peer or made, sent upstream and back"},
     {.name = "log", .type = CONFIG_KEY_GROUP, .def = "see [log](#log)", .sub = &config_keys_log,
      .doc = "the error and access logs"},
     {.name = "stats", .type = CONFIG_KEY_GROUP, .def = "absent: no stats socket", .sub = &config_keys_stats,
@@ -421,5 +517,12 @@ static const struct config_key top_keys[] = {
      .sub = &config_keys_timeouts, .doc = "how long weir waits"},
     {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "see [limits](#limits)", .sub = &config_keys_limits,
      .doc = "sizes and counts weir accepts"},
+    {.name = "rate_limits", .type = CONFIG_KEY_LIST, .def = "absent: none", .sub = &config_keys_rate_limit,
+     .doc = "0 to 64 named [rate limits](#rate_limits) that routes name"},
+    {.name = "redis", .type = CONFIG_KEY_GROUP, .def = "absent: no cluster limits", .sub = &config_keys_redis,
+     .doc = "where `scope = \"cluster\"` rate limits are reconciled"},
+    {.name = "rate_limit_table", .type = CONFIG_KEY_INT, AT(struct config, rate_limit_table), .min = 10,
+     .max = 100000000, .def = "1048576",
+     .doc = "keys the shared rate-limit table holds, 25.6 bytes each; read at start"},
 };
 KEYSET(config_keys_top, "", "at top level", top_keys);

@@ -50,6 +50,15 @@
 	X(UPSTREAM_BAD_UPGRADE, 502, "upstream_bad_upgrade", "upstream switched protocols unasked or to another") \
 	X(TUNNEL_ERROR, 0, "tunnel_error", "tunnel cut by a read or write error") \
 	X(PROXY_PROTOCOL, 0, "proxy_protocol", "missing or malformed PROXY protocol header") \
+	X(BAD_FORWARDED_FOR, 0, "bad_forwarded_for", "X-Forwarded-For entry from a trusted proxy is not an address") \
+	X(SYSLOG_DROPPED, 0, "syslog_dropped", "access log datagram not taken by the syslog socket") \
+	X(BAD_HEADER_VALUE, 500, "bad_header_value", "a header made from variables would hold a control byte or pass its size") \
+	X(AUTH_REQUIRED, 401, "auth_required", "missing or invalid credentials for a route with auth") \
+	X(AUTH_FORBIDDEN, 403, "auth_forbidden", "credentials valid, consumer not in the route's auth.allow") \
+	X(AUTH_BUSY, 503, "auth_busy", "unverified Basic credentials past the worker's auth.hash_rate") \
+	X(AUTH_STALE, 503, "auth_stale", "route has auth this worker's configuration does not know") \
+	X(AUTH_CLAIM_DROPPED, 0, "auth_claim_dropped", "JWT claim not passed upstream: not a scalar, a control character, or too long") \
+	X(RATE_LIMITED, 429, "rate_limited", "refused by a rate limit (its status may differ)") \
 	X(HEADER_SPACE, 500, "header_space", "no room in the stream's arena for a rewritten header")
 
 #define WEIR_OK 0

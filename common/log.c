@@ -82,8 +82,8 @@ static int log_open_path(const char *path, int *fd)
 
 	if (strcmp(path, "stderr") == 0) {
 		nfd = 2;
-	} else if (strcmp(path, "off") == 0) {
-		nfd = -1;
+	} else if (strcmp(path, "off") == 0 || strncmp(path, "syslog:", 7) == 0) {
+		nfd = -1; /* a syslog socket is the worker's own (worker/accesslog.h) */
 	} else {
 		nfd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 		if (nfd < 0)

@@ -119,7 +119,7 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	for (uint32_t i = 0; i < t->nroutes; i++) {
 		const struct route_entry *e = &t->routes[i];
 		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, config_host_text(e->host_kind, e->host, hb, sizeof(hb)), wp, e->path,
-		               t->upstreams[e->upstream].name);
+		               e->ret >= 0 ? "(return)" : t->upstreams[e->upstream].name);
 	}
 }
 

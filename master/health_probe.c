@@ -32,6 +32,7 @@
 
 #include "common/log.h"
 #include "shm/shm.h"
+#include "worker/net/proxy_local.h"
 
 enum probe_phase {
 	PROBE_IDLE,
@@ -255,6 +256,11 @@ static void probe_step(struct probe *p)
 		if (err) {
 			snprintf(why, sizeof why, "connect failed: %s", strerror(err));
 			probe_done(p, HEALTH_RESULT_REFUSED, 0, why);
+			return;
+		}
+		if (p->cu->proxy_protocol && upproxy_send_local(p->fd, p->cu->proxy_protocol) < 0) {
+			/* the server expects a PROXY header first (worker/net/proxy_local.h) */
+			probe_done(p, HEALTH_RESULT_CLOSED, 0, "the PROXY header could not be written");
 			return;
 		}
 		if (!p->ctx) {

@@ -23,6 +23,7 @@
 #include "master/notify.h"
 #include "master/stats.h"
 #include "master/upgrade.h"
+#include "shm/limit.h"
 #include "shm/route.h"
 #include "shm/shm.h"
 #include "shm/ticket.h"
@@ -120,6 +121,7 @@ static void master_forget_loop(void)
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
 	master_upgrade_end();
+	redis_sync_forget();
 	stats_close(m.loop, 0); /* the socket file is the master's, not ours to remove */
 	health_in_child();
 	ev_loop_fork(m.loop);
@@ -155,6 +157,7 @@ static void master_in_child(int index, struct worker_start *ws)
 	}
 	listen_close(&m.ls);
 	close(m.shm_fd);
+	close(limit_seg_fd); /* the mapping is inherited; the fd is for upgrades */
 	master_drop_privileges();
 	/* a worker whose master is gone has nobody to reload or replace it:
 	 * it drains and exits rather than serve an old config forever */
@@ -463,6 +466,7 @@ static int master_reload(void)
 		free(ncfg);
 		return master_reload_failed("master_process cannot be turned off by a reload");
 	}
+	limit_reload(ncfg);
 	gslot = route_prepare(m.seg, ncfg);
 	if (gslot < 0) {
 		config_free(ncfg);
@@ -482,6 +486,7 @@ static int master_reload(void)
 	/* sockets whose address or path stay are kept (a scrape in progress
 	 * goes on); a new one that cannot be opened is logged, not fatal */
 	stats_configure(m.loop, ncfg, m.seg);
+	redis_sync_configure(m.loop, ncfg);
 	metrics_set_certs(ncfg);
 	if (logfiles_open(ncfg) < 0)
 		log_error("reload: cannot open the new log files (%s); keeping the old ones", strerror(errno));
@@ -794,6 +799,8 @@ int master_run(struct config *cfg, char *const argv[])
 	}
 	if (master_rotate_ticket_key() < 0)
 		return 1;
+	if (limit_start(cfg, inh ? inh->limit_fd : -1) < 0)
+		return 1;
 	if (route_publish(m.seg, cfg) == 0) {
 		log_error("cannot publish the routing table");
 		return 1;
@@ -809,6 +816,7 @@ int master_run(struct config *cfg, char *const argv[])
 	if (inh && inh->stats_unix_fd >= 0)
 		stats_adopt(m.loop, STATS_UNIX, inh->stats_unix_fd, inh->stats_unix_path, m.seg);
 	free(inh);
+	redis_sync_configure(m.loop, cfg);
 	metrics_set_certs(cfg);
 	if (stats_configure(m.loop, cfg, m.seg) < 0)
 		return 1;

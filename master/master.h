@@ -20,4 +20,12 @@
  * and shared segment. Returns the process exit code. */
 int master_run(struct config *cfg, char *const argv[]);
 
+/* master/redis_sync.c: starts, reconfigures (a reload) or stops the
+ * reconcile of scope = "cluster" rate limits with cfg->redis on <loop>. */
+struct ev_loop;
+void redis_sync_configure(struct ev_loop *loop, const struct config *cfg);
+void redis_sync_stop(void);
+/* In a new worker: drops the master's redis watchers and socket. */
+void redis_sync_forget(void);
+
 #endif

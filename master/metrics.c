@@ -9,6 +9,7 @@
 #include <openssl/bio.h>
 #include <openssl/x509.h>
 
+#include "common/auth_conf.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/tlscert.h"
@@ -229,6 +230,57 @@ static void histogram(struct textbuf *o, const char *name, const struct render *
 	}
 }
 
+/* weir_auth_*: the routes that have an auth policy, every outcome shown
+ * (zeros too) so that a rate over a reason exists before it happens. */
+static void render_auth(struct textbuf *o, const struct render *r)
+{
+	static const char *const result[] = {
+#define AUTH_R_RESULT(n, res, why) res,
+	    AUTH_RESULTS(AUTH_R_RESULT)
+#undef AUTH_R_RESULT
+	};
+	static const char *const reason[] = {
+#define AUTH_R_REASON(n, res, why) why,
+	    AUTH_RESULTS(AUTH_R_REASON)
+#undef AUTH_R_REASON
+	};
+	const struct route_table *t = r->t;
+
+	family(o, "weir_auth_total", "counter", "Authentication checks on routes with auth, by result and reason.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		const struct shm_route_counters *c = &r->routes[t->routes[i].stat];
+
+		if (!r->route_shown[i] || !t->routes[i].auth)
+			continue;
+		for (int k = 0; k < AUTH_R_COUNT; k++) {
+			textbuf_printf(o, "weir_auth_total{");
+			route_labels(o, &t->routes[i]);
+			textbuf_printf(o, ",result=\"%s\"", result[k]);
+			if (reason[k][0])
+				textbuf_printf(o, ",reason=\"%s\"", reason[k]);
+			textbuf_printf(o, "} %llu\n", (unsigned long long)c->auth[k]);
+		}
+	}
+	family(o, "weir_auth_cached_total", "counter",
+	       "Credentials let through from a worker's cache of verified ones (JWT, Basic), by route.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		if (!r->route_shown[i] || !t->routes[i].auth)
+			continue;
+		textbuf_printf(o, "weir_auth_cached_total{");
+		route_labels(o, &t->routes[i]);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)r->routes[t->routes[i].stat].auth_cached);
+	}
+	family(o, "weir_auth_password_hashes_total", "counter",
+	       "Password hashes computed for Basic authentication, by route.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		if (!r->route_shown[i] || t->routes[i].auth != AUTH_BASIC)
+			continue;
+		textbuf_printf(o, "weir_auth_password_hashes_total{");
+		route_labels(o, &t->routes[i]);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)r->routes[t->routes[i].stat].auth_hashes);
+	}
+}
+
 static void render_routes(struct textbuf *o, const struct render *r)
 {
 	const struct route_table *t = r->t;
@@ -260,6 +312,7 @@ static void render_routes(struct textbuf *o, const struct render *r)
 	       "Time from handing a request to an upstream connection (connecting included) to the end of its "
 	       "response, by route.");
 	histogram(o, "weir_route_upstream_response_seconds", r, 1);
+	render_auth(o, r);
 }
 
 static void render_servers(struct textbuf *o, const struct render *r)
@@ -499,6 +552,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       atomic_load(&seg->config_generation));
 	metric(o, "weir_routes_generation", "gauge", "Id of the route table workers take for new requests.", t->id);
 	render_certs(o);
+	metrics_render_limits(o);
 	render_routes(o, r);
 	render_servers(o, r);
 	render_health(o, r);

@@ -23,6 +23,9 @@ struct shm_segment;
 /* Appends the exposition text (format 0.0.4) of <seg> to <out>. */
 void metrics_render(struct shm_segment *seg, struct textbuf *out);
 
+/* Appends the rate limits' families (master/metrics_limit.c). */
+void metrics_render_limits(struct textbuf *out);
+
 /* Takes the notAfter of every listener certificate of <cfg> (the master's
  * configuration in force: at start and after each reload) for
  * weir_tls_certificate_expiry_seconds. Keeps copies, not pointers into

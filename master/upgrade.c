@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "shm/limit.h"
 
 #define UPGRADE_MAGIC 0x55505752u /* "UPWR" */
 #define UPGRADE_BATCH 200         /* fds per message, under SCM_MAX_FD (253) */
@@ -78,6 +79,8 @@ static int upgrade_send_all(int sock, const struct listen_set *ls, const struct 
 	if (!o.msg)
 		return -1;
 	upgrade_add(&o, &none, -2, shm_fd);
+	if (limit_seg_fd >= 0)
+		upgrade_add(&o, &none, -4, limit_seg_fd);
 	if (stats_fd >= 0)
 		upgrade_add(&o, &cfg->stats, -1, stats_fd);
 	if (stats_unix_fd >= 0) {
@@ -139,7 +142,7 @@ int upgrade_receive(struct upgrade_inherit *inh)
 	int sock, last = 0;
 
 	memset(inh, 0, sizeof(*inh));
-	inh->shm_fd = inh->stats_fd = inh->stats_unix_fd = -1;
+	inh->shm_fd = inh->stats_fd = inh->stats_unix_fd = inh->limit_fd = -1;
 	if (!env)
 		return -1;
 	sock = atoi(env);
@@ -179,6 +182,8 @@ int upgrade_receive(struct upgrade_inherit *inh)
 
 			if (lb->index == -2) {
 				inh->shm_fd = fds[i];
+			} else if (lb->index == -4) {
+				inh->limit_fd = fds[i];
 			} else if (lb->index == -1) {
 				inh->stats_fd = fds[i];
 				inh->stats_addr = lb->addr;

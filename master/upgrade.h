@@ -25,6 +25,7 @@
 /* What the new master inherits. */
 struct upgrade_inherit {
 	int shm_fd; /* -1 if none */
+	int limit_fd; /* the rate-limit segment (shm/limit.h), -1 if none */
 	int stats_fd;
 	struct config_addr stats_addr;
 	int stats_unix_fd; /* -1 if none */

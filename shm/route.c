@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/auth_conf.h"
 #include "shm/shm.h"
 
 /* Sort order: exact hosts, wildcard hosts (longest suffix first), any host;
@@ -35,12 +36,24 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		e->host_kind = (uint8_t)cr->host_kind;
 		e->host_len = (uint16_t)strlen(cr->host);
 		e->path_len = (uint16_t)strlen(cr->path);
-		e->upstream = (uint32_t)cr->upstream;
+		e->upstream = cr->upstream >= 0 ? (uint32_t)cr->upstream : 0;
+		e->ret = (int16_t)cr->ret;
+		e->log = (uint8_t)cr->log;
+		e->log_sample = (uint16_t)cr->log_sample;
+		e->auth = cr->auth ? (uint8_t)cr->auth->type : 0;
 		memcpy(e->host, cr->host, e->host_len);
 		memcpy(e->path, cr->path, e->path_len);
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
+		e->nlimits = cr->nrate_limits;
+		memcpy(e->limits, cr->rate_limits, sizeof(e->limits));
 	}
+	t->nlimits = (uint32_t)cfg->nrate_limits;
+	if (cfg->nrate_limits)
+		memcpy(t->limits, cfg->rate_limits, sizeof(t->limits[0]) * (size_t)cfg->nrate_limits);
 	qsort(t->routes, t->nroutes, sizeof(t->routes[0]), route_cmp);
+	t->nreturns = (uint32_t)cfg->nreturns;
+	if (cfg->nreturns) /* cfg->returns is NULL without any */
+		memcpy(t->returns, cfg->returns, (size_t)cfg->nreturns * sizeof(t->returns[0]));
 
 	t->nservers = (uint32_t)cfg->nservers;
 	for (int i = 0; i < cfg->nservers; i++) {
@@ -62,7 +75,9 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		memcpy(u->name, cu->name, sizeof(u->name));
 		u->first_server = (uint32_t)cu->first_server;
 		u->nservers = (uint32_t)cu->nservers;
-		u->keepalive = (uint32_t)cu->keepalive;
+		/* a connection that told one client's address is no other's */
+		u->keepalive = cu->proxy_protocol ? 0 : (uint32_t)cu->keepalive;
+		u->proxy_protocol = (uint8_t)cu->proxy_protocol;
 		u->max_fails = (uint32_t)cu->max_fails;
 		u->fail_timeout = cu->fail_timeout;
 		u->tls = (uint8_t)cu->tls;

@@ -34,8 +34,15 @@ struct route_entry {
 	uint16_t host_len;
 	uint16_t path_len;
 	uint16_t stat;     /* stable stat index of (host kind, host, path): stat.h */
-	uint32_t upstream; /* index into route_table.upstreams */
+	uint32_t upstream; /* index into route_table.upstreams (0 with a return) */
+	int16_t ret;       /* index into route_table.returns, -1: proxied */
+	uint8_t log;       /* access log lines for its requests (routes.log) */
+	uint16_t log_sample; /* the share logged, in 1/10000 (routes.log_sample) */
+	uint8_t auth;      /* enum auth_type of its policy, 0 none: a worker finds
+	                    * the policy in its own config (worker/auth.c) */
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
+	uint8_t nlimits;                  /* rate limits checked: indices into route_table.limits */
+	uint8_t limits[CONFIG_ROUTE_LIMITS];
 	char host[CONFIG_HOST_MAX];
 	char path[CONFIG_PATH_MAX];
 };
@@ -61,6 +68,7 @@ struct route_upstream {
 	 * contexts it built from its own config (worker/tls_client.c) */
 	uint8_t tls;
 	uint8_t tls_verify;
+	uint8_t proxy_protocol; /* 0 off, 1 v1, 2 v2 (worker/upproxy.h) */
 	char tls_sni[CONFIG_HOST_MAX];
 };
 
@@ -72,6 +80,12 @@ struct route_table {
 	struct route_entry routes[CONFIG_MAX_ROUTES];
 	struct route_upstream upstreams[CONFIG_MAX_UPSTREAMS];
 	struct route_server servers[CONFIG_MAX_SERVERS];
+	uint32_t nreturns;
+	struct policy_return returns[POLICY_RETURNS_MAX]; /* routes.return (common/policy.h) */
+	/* the rate limits, as configured (pointer-free), their ids given
+	 * (limit_assign): a worker of any config reads a table's own */
+	uint32_t nlimits;
+	struct config_rate_limit limits[CONFIG_MAX_RATE_LIMITS];
 };
 
 /* Fills <t> from <cfg>, sorted for lookup. Stat indices are left 0:

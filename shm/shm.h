@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/auth_result.h"
 #include "common/err.h"
 #include "common/slab.h"
 #include "shm/health.h"
@@ -44,7 +45,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 10u
+#define SHM_LAYOUT_VERSION 12u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -134,6 +135,9 @@ struct shm_route_counters {
 	uint64_t duration_us;
 	uint64_t upstream[STAT_BUCKETS]; /* upstream attached to the end of its response */
 	uint64_t upstream_us;
+	uint64_t auth[AUTH_R_COUNT];     /* routes.auth outcomes (common/auth_result.h) */
+	uint64_t auth_cached;            /* of them ok from a worker's cache (JWT, Basic) */
+	uint64_t auth_hashes;            /* password hashes computed (Basic) */
 };
 
 /* One server's counters (stat index), one cache line. */
@@ -203,10 +207,10 @@ struct shm_segment {
 };
 
 /*
- * Size: 31.3 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
+ * Size: 32.3 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
  * routes and 128 KiB for servers, times 128 slots and the retired block;
- * the eight route generations are 6.5 MiB; the health words and check
- * counts 152 KiB). The
+ * the eight route generations, with their rate limits, are 7.4 MiB; the
+ * health words and check counts 152 KiB). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.

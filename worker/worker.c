@@ -316,6 +316,14 @@ static int worker_setup(const struct worker_start *ws)
 		return -1;
 	upstream_sync_table(route_acquire(wk.seg, wk.slot));
 	head_init(cfg);
+	auth_vouch_names(cfg, head_vouch); /* routes.auth's header names, too */
+	realip_init();
+	if (accesslog_init(cfg) < 0)
+		return -1;
+	if (auth_init(cfg) < 0) {
+		log_error("auth: out of memory");
+		return -1;
+	}
 	return tls_init(cfg);
 }
 

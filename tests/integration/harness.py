@@ -592,7 +592,7 @@ DEFAULT_TIMEOUTS = {
 
 
 def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=None,
-                  limits=None, level="info", extra=""):
+                  limits=None, level="info", extra="", log_extra=""):
     """A libconfig text for weir. <upstreams> is a list of dicts
     {name, servers: [(addr, weight or None)], keepalive, max_fails, fail_timeout,
     health (the text inside health = { ... }) (optional)};
@@ -602,8 +602,9 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
     t.update(timeouts or {})
     out = []
     out.append("workers = %s;" % (workers if isinstance(workers, int) else '"%s"' % workers))
-    out.append('log = { error = "%s/error.log"; access = "%s/access.log"; level = "%s"; };'
-               % (d, d, level))
+    # <log_extra>: more keys of the log group (format)
+    out.append('log = { error = "%s/error.log"; access = "%s/access.log"; level = "%s"; %s};'
+               % (d, d, level, log_extra))
     out.append('stats = { listen = "127.0.0.1:%d"; admin_token = "%s"; };' % (stats_port, STATS_TOKEN))
     out.append('listeners = ( { address = "127.0.0.1:%d"; } );' % port)
     ups = []
@@ -629,7 +630,9 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
         host = 'host = "%s"; ' % r["host"] if r.get("host") is not None else ""
         if r.get("upgrade") is not None:
             host += "upgrade = [ %s ]; " % ", ".join('"%s"' % u for u in r["upgrade"])
-        rs.append('  { %spath = "%s"; upstream = "%s"; }' % (host, r.get("path", "/"), r["upstream"]))
+        # "extra": more keys of the entry (return, log); no "upstream": none
+        up = 'upstream = "%s"; ' % r["upstream"] if r.get("upstream") else ""
+        rs.append('  { %spath = "%s"; %s%s}' % (host, r.get("path", "/"), up, r.get("extra", "")))
     out.append("routes = (\n%s\n);" % ",\n".join(rs))
     out.append("timeouts = { %s };" % " ".join('%s = "%s";' % kv for kv in t.items()))
     if limits:

@@ -42,7 +42,10 @@ def full_config(d):
     return """
 workers = 3;
 pid_file = "%(d)s/weir.pid";
-log = { error = "%(d)s/err\\"or.log"; access = "off"; level = "warn"; };
+log = { error = "%(d)s/err\\"or.log"; access = "off"; level = "warn"; format = "$client_ip \\"$request\\" $$ ${status}x"; };
+trusted_proxies = [ "10.0.0.0/8", "2001:db8::/32", "192.0.2.1" ];
+real_ip_depth = 3;
+request_id = true;
 stats = { listen = "127.0.0.1:19901"; unix = "%(d)s/stats.sock"; mode = "0600"; admin_token = "%(tok)s"; };
 listeners = (
   { address = "127.0.0.1:18080"; backlog = 100; },
@@ -53,12 +56,16 @@ listeners = (
 );
 upstreams = (
   { name = "a"; keepalive = 0; servers = ( { address = "127.0.0.1:9001"; weight = 3; }, { address = "127.0.0.1:9002"; } ); },
-  { name = "b"; tls = { ca = "%(d)s/ca.pem"; sni = "app.test"; }; servers = ( { address = "[::1]:9443"; } ); }
+  { name = "b"; tls = { ca = "%(d)s/ca.pem"; sni = "app.test"; }; servers = ( { address = "[::1]:9443"; } ); },
+  { name = "c"; proxy_protocol = "v2"; servers = ( { address = "127.0.0.1:9003"; } ); }
 );
 routes = (
   { host = "*.example.com"; path = "/api"; upstream = "b"; upgrade = [ "WebSocket", "x-chat/2" ]; },
   { host = "Exact.Example.com"; path = "/"; upstream = "a"; upgrade = [ ]; },
-  { path = "/"; upstream = "a"; }
+  { path = "/"; upstream = "a"; },
+  { path = "/old"; return = { status = 308; location = "https://$host/new$request_uri"; }; log = false; },
+  { path = "/health"; return = { status = 200; body = "ok \\"$$\\"\\n$arg_x\\t"; content_type = "text/x; q=1"; }; log_sample = "0.25"; },
+  { path = "/c"; upstream = "c"; }
 );
 timeouts = { client_header = "1500ms"; drain = "2m"; upstream_read = 90000; proxy_protocol = "3s"; tunnel = "90m"; tunnel_drain = 1000; };
 limits = { body_size = 0; uri_size = "1k"; headers = 50; };
@@ -72,7 +79,8 @@ def test_dump_of_the_example_config_has_every_key_it_sets(tmp_path):
     # every key etc/weir.conf names (commented-out ones too: those are the
     # optional keys) is in the dump, or -T has fallen behind the loader
     keys = set(re.findall(r"(?m)^\s*#?\s*([a-z_]+)\s*=", src))
-    optional = {"unix", "mode", "admin_token"}  # written only when set
+    # written only when set (a health block only on a group that has one)
+    optional = {"unix", "mode", "admin_token", "health", "interval"}
     missing = sorted(k for k in keys - optional if not re.search(r"(?m)^\s*\{?\s*%s = " % k, out)
                      and "%s = " % k not in out)
     assert not missing, out
@@ -97,13 +105,18 @@ def test_dump_is_accepted_by_t_and_is_a_fixed_point(tmp_path):
     for want in ('client_header = "1500ms";', 'drain = "2m";', 'upstream_read = "90s";', 'body_size = "0";',
                  'uri_size = "1k";', "headers = 50;", 'client_verify = "optional";', "early_data = true;",
                  'host = "*.example.com"; path = "/api"; upstream = "b";', 'host = "exact.example.com";',
-                 '{ host = "*"; path = "/"; upstream = "a"; upgrade = [ "websocket" ]; }',
+                 '{ host = "*"; path = "/"; upstream = "a"; log = true; log_sample = "1"; upgrade = [ "websocket" ]; }',
                  'upgrade = [ "websocket", "x-chat/2" ];', 'upgrade = []; }', 'tunnel = "90m";',
                  'tunnel_drain = "1s";', 'mode = "0600";', "keepalive = 0;",
                  '{ address = "127.0.0.1:9002"; weight = 1; }', 'address = "[::1]:18443";', "verify = true;",
                  'sni = "app.test";', 'access = "off";', 'level = "warn";', 'err\\"or.log"', "workers = 3;",
                  'tls_ticket_rotate = "1h";', 'proxy_protocol = "3s";', "proxy_protocol = false;",
-                 "proxy_protocol = true;", "max_fails = 3;", 'fail_timeout = "10s";'):
+                 "proxy_protocol = true;", "max_fails = 3;", 'fail_timeout = "10s";',
+                 'format = "$client_ip \\"$request\\" $$ ${status}x";',
+                 'trusted_proxies = [ "10.0.0.0/8", "2001:db8::/32", "192.0.2.1/32" ];', "real_ip_depth = 3;",
+                 "request_id = true;", 'proxy_protocol = "v2";', 'proxy_protocol = "off";',
+                 'return = { status = 308; location = "https://${host}/new${request_uri}"; content_type = ',
+                 'log = false;', 'log_sample = "0.2500";', 'content_type = "text/x; q=1"; };'):
         assert want in out, (want, out)
 
 

@@ -48,6 +48,10 @@ class NginxOrigin:
     def addr(self):
         return "127.0.0.1:%d" % self.port
 
+    # what a subclass changes (test_accesslog.py: a proxy that logs)
+    ACCESS_LOG = "off"
+    LOCATION = 'default_type text/plain; return 200 "hello\\n";'
+
     def start(self):
         d = self.dir
         conf = os.path.join(d, "nginx.conf")
@@ -56,13 +60,13 @@ class NginxOrigin:
 error_log %(d)s/error.log; pid %(d)s/nginx.pid;
 events { worker_connections 4096; }
 http {
-  access_log off;
+  access_log %(log)s;
   client_body_temp_path %(d)s/body; proxy_temp_path %(d)s/proxy;
   keepalive_requests 100000000; keepalive_timeout 300s;
   server { listen 127.0.0.1:%(port)d;
-           location / { default_type text/plain; return 200 "hello\\n"; } }
+           location / { %(loc)s } }
 }
-""" % {"d": d, "port": self.port})
+""" % {"d": d, "port": self.port, "log": self.ACCESS_LOG % {"d": d}, "loc": self.LOCATION % self.__dict__})
         self.proc = subprocess.Popen([NGINX, "-p", d, "-e", d + "/error.log", "-c", conf],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(d, "stderr"), "wb"),

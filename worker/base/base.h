@@ -123,6 +123,21 @@ void worker_table_hold(const struct route_table *t);
 void worker_table_release(const struct route_table *t);
 
 /* Counts error <rc> (negative) in our slot. */
+/* A log line rate of one a second per call site: 1 when a line may be
+ * written now (the caller then writes *<unlogged> and zeroes it), 0 when
+ * it is counted in *<unlogged> instead. */
+static inline int worker_log_gate(ev_tstamp *next, uint32_t *unlogged)
+{
+	ev_tstamp now = ev_now(wk.loop);
+
+	if (now < *next) {
+		(*unlogged)++;
+		return 0;
+	}
+	*next = now + 1.0;
+	return 1;
+}
+
 static inline void worker_count_error(int rc)
 {
 	int i = weir_err_index(rc);

@@ -8,6 +8,14 @@
 #ifndef WEIR_WORKER_CORE_H
 #define WEIR_WORKER_CORE_H
 
+#include <ev.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "common/auth_conf.h"
+#include "common/config.h"
+#include "common/vars.h"
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -85,6 +93,334 @@ void tunnel_free(struct txn *t);
 
 /* Cuts the tunnel of <t> (drain deadline passed), counted as by drain. */
 void tunnel_cut(struct txn *t);
+
+/* ==== auth ==== */
+/*
+ * auth: authentication per route (routes.auth), the worker's side.
+ *
+ * Principle: one check between routing and picking a server. It either
+ * lets the request on, with what it learnt (the consumer, the headers to
+ * pass upstream) kept in the request's state, or answers it itself: 401
+ * with WWW-Authenticate, 403 for a consumer the policy does not allow,
+ * 503 while the password-hash budget is spent. Every outcome is counted
+ * per route (weir_auth_total{result, reason}); no secret is ever logged.
+ *
+ * The policy and its keys are the worker's own configuration's, inherited
+ * from the master (common/auth_conf.h). The route table in the shared
+ * segment only says that a route has auth: a worker finds the policy of
+ * the same (host, path) in its own configuration, and answers 503 for a
+ * route whose policy it does not know (a draining worker of an older
+ * configuration, handed a newer table) rather than let it through.
+ *
+ * Costs are bounded per request: an API key is one SHA-256 and a binary
+ * search; a JWT is verified once and then found in a per-worker cache
+ * keyed by its SHA-256 until it expires; a Basic password is hashed once
+ * and then found in a cache keyed by an HMAC under a key made when the
+ * worker starts, and a worker hashes at most hash_rate passwords a second.
+ */
+
+
+
+struct txn;
+
+/* What a check left in the request (struct txn's auth). */
+struct auth_state {
+	const char *extra; /* header lines for the upstream ("Name: v\r\n"...),
+	                    * valid until the next check in this worker:
+	                    * head_write_request() copies them right after */
+	uint32_t extra_len;
+	uint8_t consumer_len;
+	char consumer[AUTH_NAME_MAX]; /* who the credentials name ("" none): for
+	                               * logs and rate-limit keys (`consumer`) */
+};
+
+/* Worker start: the answers, caches and keys of <cfg>'s policies. Returns
+ * 0, or -1 when out of memory. */
+int auth_init(const struct config *cfg);
+
+/* Calls <vouch> with every header name a policy of <cfg> writes upstream
+ * (consumer_header, claims_to_headers): a client's own is never passed. */
+void auth_vouch_names(const struct config *cfg, void (*vouch)(const char *name));
+
+/* For a request whose route has auth (t->route->auth): 0 to go on, or -1
+ * when it has been answered (and <t> freed). */
+int auth_check(struct txn *t);
+
+/* ---- inside worker/auth*.c ---- */
+
+struct auth_rt;
+
+/* JWT (worker/auth_jwt.c): checks the token of <t> for <p>; returns an
+ * enum auth_result, with st's consumer and extra set on AUTH_R_OK and
+ * *<cached> set when it came from the cache. */
+int auth_jwt_check(struct txn *t, const struct config_auth *p, struct auth_state *st, int *cached);
+int auth_jwt_init(void);
+
+/* The request header named <name> (any case): NULL if absent; *<dup> is
+ * set when there is more than one. */
+struct hdr;
+const struct hdr *auth_header(const struct txn *t, const char *name, int *dup);
+
+/* ==== ratelimit ==== */
+/*
+ * ratelimit: a route's rate limits, applied to one request.
+ *
+ * Principle: one call once the route is known, before a server is
+ * picked: it makes each limit's key from the request, takes from every
+ * limit at once or from none (shm/limit.h), and either lets the request
+ * go on, holds it on a timer (mode = "delay": never blocking, the worker
+ * serves others meanwhile) or answers it itself (429, Retry-After and the
+ * RateLimit headers). Concurrency a request holds is given back in
+ * txn_free(), the one place every request ends, however it ends.
+ */
+
+
+
+struct txn;
+struct conn;
+struct limit_entry;
+
+struct ratelimit_txn {
+	ev_timer delay;  /* mode = "delay": the request goes on when it fires */
+	uint8_t waiting; /* the timer is running */
+	uint8_t nheld;
+	struct limit_entry *held[CONFIG_ROUTE_LIMITS]; /* concurrency taken */
+};
+
+enum { RATELIMIT_CONTINUE, RATELIMIT_WAIT, RATELIMIT_ANSWERED };
+
+/* Applies t->route's limits to <t>. RATELIMIT_CONTINUE: go on now;
+ * RATELIMIT_WAIT: txn_continue() is called when the delay ends;
+ * RATELIMIT_ANSWERED: refused and answered (t is gone or answering). */
+int ratelimit_check(struct txn *t);
+
+/* The end of a request: stops a delay, gives back concurrency. */
+void ratelimit_release(struct txn *t);
+#define ratelimit_end(t)                                                                                               \
+	do {                                                                                                           \
+		if ((t)->rl.nheld || (t)->rl.waiting)                                                                  \
+			ratelimit_release(t);                                                                          \
+	} while (0)
+
+/*
+ * The client address a client_ip key is made from, in 16 bytes (IPv4 as
+ * ::ffff:a.b.c.d); returns 4 or 6, 0 if there is none: the request's
+ * client as worker/realip.h resolves it (the connection's peer, or the
+ * client X-Forwarded-For names through trusted_proxies).
+ */
+int ratelimit_client_addr(const struct txn *t, uint8_t out[16]);
+
+/* ==== realip ==== */
+/*
+ * realip: the request's client address and its request id.
+ *
+ * Principle: the connection's peer (the socket's source, or a PROXY
+ * header's) is the client unless it is one of trusted_proxies. From a
+ * trusted peer, X-Forwarded-For is read from the right, one entry per hop,
+ * as nginx's real_ip_recursive: an entry that is not trusted is the
+ * client; a trusted one is a hop passed through, and the walk goes on to
+ * its left, at most real_ip_depth entries. If every entry read is trusted,
+ * the last one read is the client. An entry that is not an address
+ * (garbage, "unknown", a port) ends the walk there: the hop that wrote it
+ * is trusted, so the address before it stands, and the request is counted
+ * as weir_errors_total{kind="bad_forwarded_for"}.
+ *
+ * The result is what every module means by the client: the access log,
+ * $client_ip, the X-Forwarded-For weir sends upstream (the entries
+ * believed and the peer: what a client wrote to the left of its own
+ * address is not passed on as if it were true), and the keys of rate
+ * limits. Without trusted_proxies weir behaves as before: the peer is the
+ * client and X-Forwarded-For is appended to.
+ *
+ * Request ids (request_id = true): a trusted peer's X-Request-Id is kept
+ * if it is 1 to 64 of [A-Za-z0-9._:+/=-], otherwise a new one is made: 32
+ * hex digits from a per-worker generator seeded once from getrandom(2) (no
+ * system call per request). It goes upstream and back in the response as
+ * X-Request-Id (weir's own answers too: conn.c, respond.c); a client's or
+ * upstream's own header of that name is replaced, never passed beside it.
+ */
+
+
+
+struct conn;
+struct txn;
+
+#define REALIP_ID_MAX 64
+
+/* What a request knows of its client, in struct txn. */
+struct realip {
+	char client[INET6_ADDRSTRLEN]; /* "" until realip_begin() */
+	uint8_t client_len;
+	uint8_t believed;   /* X-Forwarded-For entries believed, from the right */
+	uint8_t id_len;     /* 0: no request id */
+	char id[REALIP_ID_MAX + 1];
+};
+
+/* Worker start: seeds the generator. */
+void realip_init(void);
+
+/* Resolves the client of <t> and its request id, from its parsed head. */
+void realip_begin(struct txn *t);
+
+/* The client's address of <t> on <c> (<t> may be NULL, or not yet
+ * resolved: then the peer). The one function other modules call. */
+const char *realip_client(const struct conn *c, const struct txn *t, size_t *len);
+
+/* The X-Forwarded-For value to send upstream, into <dst>: NULL when
+ * weir appends to the client's as before (no trusted_proxies). */
+const char *realip_xff(const struct txn *t, char *dst, size_t cap, size_t *len);
+
+/* A header of <h>'s name weir replaces with its own X-Request-Id. */
+static inline int realip_is_request_id(const struct hdr *h)
+{
+	return h->name_len == 12 && http_name_same_var(h->name, "X-Request-Id", 12);
+}
+
+/* 64 random bits from the worker's generator (not for secrets). */
+uint64_t realip_random(void);
+
+/* ==== accesslog ==== */
+/*
+ * accesslog: the access log line of a request, in the format log.format
+ * names, to the output log.access names.
+ *
+ * Principle: one line per request, written once it ends (or is cut),
+ * never blocking. Formats: "weir" (the default, the line weir has always
+ * written, so existing parsers keep working), "combined" (nginx's, byte
+ * for byte: $remote_addr - $remote_user [$time_local] "$request" $status
+ * $body_bytes_sent "$http_referer" "$http_user_agent", values escaped as
+ * nginx's default escape), "json" (one object a line, every string escaped
+ * as JSON, control bytes and bytes of no UTF-8 sequence as \u00XX), or a
+ * format of variables (common/vars.h) escaped as nginx does. A value is
+ * cut at 2 KiB; a line that would pass 16 KiB is written with values cut
+ * at 128 bytes, so a hostile header cannot make a JSON line invalid.
+ *
+ * Outputs: the buffered log of common/log.h (a file or stderr), or
+ * "syslog:/path", a unix datagram socket (such as /dev/log): one datagram
+ * per line, "<190>Mmm dd hh:mm:ss weir[pid]: line" (local7.info, as
+ * nginx's default), sent with MSG_DONTWAIT to the path each time (a
+ * restarted syslog daemon is found again); a datagram the socket does not
+ * take at once is dropped and counted as
+ * weir_errors_total{kind="syslog_dropped"}.
+ *
+ * Per route, log = false writes no line and log_sample = "0.1" one for
+ * about that share of requests (drawn from the worker's generator).
+ * Answers to requests without a route (404, a malformed head) are always
+ * written.
+ */
+
+
+struct conn;
+struct txn;
+
+/* Worker start: compiles log.format, opens the syslog socket. Returns 0
+ * or -1 (logged). */
+int accesslog_init(const struct config *cfg);
+
+/* Writes the line of <t> (NULL: no request parsed) on <c>, answered
+ * <status>. */
+void accesslog_write(struct conn *c, struct txn *t, int status);
+
+/* ==== respond ==== */
+/*
+ * respond: a route's return = { ... }: a redirect or a fixed body,
+ * answered by weir without an upstream.
+ *
+ * Principle: the answer is written whole (head and body) into one buffer
+ * of its size and queued as the response of the transaction, so keep-alive,
+ * pipelining, the client's send deadline, counters and the access log are
+ * those of any proxied answer. The location and the body are templates
+ * (common/vars.h) expanded for the request; a location whose variables
+ * would put CR, LF or another control byte in the head (the parser refuses
+ * such bytes in what variables read: a guard), or make it pass 8 KiB, is
+ * not sent: the request is answered 500 and counted as
+ * weir_errors_total{kind="bad_header_value"}. A request body
+ * is not read: the connection lingers to discard it and then closes, as
+ * after any answer given before the body.
+ */
+
+struct txn;
+
+/* Answers <t>, whose route has a return, and pumps it out. */
+void respond_start(struct txn *t);
+
+/* ==== upproxy ==== */
+/*
+ * upproxy: the PROXY protocol towards an upstream group
+ * (upstreams.proxy_protocol = "v1" | "v2").
+ *
+ * Principle: the header opens the connection, before the TLS handshake or
+ * the request, with the request's client (worker/realip.h: after
+ * trusted_proxies) as its source and the listener's address the client
+ * reached as its destination. The source port is the client's own when the
+ * client is the socket's peer, else 0 (an address learnt from
+ * X-Forwarded-For or a PROXY header has no port weir keeps). An IPv4
+ * client on an IPv6 listener, or the other way round, is sent as TCP6 with
+ * the IPv4 address mapped (::ffff:a.b.c.d), as the header has one family.
+ * It is written at once on a socket that has just connected (its send
+ * buffer is empty, and the header is at most 108 bytes); a short write
+ * fails the connection like a refused one. A connection that told one
+ * client's address is never given to another: such groups keep no pool.
+ */
+
+
+struct txn;
+
+/* Writes the header of <t> on its just-connected upstream if its group
+ * asks for one. Returns 0, or WEIR_ERR(UPSTREAM_REFUSED) when it could not
+ * be written whole. */
+int upproxy_send(struct txn *t);
+
+/* The header for <t> into <out> (at least 108 bytes): its length, 0 when
+ * the group sends none. */
+size_t upproxy_header(const struct txn *t, uint8_t *out);
+
+/* upproxy_send_local(): net/proxy_local.h, for the master's checks. */
+
+/* ==== vars ==== */
+/*
+ * vars: expanding a compiled template (common/vars.h) for one request.
+ *
+ * Principle: a variable's value is read where the request already keeps
+ * it, never copied in advance: the head weir wrote upstream (head_up, kept
+ * for the whole request) once there is one, else the parsed request head,
+ * whose spans are still valid then (the response head reuses the header
+ * array only after head_up exists). So $http_NAME is the header as
+ * forwarded (hop-by-hop headers are not), and costs a scan of the head
+ * only when a template uses it. Values are written into the caller's
+ * buffer, escaped as the caller's output needs; nothing is allocated.
+ */
+
+
+
+struct conn;
+struct txn;
+
+enum vars_esc {
+	VARS_ESC_NONE, /* raw: a header value or a body (see <bad> below) */
+	VARS_ESC_LOG,  /* '"', '\\' and bytes outside printable ASCII as \xHH,
+	                * an absent value as "-", as nginx's access log */
+	VARS_ESC_JSON, /* a JSON string's content: \" \\ and \u00XX for control
+	                * bytes and bytes that are not UTF-8; absent as "" */
+};
+
+/* What a template is expanded for. <t> may be NULL (no request parsed). */
+struct vars_ctx {
+	struct conn *c;
+	struct txn *t;
+	int status;
+	size_t value_max; /* bytes of one value taken at most (0: no cap) */
+};
+
+/*
+ * Expands <tpl> into <dst> (<cap> bytes, not NUL-ended). Returns the bytes
+ * written; *<full> is set when something did not fit. With VARS_ESC_NONE,
+ * *<bad> is set when a variable's value held a byte no header value may
+ * (CR, LF, NUL or another control byte but HTAB); literals were checked
+ * when the configuration was read.
+ */
+size_t vars_expand(const struct vars_tpl *tpl, const struct vars_ctx *x, enum vars_esc esc, char *dst, size_t cap,
+                   int *full, int *bad);
 
 /* ==== txn ==== */
 /*
@@ -174,6 +510,9 @@ struct txn {
 	int end_counted, end_logged; /* the log phase: the status counted (0:
 	                          * cut) and the one logged */
 	uint8_t logged;          /* the log phase ran */
+	struct realip ident;     /* the client's address and request id (realip.h) */
+	struct auth_state auth;  /* what routes.auth learnt: consumer, headers (auth.h) */
+	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 
 	struct arena arena;      /* the header lists: the request's, then the
 	                          * response's (msg.h) */
@@ -226,6 +565,15 @@ int txn_pick(struct txn *t);
 int txn_connect_server(struct txn *t);
 int txn_connect(struct txn *t, int last_rc);
 void txn_upstream_begin(struct txn *t);
+
+/* The rate limiter's delay is over (ratelimit.c): the walk goes on after
+ * the access handler that waited (txn_resume). */
+void txn_continue(struct txn *t);
+
+/* Answers <t> with <status> from the complete head (and body) weir wrote
+ * into t->down.head, then ends it as any answer ends (the access log, the
+ * counters, keep-alive, or a lingering close while a body is unread). */
+void txn_answer_local(struct txn *t, int status);
 
 /* Moves data both ways as far as possible and arms the right watchers. */
 void txn_pump(struct txn *t);

@@ -44,6 +44,7 @@ struct txn *txn_new(struct conn *c)
 
 void txn_free(struct txn *t)
 {
+	ratelimit_end(t);
 	if (t->tun.on)
 		tunnel_free(t);
 	if (t->table)
@@ -59,51 +60,14 @@ void txn_free(struct txn *t)
 
 /* ---- access log ------------------------------------------------------ */
 
-static void txn_log_line(struct conn *c, struct txn *t, int status)
-{
-	char line[2560];
-	int n;
-	ev_tstamp now = ev_now(wk.loop);
-
-	if (!log_access_enabled())
-		return;
-	if (t && t->req.method) {
-		/* once the body has flowed, the head's bytes in the input buffer
-		 * are gone: the target is read back from the head we wrote */
-		const char *target = t->req.target;
-		uint32_t tl = t->req.target_len;
-		const struct route_server *s = t->server >= 0 ? &t->table->servers[t->server] : NULL;
-
-		if (t->up.head) {
-			target = t->up.head->data + t->req.method_len + 1;
-			tl = t->req.target_len;
-		}
-		char esc[4 * 512 + 1];
-
-		if (tl > 512)
-			tl = 512;
-		/* a target may hold '"' or '\\': escaped, a line stays one record */
-		log_escape(esc, sizeof(esc), target, tl);
-		n = snprintf(line, sizeof(line), "%s [%s] \"%.*s %s HTTP/1.%d\" %d %llu %.3f %s %.3f", c->peer,
-		             log_time_iso(), (int)t->req.method_len, t->req.method, esc,
-		             t->req.version_minor, status, (unsigned long long)t->bytes_out, now - t->start,
-		             t->tun.on ? t->tun.server : s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
-	} else {
-		n = snprintf(line, sizeof(line), "%s [%s] \"-\" %d 0 %.3f - 0.000", c->peer, log_time_iso(), status,
-		             t ? now - t->start : 0.0);
-	}
-	if (n > 0)
-		log_access(line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-}
-
 void txn_log_access(struct txn *t, int status)
 {
-	txn_log_line(t->c, t, status);
+	accesslog_write(t->c, t, status);
 }
 
 void txn_log_access_raw(struct conn *c, int status)
 {
-	txn_log_line(c, NULL, status);
+	accesslog_write(c, NULL, status);
 }
 
 /* ---- ending ---------------------------------------------------------- */
@@ -147,7 +111,7 @@ void txn_count_end(struct txn *t, int status)
 	if (!status)
 		return;
 	SHM_ADD(rc, responses[status / 100 - 1], 1); /* the parsers keep status in 100..599 */
-	if (t->resp_started) {
+	if (t->resp_started && t->up_start > 0) { /* not weir's own answer (respond.h) */
 		us = stat_us(now - t->up_start);
 		SHM_ADD(rc, upstream[stat_bucket(us)], 1);
 		SHM_ADD(rc, upstream_us, us);
@@ -386,6 +350,21 @@ static void txn_upstream_lost(struct txn *t, int rc)
 	txn_fail(t, rc);
 }
 
+void txn_answer_local(struct txn *t, int status)
+{
+	t->down.ops->queue_head(&t->down);
+	t->status = status;
+	t->resp_started = 1;
+	t->resp_done = 1;
+	if (!t->req_body_done) {
+		/* the body is not wanted: read and dropped while the answer
+		 * goes out, then the connection lingers and closes */
+		t->client_close = 1;
+		t->body_discard = 1;
+	}
+	txn_pump(t);
+}
+
 void txn_upstream_begin(struct txn *t)
 {
 	int rc;
@@ -511,7 +490,13 @@ int txn_upstream_read(struct txn *t)
 /* The client's head of the response, and the framing and close it says. */
 static int txn_response_head_write(struct txn *t)
 {
-	struct head_resp hr = {.req = &t->req, .upgrade = t->tun.proto, .upgrade_len = t->tun.proto_len};
+	struct head_resp hr = {
+		.req = &t->req,
+		.request_id = t->ident.id,
+		.request_id_len = t->ident.id_len,
+		.upgrade = t->tun.proto,
+		.upgrade_len = t->tun.proto_len,
+	};
 	int rc = head_write_response(&t->resp, &hr, &t->down.head);
 
 	t->client_close = hr.client_close;
@@ -891,6 +876,8 @@ void txn_on_upstream_event(struct txn *t, int revents)
 				log_warn("upstream %s: connect failed: %s", t->table->servers[t->server].text,
 				         strerror(err));
 				rc = upstream_errno_local(err) ? WEIR_ERR(LOCAL_CONNECT_ERROR) : WEIR_ERR(UPSTREAM_REFUSED);
+			} else if ((rc = upproxy_send(t)) < 0) {
+				/* the PROXY header goes first, before any TLS byte */
 			} else if (u->ssl) {
 				u->handshaking = 1;
 			}

@@ -79,26 +79,67 @@ static enum ph_rc ph_route(struct txn *t, const void *conf)
 	if (!t->route)
 		return ph_answer(t, WEIR_ERR(NO_ROUTE));
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
-	tunnel_offer(t);
 	return PH_CONTINUE;
+}
+
+/* ---- access ----------------------------------------------------------- */
+
+/* routes.auth (auth.c): on, or answered by auth_check() itself (401, 403
+ * or 503 with a head of its own), which ends the stream. */
+static enum ph_rc ph_auth(struct txn *t, const void *conf)
+{
+	(void)conf;
+	if (!t->route->auth)
+		return PH_CONTINUE;
+	return auth_check(t) < 0 ? PH_WAIT : PH_CONTINUE;
+}
+
+/* The route's rate limits (ratelimit.c): on, a delay (its timer calls
+ * txn_continue(), which resumes after this handler), or answered. */
+static enum ph_rc ph_ratelimit(struct txn *t, const void *conf)
+{
+	(void)conf;
+	if (!t->route->nlimits)
+		return PH_CONTINUE;
+	return ratelimit_check(t) == RATELIMIT_CONTINUE ? PH_CONTINUE : PH_WAIT;
+}
+
+/* A route's return (respond.c): weir answers from the route table, and
+ * the stream ends with that answer. */
+static enum ph_rc ph_respond(struct txn *t, const void *conf)
+{
+	(void)conf;
+	if (t->route->ret < 0)
+		return PH_CONTINUE;
+	respond_start(t);
+	return PH_WAIT;
 }
 
 /* ---- request filters -------------------------------------------------- */
 
 /* The last request filter: the upstream head, written from the message
- * as the filters before it left it. */
+ * as the filters before it left it, with what the access phase learnt
+ * (auth's consumer and claims) and the client as realip resolved it. */
 static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 {
+	char xff[2048];
 	struct head_req hr = {
 		.c = t->c,
 		.host = t->table->upstreams[t->route->upstream].name,
-		.upgrade = t->tun.proto,
-		.upgrade_len = t->tun.proto_len,
 		.early = t->early,
+		.extra = t->auth.extra,
+		.extra_len = t->auth.extra_len,
+		.request_id = t->ident.id,
+		.request_id_len = t->ident.id_len,
 	};
 	int rc;
 
 	(void)conf;
+	tunnel_offer(t);
+	hr.upgrade = t->tun.proto;
+	hr.upgrade_len = t->tun.proto_len;
+	/* behind trusted_proxies: what was believed, and our peer */
+	hr.xff = realip_xff(t, xff, sizeof(xff), &hr.xff_len);
 	rc = head_write_request(&t->req, &hr, &t->up.head);
 	t->replayable = 1;
 	t->up.chunked = t->req.body == HTTP_BODY_CHUNKED; /* the framing the head says */
@@ -148,7 +189,12 @@ static enum ph_rc ph_count(struct txn *t, const void *conf);
 static enum ph_rc ph_access_log(struct txn *t, const void *conf);
 
 static const struct ph_handler route_phase[] = {{ph_route, NULL}, {NULL, NULL}};
-static const struct ph_handler access_phase[] = {{NULL, NULL}};
+static const struct ph_handler access_phase[] = {
+	{ph_auth, NULL},
+	{ph_ratelimit, NULL},
+	{ph_respond, NULL},
+	{NULL, NULL},
+};
 static const struct ph_handler request_filters_phase[] = {{ph_request_head, NULL}, {NULL, NULL}};
 static const struct ph_handler pick_phase[] = {{ph_body, NULL}, {ph_pick, NULL}, {NULL, NULL}};
 static const struct ph_handler connect_phase[] = {{ph_connect, NULL}, {NULL, NULL}};
@@ -197,6 +243,7 @@ void txn_start(struct txn *t)
 	 * has copied them, since the buffer does not move meanwhile */
 	c->in->start = (uint32_t)t->req.head_len;
 	t->req_head_start = c->in->start;
+	realip_begin(t); /* the client behind trusted_proxies, the request id */
 	t->table = route_acquire(wk.seg, wk.slot);
 	worker_table_hold(t->table);
 	if (t->table->id != wk.table_id)
@@ -209,6 +256,11 @@ void txn_resume(struct txn *t)
 {
 	ph_resume_after(&t->ph);
 	txn_walk_request(t);
+}
+
+void txn_continue(struct txn *t)
+{
+	txn_resume(t);
 }
 
 int txn_response_filters(struct txn *t)
@@ -262,14 +314,17 @@ struct http_request *txn_head_parser(struct txn *t)
 int txn_answered(struct conn *c, int status)
 {
 	struct txn *t = c->txn;
-	int close;
 
 	if (!t) {
 		txn_log_access_raw(c, status);
 		return 0;
 	}
-	close = !t->req.keep_alive;
 	txn_log_phase(t, status, status);
-	txn_free(t);
-	return close;
+	return !t->req.keep_alive;
+}
+
+const char *txn_request_id(const struct txn *t, uint32_t *len)
+{
+	*len = t->ident.id_len;
+	return t->ident.id;
 }

@@ -176,6 +176,8 @@ void conn_close(struct conn *c)
 	close(c->io.fd);
 	if (c->in)
 		buf_put(c->in);
+	if (c->answer_buf)
+		buf_put(c->answer_buf);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -358,17 +360,49 @@ static const char *conn_canned(int status, int close, uint32_t *len)
 	return cache[i].text[close];
 }
 
+/* With request_id on, the canned answer copied with the request's
+ * X-Request-Id before its blank line (the core's realip); without memory,
+ * the canned one goes out as it is. */
+static void conn_answer_id(struct conn *c, const struct txn *t)
+{
+	uint32_t id_len;
+	const char *id = txn_request_id(t, &id_len);
+	const char *end = id_len ? memmem(c->answer, c->answer_len, "\r\n\r\n", 4) : NULL;
+	size_t head = end ? (size_t)(end - c->answer) + 2 : 0;
+	uint32_t len = c->answer_len + 16 + id_len;
+	struct buf *b;
+
+	if (!end || !(b = buf_get_fit(len)))
+		return;
+	memcpy(b->data, c->answer, head);
+	memcpy(b->data + head, "X-Request-Id: ", 14);
+	memcpy(b->data + head + 14, id, id_len);
+	memcpy(b->data + head + 14 + id_len, "\r\n", 2);
+	memcpy(b->data + head + 16 + id_len, c->answer + head, c->answer_len - head);
+	c->answer_buf = b;
+	c->answer = b->data;
+	c->answer_len = len;
+}
+
 void conn_answer_error(struct conn *c, int rc, int close)
 {
+	conn_answer_with(c, rc, close, NULL);
+}
+
+void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answer_text *a)
+{
 	int status = weir_err_status(rc);
+	struct txn *t = c->txn;
 
 	worker_count_error(rc);
-	if (status >= 500)
-		log_warn("%s: %s -> %d", c->peer, weir_err_text(rc), status);
-	else if (status)
-		log_info("%s: %s -> %d", c->peer, weir_err_text(rc), status);
-	else
-		log_info("%s: %s, closing", c->peer, weir_err_text(rc));
+	if (!a) { /* else the caller logs, rate-limited */
+		if (status >= 500)
+			log_warn("%s: %s -> %d", c->peer, weir_err_text(rc), status);
+		else if (status)
+			log_info("%s: %s -> %d", c->peer, weir_err_text(rc), status);
+		else
+			log_info("%s: %s, closing", c->peer, weir_err_text(rc));
+	}
 	if (status == 0) {
 		conn_close(c);
 		return;
@@ -381,7 +415,16 @@ void conn_answer_error(struct conn *c, int rc, int close)
 	if (wk.draining)
 		close = 1;
 	SHM_ADD(wk.cnt, responses[status / 100], 1);
-	c->answer = conn_canned(status, close, &c->answer_len);
+	if (a) {
+		c->answer = a->text[close];
+		c->answer_len = a->len[close];
+	} else {
+		c->answer = conn_canned(status, close, &c->answer_len);
+	}
+	if (t) {
+		conn_answer_id(c, t);
+		txn_free(t);
+	}
 	c->close_after = (uint8_t)close;
 	c->state = CONN_ANSWER;
 	conn_write_answer(c);
@@ -406,6 +449,10 @@ static void conn_write_answer(struct conn *c)
 		SHM_ADD(wk.cnt, bytes_out, n);
 		c->answer += n;
 		c->answer_len -= (uint32_t)n;
+	}
+	if (c->answer_buf) {
+		buf_put(c->answer_buf);
+		c->answer_buf = NULL;
 	}
 	if (c->close_after)
 		conn_linger(c);

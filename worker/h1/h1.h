@@ -277,6 +277,18 @@ void conn_set_deadline(struct conn *c, ev_tstamp at);
  * <close> is set or the status requires it, closes after it. Counts it. */
 void conn_answer_error(struct conn *c, int rc, int close);
 
+/* An answer weir made itself other than a canned one (a 401 with its
+ * WWW-Authenticate): the whole response, with and without "Connection:
+ * close", kept by the caller for as long as the worker lives. */
+struct conn_answer_text {
+	const char *text[2]; /* [1]: the closing flavour */
+	uint32_t len[2];
+};
+
+/* As conn_answer_error(), answering with <a> (NULL: the canned answer) and
+ * logging nothing when <a> is given: its caller logs. */
+void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answer_text *a);
+
 /* The request in flight has ended: with <keep> the connection waits for the
  * next request (which may already be buffered), otherwise it closes. */
 void conn_txn_done(struct conn *c, int keep);
@@ -334,9 +346,19 @@ struct head_req {
 	const char *upgrade;  /* the upgrade the route allows, or NULL */
 	uint8_t upgrade_len;
 	uint8_t early;        /* the request came in TLS early data */
+	uint8_t request_id_len; /* X-Request-Id weir resolved (0: none); a
+	                         * client's is then replaced */
+	const char *request_id;
+	const char *extra;    /* whole header lines to add (routes.auth's) */
+	uint32_t extra_len;
+	const char *xff;      /* the X-Forwarded-For to write, NULL: the
+	                       * client's list with our peer appended */
+	size_t xff_len;
 };
 struct head_resp {
 	const struct msg *req;
+	const char *request_id; /* X-Request-Id to write (replacing the upstream's), or NULL */
+	uint8_t request_id_len;
 	const char *upgrade;  /* the upgrade asked for, or NULL */
 	uint8_t upgrade_len;
 	uint8_t client_close; /* out: close the client connection after it */
@@ -344,6 +366,13 @@ struct head_resp {
 };
 int head_write_request(const struct msg *r, const struct head_req *hr, struct buf **out);
 int head_write_response(const struct msg *r, struct head_resp *hr, struct buf **out);
+
+/* The reason phrase weir writes for <status> ("" if it knows none). */
+const char *head_reason(int status);
+
+/* Adds <name> to the header names weir vouches for (head_init() does
+ * every listener's; the core adds routes.auth's: auth_vouch_names). */
+void head_vouch(const char *name);
 
 /* ==== upcalls: what the stream core above implements for this codec ==== */
 /*
@@ -355,10 +384,11 @@ int head_write_response(const struct msg *r, struct head_resp *hr, struct buf **
  * slab is out; sets c->txn), txn_head_parser() is that parser,
  * txn_start() takes a parsed head through the phases, txn_pump() moves
  * the stream on an event, txn_on_client_timeout() its client timer,
- * txn_abort() frees it as the connection goes (counting <rc>), and
- * txn_answered() ends it (or, with no stream, the connection's unparsed
+ * txn_abort() frees it as the connection goes (counting <rc>),
+ * txn_answered() logs it (or, with no stream, the connection's unparsed
  * request) answered by weir with <status>: it runs the log phase and
- * returns 1 when the client asked to close after it.
+ * returns 1 when the client asked to close after it; txn_request_id() is
+ * its X-Request-Id (length 0: none), for the answer; txn_free() ends it.
  */
 struct txn *txn_new(struct conn *c);
 struct http_request *txn_head_parser(struct txn *t);
@@ -367,5 +397,7 @@ void txn_pump(struct txn *t);
 void txn_on_client_timeout(struct txn *t);
 void txn_abort(struct txn *t, int rc);
 int txn_answered(struct conn *c, int status);
+void txn_free(struct txn *t);
+const char *txn_request_id(const struct txn *t, uint32_t *len);
 
 #endif

@@ -69,6 +69,22 @@ static void out_header(struct out *o, const struct hdr *h)
 	OUT_LIT(o, "\r\n");
 }
 
+/* X-Request-Id, when request_id is on (the core's realip). */
+static void out_request_id(struct out *o, const char *id, uint32_t len)
+{
+	if (!len)
+		return;
+	OUT_LIT(o, "X-Request-Id: ");
+	out_put(o, id, len);
+	OUT_LIT(o, "\r\n");
+}
+
+/* A header that the request id weir resolved replaces. */
+static int head_is_request_id(const struct hdr *h)
+{
+	return h->name_len == 12 && http_name_same_var(h->name, "X-Request-Id", 12);
+}
+
 /* The names weir vouches for, from every listener of the configuration
  * this worker serves: a few dozen at most, fixed when the worker starts
  * (a reload starts new workers). <lens> has bit n set when some name is n
@@ -79,10 +95,10 @@ static struct {
 	struct {
 		const char *name;
 		uint32_t len;
-	} v[CONFIG_MAX_LISTENERS + 2];
+	} v[CONFIG_MAX_LISTENERS + 2 + 256]; /* + routes.auth's header names */
 } vouched;
 
-static void head_vouch(const char *name)
+void head_vouch(const char *name)
 {
 	size_t len = strlen(name);
 
@@ -91,6 +107,10 @@ static void head_vouch(const char *name)
 	for (uint32_t i = 0; i < vouched.n; i++)
 		if (vouched.v[i].len == len && http_name_same_var(vouched.v[i].name, name, len))
 			return;
+	if (vouched.n == sizeof vouched.v / sizeof vouched.v[0]) {
+		log_error("more than %u header names for weir to vouch for: a client's %s is passed on", vouched.n, name);
+		return;
+	}
 	vouched.v[vouched.n].name = name;
 	vouched.v[vouched.n].len = (uint32_t)len;
 	vouched.n++;
@@ -243,7 +263,7 @@ int head_write_request(const struct msg *r, const struct head_req *hr, struct bu
 	size_t cert_hdr_len = 0, subj_len = 0;
 	const char *subj = NULL;
 	const char *cert_hdr = tls_client_header(hr->c, &cert_hdr_len, &subj, &subj_len);
-	int whole = out_whole(r->head_len + subj_len);
+	int whole = out_whole(r->head_len + subj_len + hr->extra_len);
 
 again:
 	if (out_begin(&o, out, whole) < 0)
@@ -267,6 +287,8 @@ again:
 			head_drop_forged(hr->c, h);
 			continue;
 		}
+		if (hr->request_id_len && head_is_request_id(h))
+			continue; /* replaced by the id weir resolved (realip) */
 		if ((h->flags & HDR_UNDERSCORE) && drop_underscores) {
 			/* the operator's choice, not an attack: counted, not logged */
 			worker_count_error(WEIR_ERR(UNDERSCORE_HEADER));
@@ -280,7 +302,16 @@ again:
 		out_put(&o, subj, subj_len);
 		OUT_LIT(&o, "\r\n");
 	}
-	out_list(&o, r->hl.v, r->hl.n, HDR_XFF, "X-Forwarded-For", hr->c->peer, hr->c->peer_len);
+	if (hr->extra_len) /* routes.auth's consumer and claims */
+		out_put(&o, hr->extra, hr->extra_len);
+	if (hr->xff) {
+		OUT_LIT(&o, "X-Forwarded-For: ");
+		out_put(&o, hr->xff, hr->xff_len);
+		OUT_LIT(&o, "\r\n");
+	} else {
+		out_list(&o, r->hl.v, r->hl.n, HDR_XFF, "X-Forwarded-For", hr->c->peer, hr->c->peer_len);
+	}
+	out_request_id(&o, hr->request_id, hr->request_id_len);
 	if (hr->c->tls)
 		OUT_LIT(&o, "X-Forwarded-Proto: https\r\n");
 	else
@@ -311,7 +342,7 @@ again:
 	return out_keep(&o, out);
 }
 
-static const char *head_reason(int status)
+const char *head_reason(int status)
 {
 	switch (status) {
 	case 200: return "OK";
@@ -319,7 +350,10 @@ static const char *head_reason(int status)
 	case 204: return "No Content";
 	case 301: return "Moved Permanently";
 	case 302: return "Found";
+	case 303: return "See Other";
 	case 304: return "Not Modified";
+	case 307: return "Temporary Redirect";
+	case 308: return "Permanent Redirect";
 	case 400: return "Bad Request";
 	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
@@ -353,9 +387,10 @@ again:
 	OUT_LIT(&o, "\r\n");
 
 	for (uint32_t i = 0; i < r->hl.n; i++)
-		if (!(r->hl.v[i].flags & skip))
+		if (!(r->hl.v[i].flags & skip) && !(hr->request_id_len && head_is_request_id(&r->hl.v[i])))
 			out_header(&o, &r->hl.v[i]);
 	out_list(&o, r->hl.v, r->hl.n, HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
+	out_request_id(&o, hr->request_id, hr->request_id_len);
 
 	/* an upgrade declined: what the client sent after its head may be
 	 * the new protocol, never to be read as the next request */

@@ -18,6 +18,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "worker/net/proxy_local.h"
 #include "common/config.h"
 #include "shm/shm.h"
 
@@ -54,6 +55,7 @@ struct conn {
 	struct buf *in;           /* request bytes, NULL when none are pending */
 	struct txn *txn;
 	const char *answer;       /* CONN_ANSWER: remaining bytes of the answer */
+	struct buf *answer_buf;   /* the answer's own copy when it carries an X-Request-Id */
 	uint32_t answer_len;      /* (CONN_LINGER: bytes discarded so far) */
 	ev_tstamp linger_until;   /* CONN_LINGER: close by then whatever happens */
 	uint8_t state;

@@ -31,6 +31,7 @@ static const struct {
     {"stats", &config_keys_stats, ""},         {"listeners", &config_keys_listener, ""},
     {"upstreams", &config_keys_upstream, ""},  {"routes", &config_keys_route, ""},
     {"timeouts", &config_keys_timeouts, ""},   {"limits", &config_keys_limits, ""},
+    {"rate_limits", &config_keys_rate_limit, ""}, {"redis", &config_keys_redis, ""},
 };
 #define NSECTIONS (sizeof sections / sizeof sections[0])
 
@@ -38,6 +39,7 @@ static const struct config_keyset *const all[] = {
     &config_keys_top,      &config_keys_log,          &config_keys_stats,      &config_keys_listener,
     &config_keys_listener_tls, &config_keys_cert,     &config_keys_upstream,   &config_keys_upstream_tls,
     &config_keys_server,   &config_keys_route,        &config_keys_timeouts,   &config_keys_limits,
+    &config_keys_rate_limit, &config_keys_redis,
 };
 
 static char *section_table(size_t i)
