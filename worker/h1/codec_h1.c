@@ -24,13 +24,18 @@ static const char chunk_end[] = "0\r\n\r\n";
 
 /* ---- output queues ------------------------------------------------- */
 
-void outq_add(struct outq *q, const void *p, size_t len)
+static inline __attribute__((always_inline)) void outq_append(struct outq *q, const void *p, size_t len)
 {
 	if (len == 0)
 		return;
 	q->iov[q->first + q->count].iov_base = (void *)p;
 	q->iov[q->first + q->count].iov_len = len;
 	q->count++;
+}
+
+void outq_add(struct outq *q, const void *p, size_t len)
+{
+	outq_append(q, p, len);
 }
 
 void outq_reset(struct outq *q)
@@ -41,8 +46,10 @@ void outq_reset(struct outq *q)
 }
 
 /* Queues a body span of <src> (framing from <used> consumed bytes, of
- * which [data, data+len) is the payload), chunk-encoded if <chunked>. */
-void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked)
+ * which [data, data+len) is the payload), chunk-encoded if <chunked>;
+ * inline in send_body, which every body span goes through. */
+static inline __attribute__((always_inline)) void outq_span(struct outq *q, struct buf *src, uint32_t used,
+                                                            const char *data, size_t len, int chunked)
 {
 	/* appended, so that a head and the first body bytes leave in one writev */
 	q->src = src;
@@ -60,11 +67,16 @@ void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data,
 			*--p = hex[v & 15];
 			v >>= 4;
 		} while (v);
-		outq_add(q, p, (size_t)(q->pre + sizeof(q->pre) - p));
+		outq_append(q, p, (size_t)(q->pre + sizeof(q->pre) - p));
 	}
-	outq_add(q, data, len);
+	outq_append(q, data, len);
 	if (chunked)
-		outq_add(q, crlf, 2);
+		outq_append(q, crlf, 2);
+}
+
+void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked)
+{
+	outq_span(q, src, used, data, len, chunked);
 }
 
 /* Writes what <q> holds to client <c> when it is given, else to upstream
@@ -118,7 +130,7 @@ ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more)
 static void h1_queue_head(struct side *s)
 {
 	outq_reset(&s->q);
-	outq_add(&s->q, s->head->data, s->head->end);
+	outq_append(&s->q, s->head->data, s->head->end);
 }
 
 static void h1_send_body(struct side *s, struct buf *src, uint32_t used, const char *data, size_t len, int eos)
@@ -129,9 +141,9 @@ static void h1_send_body(struct side *s, struct buf *src, uint32_t used, const c
 			src->start += used;
 		return;
 	}
-	outq_body(&s->q, src, used, data, len, s->chunked);
+	outq_span(&s->q, src, used, data, len, s->chunked);
 	if (eos && s->chunked)
-		outq_add(&s->q, chunk_end, sizeof(chunk_end) - 1);
+		outq_append(&s->q, chunk_end, sizeof(chunk_end) - 1);
 }
 
 /* ---- the server side: a client connection ----------------------------- */
