@@ -546,9 +546,11 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		}
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
+		config_resil_load(ld, e, &u->resil);
 		config_load_health(ld, e, u);
 		load_servers(ld, e, u, total);
 	}
+	config_resil_resolve(ld, list, cfg);
 	return 0;
 }
 

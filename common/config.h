@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "common/policy.h"
+#include "common/config_resil.h"
 #include "common/config_health.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
@@ -132,6 +133,7 @@ struct config_upstream {
 	 * address opens every connection to the group's servers (worker/
 	 * upproxy.h), which are then never pooled; "off" (default): none */
 	int proxy_protocol;
+	struct config_resil resil; /* outlier, ...: common/config_resil.h */
 	struct config_health health; /* active checks: health.type 0 when none */
 };
 

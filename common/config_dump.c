@@ -238,6 +238,26 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_tls, u, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		if (u->resil.outlier.on) {
+			fputs("\t\toutlier = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_outlier, &u->resil.outlier, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
+		if (u->resil.limits.on) {
+			fputs("\t\tlimits = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_limits, &u->resil.limits, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
+		if (u->resil.breaker.on) {
+			fputs("\t\tbreaker = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_breaker, &u->resil.breaker, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
+		if (u->resil.retry.on) {
+			fprintf(out, "\t\tretry = {\n\t\t\ton = [ %s ];\n", u->resil.retry.when_text);
+			dump_keys(out, cfg, &config_keys_upstream_retry, &u->resil.retry, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
 		if (u->health.type)
 			dump_health(out, cfg, &u->health);
 		fputs("\t\tservers = (\n", out);

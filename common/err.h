@@ -53,6 +53,9 @@
 	X(BAD_FORWARDED_FOR, 0, "bad_forwarded_for", "X-Forwarded-For entry from a trusted proxy is not an address") \
 	X(SYSLOG_DROPPED, 0, "syslog_dropped", "access log datagram not taken by the syslog socket") \
 	X(BAD_HEADER_VALUE, 500, "bad_header_value", "a header made from variables would hold a control byte or pass its size") \
+	X(BREAKER_OPEN, 503, "breaker_open", "the upstream group's circuit breaker is open") \
+	X(UPSTREAM_LIMIT, 503, "upstream_limit", "the upstream group's limits.max_requests or max_connections reached") \
+	X(QUEUE_TIMEOUT, 503, "upstream_queue_timeout", "no place under the upstream group's limits within queue_timeout") \
 	X(AUTH_REQUIRED, 401, "auth_required", "missing or invalid credentials for a route with auth") \
 	X(AUTH_FORBIDDEN, 403, "auth_forbidden", "credentials valid, consumer not in the route's auth.allow") \
 	X(AUTH_BUSY, 503, "auth_busy", "unverified Basic credentials past the worker's auth.hash_rate") \

@@ -54,6 +54,7 @@
 	X(MSEC, "msec", "Unix time in seconds, ms precision")                           \
 	X(REMOTE_USER, "remote_user", "the same as `$consumer` (nginx's name)")          \
 	X(CONSUMER, "consumer", "who the route's auth credentials name, or empty")       \
+	X(CTL, "ctl", "the traffic control that acted (`breaker_open`, `retried`, ...), or empty") \
 	X(HTTP, "http_", "a request header: `$http_user_agent`")                        \
 	X(COOKIE, "cookie_", "a cookie of the request: `$cookie_session`")              \
 	X(ARG, "arg_", "a query argument as sent: `$arg_page`")

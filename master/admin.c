@@ -24,7 +24,10 @@ static const char help_text[] =
     "  POST /upstreams/GROUP/ADDRESS?weight=N   (1..1000, or \"default\" for the configured one)\n"
     "       change a server at run time, without a reload: drain and down take it out of\n"
     "       the choice for new requests, up puts it back. Arguments may be combined with &\n"
-    "       or sent as a form body: curl -d state=drain http://HOST/upstreams/api/10.0.0.1:80\n";
+    "       or sent as a form body: curl -d state=drain http://HOST/upstreams/api/10.0.0.1:80\n"
+    "  POST /upstreams/GROUP/ADDRESS?action=uneject|reset\n"
+    "       end an outlier ejection now; reset also forgets its ejection count and runs\n"
+    "  POST /upstreams/GROUP?action=reset   close the group's breaker and clear its window\n";
 
 
 static void reply(struct stats_reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -123,6 +126,36 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	}
 }
 
+/* "    outlier ejected=... reason=... ejections=..." for one server. */
+static void admin_outlier_state(struct textbuf *o, const struct shm_resil_server *s)
+{
+	uint64_t now = resil_now_ms(), until = atomic_load(&s->ejected_until);
+	uint32_t why = atomic_load(&s->ejected);
+
+	textbuf_printf(o, "    outlier ejected=%s", until > now ? "yes" : "no");
+	if (until > now)
+		textbuf_printf(o, " for=%.1fs reason=%s", (double)(until - now) / 1000.0,
+		               why && why <= RESIL_EJECT_COUNT ? resil_eject_names[why - 1] : "?");
+	textbuf_printf(o, " ejections_in_a_row=%u run_5xx=%u run_gateway_failures=%u\n", atomic_load(&s->ejections),
+	               atomic_load(&s->run_5xx), atomic_load(&s->run_gateway));
+}
+
+/* "  breaker state=... in_flight=..." for one group. */
+static void admin_breaker_state(struct textbuf *o, const struct route_upstream *up, const struct shm_resil_group *g)
+{
+	uint64_t w = atomic_load(&g->state), now = resil_now_ms();
+	uint32_t st = BREAKER_STATE(w), why = atomic_load(&g->reason);
+
+	textbuf_printf(o, "  breaker state=%s", up->resil.breaker.on && st < 3 ? breaker_state_names[st] : "none");
+	if (up->resil.breaker.on && st == BREAKER_OPEN)
+		textbuf_printf(o, " for=%.1fs reason=%s", BREAKER_UNTIL(w) > now ? (double)(BREAKER_UNTIL(w) - now) / 1000.0 : 0.0,
+		               why < BREAKER_TRIP_COUNT ? breaker_trip_names[why] : "?");
+	textbuf_printf(o, " openings_in_a_row=%u in_flight=%llu rejected_breaker=%llu rejected_limit=%llu\n",
+	               atomic_load(&g->opens), (unsigned long long)atomic_load(&g->active),
+	               (unsigned long long)atomic_load(&g->rejected[RESIL_REJECT_BREAKER]),
+	               (unsigned long long)atomic_load(&g->rejected[RESIL_REJECT_LIMIT]));
+}
+
 static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 {
 	const struct route_table *t = metrics_table(seg);
@@ -140,6 +173,8 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 
 		textbuf_printf(&r->body, "upstream %s keepalive=%u servers=%u\n", up->name, up->keepalive,
 		               up->nservers);
+		if (up->resil_group != RESIL_GROUP_NONE)
+			admin_breaker_state(&r->body, up, &seg->resil_groups.g[up->resil_group]);
 		for (uint32_t k = 0; k < up->nservers; k++) {
 			const struct route_server *s = &t->servers[up->first_server + k];
 			const struct shm_server_counters *c = &sums[s->stat];
@@ -158,6 +193,8 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 			    (unsigned long long)c->responses[1], (unsigned long long)c->responses[2],
 			    (unsigned long long)c->responses[3], (unsigned long long)c->responses[4],
 			    metrics_health_text(seg, s->stat, hw, sizeof(hw)), s->stat == STAT_SERVER_OTHER ? " shared_counters=other" : "");
+			if (up->resil.outlier.on)
+				admin_outlier_state(&r->body, &seg->resil[s->stat]);
 		}
 	}
 	free(sums);
@@ -169,7 +206,10 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 struct admin_args {
 	int state;  /* enum shm_admin_state */
 	int weight; /* 1..1000, 0 for "default" */
+	int action; /* ADMIN_UNEJECT, ADMIN_RESET */
 };
+
+enum { ADMIN_UNEJECT = 1, ADMIN_RESET = 2 };
 
 /* Parses "a=b&c=d" from [s, s+n) into <a>. Returns NULL, or what is wrong
  * (into <why> of <cap> bytes). */
@@ -214,13 +254,64 @@ static const char *parse_args(const char *s, size_t n, struct admin_args *a, cha
 			} else {
 				a->weight = (int)w;
 			}
+		} else if (strcmp(key, "action") == 0) {
+			if (strcmp(val, "uneject") != 0 && strcmp(val, "reset") != 0) {
+				snprintf(why, cap, "action \"%.64s\" is not one of uneject, reset", val);
+				return why;
+			}
+			a->action = val[0] == 'u' ? ADMIN_UNEJECT : ADMIN_RESET;
 		} else {
-			snprintf(why, cap, "unknown argument \"%.64s\": give state or weight", key);
+			snprintf(why, cap, "unknown argument \"%.64s\": give state, weight or action", key);
 			return why;
 		}
 		s = pe + (pe < end);
 	}
 	return NULL;
+}
+
+/* The group named <group> in <t>, or NULL, answered with 404. */
+static const struct route_upstream *admin_find_group(const struct route_table *t, const char *group,
+                                                     struct stats_reply *r)
+{
+	for (uint32_t u = 0; u < t->nupstreams; u++)
+		if (strcmp(t->upstreams[u].name, group) == 0)
+			return &t->upstreams[u];
+	reply(r, 404, "no upstream group \"%s\" in the current configuration (GET /upstreams lists them)\n", group);
+	return NULL;
+}
+
+/* POST /upstreams/GROUP?action=reset: closes the group's breaker and
+ * clears its window. <rest> is "GROUP" (still encoded). */
+static void admin_group_change(struct shm_segment *seg, const char *rest, const char *query, size_t qlen,
+                               const char *body, size_t body_len, struct stats_reply *r)
+{
+	const struct route_table *t = metrics_table(seg);
+	struct admin_args a = {.state = -1, .weight = -1, .action = -1};
+	const struct route_upstream *up = NULL;
+	char group[ADMIN_ARG_MAX], why[256];
+
+	if (decode(rest, strlen(rest), group, sizeof(group), 0) < 0 || !group[0]) {
+		reply(r, 400, "say which group: POST /upstreams/GROUP?action=reset\n");
+		return;
+	}
+	if (parse_args(query, qlen, &a, why, sizeof(why)) || parse_args(body, body_len, &a, why, sizeof(why))) {
+		reply(r, 400, "%s\n", why);
+		return;
+	}
+	if (a.action != ADMIN_RESET || a.state >= 0 || a.weight >= 0) {
+		reply(r, 400, "say which server: POST /upstreams/GROUP/ADDRESS?state=up|drain|down or ?weight=N; "
+		              "a group alone takes only ?action=reset (its breaker)\n");
+		return;
+	}
+	if (!(up = admin_find_group(t, group, r)))
+		return;
+	if (up->resil_group == RESIL_GROUP_NONE) {
+		reply(r, 409, "upstream \"%s\" has no breaker or limits\n", group);
+		return;
+	}
+	resil_group_reset(&seg->resil_groups.g[up->resil_group]);
+	log_notice("stats: upstream \"%s\": breaker reset (closed, window cleared)", group);
+	reply(r, 200, "upstream %s breaker reset\n", group);
 }
 
 /* POST /upstreams/GROUP/ADDRESS; <rest> is "GROUP/ADDRESS" (still encoded). */
@@ -231,7 +322,7 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 	const char *slash = strchr(rest, '/');
 	char group[ADMIN_ARG_MAX], addr_text[ADMIN_ARG_MAX], why[256];
 	struct config_addr addr;
-	struct admin_args a = {.state = -1, .weight = -1};
+	struct admin_args a = {.state = -1, .weight = -1, .action = -1};
 	const struct route_upstream *up = NULL;
 	const struct route_server *s = NULL;
 	uint32_t old, word, st, w;
@@ -249,18 +340,13 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 		reply(r, 400, "%s\n", why);
 		return;
 	}
-	if (a.state < 0 && a.weight < 0) {
-		reply(r, 400, "nothing to change: give ?state=up|drain|down or ?weight=N (1..1000, or default)\n");
+	if (a.state < 0 && a.weight < 0 && a.action < 0) {
+		reply(r, 400, "nothing to change: give ?state=up|drain|down, ?weight=N (1..1000, or default) or "
+		              "?action=uneject|reset\n");
 		return;
 	}
-	for (uint32_t u = 0; u < t->nupstreams && !up; u++)
-		if (strcmp(t->upstreams[u].name, group) == 0)
-			up = &t->upstreams[u];
-	if (!up) {
-		reply(r, 404, "no upstream group \"%s\" in the current configuration (GET /upstreams lists them)\n",
-		      group);
+	if (!(up = admin_find_group(t, group, r)))
 		return;
-	}
 	for (uint32_t k = 0; k < up->nservers && !s; k++)
 		if (strcmp(t->servers[up->first_server + k].text, addr.text) == 0)
 			s = &t->servers[up->first_server + k];
@@ -275,6 +361,18 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 		      "the draining workers are gone\n",
 		      addr.text, group, STAT_SERVER_OTHER);
 		return;
+	}
+	if (a.action > 0) {
+		uint32_t was = resil_uneject(&seg->resil[s->stat], a.action == ADMIN_RESET);
+
+		log_notice("stats: upstream \"%s\" server %s: %s%s", group, addr.text,
+		           a.action == ADMIN_RESET ? "outlier state reset" : "unejected",
+		           was ? " (it was ejected)" : " (it was not ejected)");
+		if (a.state < 0 && a.weight < 0) {
+			reply(r, 200, "upstream %s server %s %s%s\n", group, addr.text,
+			      a.action == ADMIN_RESET ? "reset" : "unejected", was ? "" : " (was not ejected)");
+			return;
+		}
 	}
 	/* one word, so a worker never sees a new state with an old weight;
 	 * the master is its only writer, but during a binary upgrade the other
@@ -361,7 +459,10 @@ void admin_dispatch(struct shm_segment *seg, const char *method, const char *tar
 			              "says who may connect\n");
 			return;
 		}
-		admin_server_change(seg, path + 11, query, strlen(query), body, body_len, r);
+		if (!strchr(path + 11, '/'))
+			admin_group_change(seg, path + 11, query, strlen(query), body, body_len, r);
+		else
+			admin_server_change(seg, path + 11, query, strlen(query), body, body_len, r);
 		return;
 	}
 	reply(r, 404, "no such command: %s\n\n%s", path, help_text);

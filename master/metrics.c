@@ -431,6 +431,143 @@ static void render_health(struct textbuf *o, const struct render *r)
 	}
 }
 
+/* The outlier state of the servers of groups that have `outlier`
+ * (shm/resil.h): node-wide already, read as they are. */
+static void render_outlier(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+	uint64_t now = resil_now_ms();
+	static const char *const names[] = {"weir_upstream_server_ejections_total",
+	                                    "weir_upstream_server_ejections_refused_total",
+	                                    "weir_upstream_server_ejected"};
+	static const char *const help[] = {
+	    "Outlier ejections of an upstream server, by detector.",
+	    "Ejections not made: max_ejection_percent reached, or the group's last usable server.",
+	    "1 while an upstream server is ejected by outlier detection."};
+
+	for (int f = 0; f < 3; f++) {
+		family(o, names[f], f < 2 ? "counter" : "gauge", help[f]);
+		for (uint32_t i = 0; i < t->nservers; i++) {
+			const struct route_upstream *u = &t->upstreams[t->servers[i].upstream];
+			const struct shm_resil_server *s = &r->seg->resil[t->servers[i].stat];
+
+			if (!r->server_shown[i] || !u->resil.outlier.on || t->servers[i].stat == STAT_SERVER_OTHER)
+				continue;
+			for (int k = 0; k < (f ? 1 : RESIL_EJECT_COUNT); k++) {
+				textbuf_printf(o, "%s{", names[f]);
+				server_labels(o, u, &t->servers[i]);
+				if (f == 0)
+					textbuf_printf(o, ",reason=\"%s\"} %llu\n", resil_eject_names[k],
+					               (unsigned long long)atomic_load(&s->ejected_total[k]));
+				else
+					textbuf_printf(o, "} %llu\n",
+					               (unsigned long long)(f == 1 ? atomic_load(&s->ejections_refused)
+					                                           : (uint64_t)resil_ejected(s, now)));
+			}
+		}
+	}
+}
+
+/* The limits and breaker state of groups that have them (shm/resil.h). */
+static void render_breakers(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+	static const char *const by[RESIL_REJECT_COUNT] = {"breaker_open", "upstream_limit", "queue_timeout"};
+
+	family(o, "weir_upstream_breaker_state", "gauge", "1 for the state an upstream group's breaker is in.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+		uint32_t st;
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.breaker.on)
+			continue;
+		st = BREAKER_STATE(atomic_load(&r->seg->resil_groups.g[up->resil_group].state));
+		for (uint32_t k = 0; k < 3; k++) {
+			textbuf_printf(o, "weir_upstream_breaker_state{upstream=\"");
+			textbuf_label(o, up->name);
+			textbuf_printf(o, "\",state=\"%s\"} %d\n", breaker_state_names[k], st == k);
+		}
+	}
+	family(o, "weir_upstream_breaker_transitions_total", "counter",
+	       "Times an upstream group's breaker went into a state.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.breaker.on)
+			continue;
+		for (uint32_t k = 0; k < 3; k++) {
+			textbuf_printf(o, "weir_upstream_breaker_transitions_total{upstream=\"");
+			textbuf_label(o, up->name);
+			textbuf_printf(o, "\",to=\"%s\"} %llu\n", breaker_state_names[k],
+			               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].transitions[k]));
+		}
+	}
+	family(o, "weir_upstream_rejected_total", "counter",
+	       "Requests an upstream group's breaker or limits refused (503), or sent to its backup group.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE)
+			continue;
+		for (uint32_t k = 0; k < RESIL_REJECT_COUNT; k++) {
+			textbuf_printf(o, "weir_upstream_rejected_total{upstream=\"");
+			textbuf_label(o, up->name);
+			textbuf_printf(o, "\",by=\"%s\"} %llu\n", by[k],
+			               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].rejected[k]));
+		}
+	}
+	family(o, "weir_upstream_retries_by_result_total", "counter",
+	       "Retry verdicts of an upstream group: attempted, succeeded (answered below 500 after a retry), or "
+	       "not made (budget_exhausted, limit, attempts_exhausted, not_replayable).");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.retry.on)
+			continue;
+		for (uint32_t k = 0; k < RETRY_RESULT_COUNT; k++) {
+			textbuf_printf(o, "weir_upstream_retries_by_result_total{upstream=\"");
+			textbuf_label(o, up->name);
+			textbuf_printf(o, "\",result=\"%s\"} %llu\n", retry_result_names[k],
+			               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].retry_results[k]));
+		}
+	}
+	family(o, "weir_upstream_retries_in_flight", "gauge", "Retries in flight to an upstream group, node-wide.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.retry.on)
+			continue;
+		textbuf_printf(o, "weir_upstream_retries_in_flight{upstream=\"");
+		textbuf_label(o, up->name);
+		textbuf_printf(o, "\"} %llu\n",
+		               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].retries));
+	}
+	family(o, "weir_upstream_queue_depth", "gauge",
+	       "Requests waiting for a place under an upstream group's limits, node-wide.");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.limits.max_pending)
+			continue;
+		textbuf_printf(o, "weir_upstream_queue_depth{upstream=\"");
+		textbuf_label(o, up->name);
+		textbuf_printf(o, "\"} %llu\n",
+		               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].pending));
+	}
+	family(o, "weir_upstream_requests_in_flight", "gauge",
+	       "Requests in flight to an upstream group, node-wide (groups with limits or pool_percent).");
+	for (uint32_t u = 0; u < t->nupstreams; u++) {
+		const struct route_upstream *up = &t->upstreams[u];
+
+		if (up->resil_group == RESIL_GROUP_NONE)
+			continue;
+		textbuf_printf(o, "weir_upstream_requests_in_flight{upstream=\"");
+		textbuf_label(o, up->name);
+		textbuf_printf(o, "\"} %llu\n",
+		               (unsigned long long)atomic_load(&r->seg->resil_groups.g[up->resil_group].active));
+	}
+}
+
 void metrics_render(struct shm_segment *seg, struct textbuf *o)
 {
 	struct render *r = malloc(sizeof(*r)); /* 90 KiB: not for the stack */
@@ -473,6 +610,8 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       c.upstream_marked_down);
 	metric(o, "weir_upstream_panic_total", "counter",
 	       "Servers picked with every server of their group marked down (tried anyway).", c.upstream_panics);
+	metric(o, "weir_upstream_outlier_panic_total", "counter",
+	       "Picks that ignored outlier ejections: fewer servers usable than panic_threshold.", c.outlier_panics);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
 	metric(o, "weir_tunnels_active", "gauge", "Upgraded tunnels (WebSocket) open.", c.tunnels_active);
 	metric(o, "weir_tunnels_opened_total", "counter", "Upgrades switched to a tunnel (a 101 relayed).",
@@ -556,5 +695,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_routes(o, r);
 	render_servers(o, r);
 	render_health(o, r);
+	render_outlier(o, r);
+	render_breakers(o, r);
 	free(r);
 }

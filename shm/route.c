@@ -83,6 +83,7 @@ void route_compile(struct route_table *t, const struct config *cfg)
 		u->tls = (uint8_t)cu->tls;
 		u->tls_verify = (uint8_t)cu->tls_verify;
 		memcpy(u->tls_sni, cu->tls_sni, sizeof(u->tls_sni));
+		u->resil = cu->resil;
 		for (int k = 0; k < cu->nservers; k++) {
 			t->servers[cu->first_server + k].keepalive = u->keepalive;
 			t->servers[cu->first_server + k].upstream = (uint32_t)i;
@@ -214,6 +215,7 @@ int route_prepare(struct shm_segment *seg, const struct config *cfg)
 		return -1;
 	route_compile(&seg->gens[slot], cfg);
 	route_assign_stats(seg, &seg->gens[slot], slot, cur);
+	resil_assign_groups(seg, &seg->gens[slot]);
 	seg->gens[slot].id = seg->gen_next_id++;
 	return slot;
 }

@@ -70,6 +70,8 @@ struct route_upstream {
 	uint8_t tls_verify;
 	uint8_t proxy_protocol; /* 0 off, 1 v1, 2 v2 (worker/upproxy.h) */
 	char tls_sni[CONFIG_HOST_MAX];
+	struct config_resil resil; /* its traffic controls, as configured */
+	uint16_t resil_group;      /* its limits and breaker state (shm/resil.h), or RESIL_GROUP_NONE */
 };
 
 struct route_table {

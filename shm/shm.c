@@ -172,6 +172,7 @@ void shm_key_zero_server(struct shm_segment *seg, uint16_t i)
 			memset(&seg->slots[w].servers[i], 0, sizeof(seg->slots[w].servers[i]));
 	memset(&seg->retired_servers[i], 0, sizeof(seg->retired_servers[i]));
 	atomic_store_explicit(&seg->admin[i], 0, memory_order_relaxed);
+	memset(&seg->resil[i], 0, sizeof(seg->resil[i]));
 	health_key_zero(&seg->health, i);
 }
 

@@ -18,6 +18,8 @@
  *    server key across reloads (stat.h);
  *  - one admin word per server stat index (state and weight set at run time
  *    through the stats socket), written by the master, read by workers;
+ *  - node-wide traffic-control state (outlier ejection) per server stat
+ *    index, written by every worker with atomics (resil.h);
  *  - one health word per server stat index and the count of checks by
  *    result, written by the health prober, read by workers (health.h);
  *  - the TLS session ticket keys, made and rotated by the master, read by
@@ -39,13 +41,14 @@
 #include "common/auth_result.h"
 #include "common/err.h"
 #include "common/slab.h"
+#include "shm/resil.h"
 #include "shm/health.h"
 #include "shm/route.h"
 #include "shm/stat.h"
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 12u
+#define SHM_LAYOUT_VERSION 13u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 
@@ -105,6 +108,7 @@ struct shm_counters {
 	uint64_t tunnel_bytes_up;         /* tunnel bytes client to upstream */
 	uint64_t tunnel_bytes_down;       /* tunnel bytes upstream to client */
 	uint64_t tunnels_closed[TUNNEL_END_COUNT]; /* tunnels ended, by enum tunnel_end */
+	uint64_t outlier_panics;          /* picks that ignored ejections: too few servers usable */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */
@@ -197,6 +201,10 @@ struct shm_segment {
 	_Alignas(64) struct shm_route_counters retired_routes[STAT_ROUTES];
 	struct shm_server_counters retired_servers[STAT_SERVERS];
 	_Alignas(64) _Atomic uint32_t admin[STAT_SERVERS]; /* SHM_ADMIN_WORD per server stat index */
+	/* node-wide outlier state per server stat index (resil.h) */
+	struct shm_resil_server resil[STAT_SERVERS];
+	/* node-wide limits and breaker state per group name (resil.h) */
+	struct shm_resil_groups resil_groups;
 	struct shm_health health;                          /* active checks' results (health.h) */
 	struct stat_keys keys;
 	struct shm_slot slots[SHM_SLOTS];
@@ -207,10 +215,11 @@ struct shm_segment {
 };
 
 /*
- * Size: 32.3 MiB (each slot's per-key counters are 192 KiB, 64 KiB for
+ * Size: 38.4 MiB by sizeof (each slot's per-key counters are 192 KiB, 64 KiB for
  * routes and 128 KiB for servers, times 128 slots and the retired block;
  * the eight route generations, with their rate limits, are 7.4 MiB; the
- * health words and check counts 152 KiB). The
+ * health words and check counts 152 KiB; outlier state 256 KiB, group
+ * limits and breakers 512 KiB). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.

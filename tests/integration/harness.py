@@ -595,7 +595,8 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
                   limits=None, level="info", extra="", log_extra=""):
     """A libconfig text for weir. <upstreams> is a list of dicts
     {name, servers: [(addr, weight or None)], keepalive, max_fails, fail_timeout,
-    health (the text inside health = { ... }) (optional)};
+    raw (more keys as written), health (the text inside health = { ... })
+    (optional)};
     <routes> a list of dicts {host (optional), path, upstream, upgrade (a
     list of tokens, optional)}."""
     t = dict(DEFAULT_TIMEOUTS)
@@ -621,6 +622,8 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
             ka += "max_fails = %d; " % u["max_fails"]
         if "fail_timeout" in u:
             ka += 'fail_timeout = "%s"; ' % u["fail_timeout"]
+        if "raw" in u:  # more keys of the group, as written: 'outlier = { ... };'
+            ka += u["raw"] + " "
         if "health" in u:  # the text inside health = { ... }
             ka += "health = { %s }; " % u["health"]
         ups.append('  { name = "%s"; %sservers = ( %s ); }' % (u["name"], ka, ", ".join(servers)))

@@ -50,6 +50,9 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /keepalive-then-close  answers keep-alive, closes the socket 50 ms later
   /close-on-next         answers keep-alive; the next request on the same
                          connection is read, logged and answered by a close
+  /on/NAMES/REST         REST (e.g. /status/503, /stall) on the origins named
+                         (NAMES comma-separated), /echo on every other
+  /sleep/MS/REST         REST after MS (at most 10 s)
   /healthz               200 "ok\n", or what /health-set/... last asked for
   /health-set/N          from now on /healthz answers status N (100..599);
                          /health-set/stall: it never answers (bounded)
@@ -353,6 +356,18 @@ class Server:
             except (IndexError, ValueError):
                 return default
 
+        if parts[1:2] == ["on"]:
+            # /on/NAMES/REST: REST on the origins named (comma-separated),
+            # /echo on the others: one path fails some servers of a group
+            rest = "/" + "/".join(parts[3:])
+            names = parts[2].split(",") if len(parts) > 2 else []
+            r.target = rest if self.name in names else "/echo"
+            return self.handle(c, r)
+        if parts[1:2] == ["sleep"]:
+            # /sleep/MS/REST: REST after MS (at most 10 s)
+            time.sleep(min(num(2), 10000) / 1000.0)
+            r.target = "/" + "/".join(parts[3:])
+            return self.handle(c, r)
         if path == "/echo" or path.startswith("/echo/"):
             if parts[2:3] == ["slow"]:
                 time.sleep(min(num(3), 10000) / 1000.0)  # a request in flight, for drains

@@ -101,6 +101,8 @@ static int accesslog_weir(struct conn *c, struct txn *t, int status)
 		             client, log_time_iso(), (int)t->req.method_len, t->req.method, esc, t->req.version_minor,
 		             status, (unsigned long long)t->bytes_out, now - t->start,
 		             t->tun.on ? t->tun.server : s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
+		if (n > 0 && (size_t)n < sizeof(al.line) && breaker_acted(t)) /* the control that acted, if one did */
+			n += snprintf(al.line + n, sizeof(al.line) - (size_t)n, " ctl=%s", breaker_acted(t));
 	} else {
 		n = snprintf(al.line, sizeof(al.line), "%.*s [%s] \"-\" %d 0 %.3f - 0.000", (int)cl, client,
 		             log_time_iso(), status, t ? now - t->start : 0.0);

@@ -422,6 +422,142 @@ struct vars_ctx {
 size_t vars_expand(const struct vars_tpl *tpl, const struct vars_ctx *x, enum vars_esc esc, char *dst, size_t cap,
                    int *full, int *bad);
 
+/* ==== breaker ==== */
+/*
+ * breaker: an upstream group's limits (requests and connections in
+ * flight, node-wide) and its circuit breaker (closed, open, half-open,
+ * node-wide), checked once per request before a server is picked.
+ *
+ * Principle: the counts live in the shared segment per group name
+ * (shm/resil.h), so a limit is one limit for the node and a breaker opens
+ * for every worker at once, and both survive reloads and upgrades. The
+ * breaker judges a sliding window of 1 s buckets, one word per bucket
+ * (answers, errors, slow answers) so an answer costs one locked add; it
+ * trips on the error share, on the pool share in use, or on p99 latency
+ * (p99 past L means more than 1 % of answers slower than L, so it needs
+ * no histogram, only a count of slow answers). Open, it answers 503 with
+ * Retry-After (or sends to its `backup` group) until its open time ends;
+ * then it lets exactly half_open_trials requests through, counted in the
+ * state word itself so the number is exact node-wide; all of them
+ * answered well close it, one failure reopens it for twice as long, up to
+ * max_open_time.
+ *
+ * Costs, only in a group that has them: `limits` (or pool_percent) one
+ * locked add and one subtract per request on the group's own line;
+ * `breaker` one relaxed load of its state word per request and one locked
+ * add per answer; the window is summed only on an error or a slow answer.
+ */
+
+
+
+struct txn;
+
+/* A request's part in the controls (in struct txn, zeroed with it). */
+struct breaker_txn {
+	uint16_t group_plus1;    /* shm group entry counted into, + 1; 0: none */
+	uint16_t upstream_plus1; /* the group sent to instead of the route's (backup), + 1; 0: the route's */
+	uint8_t active;          /* counted in the group's requests in flight */
+	uint8_t judged;          /* its answer goes into the breaker's window */
+	uint8_t trial;           /* a half-open trial */
+	uint8_t done;            /* its outcome was recorded */
+	uint8_t queued;          /* waiting for a place (limits.max_pending) */
+	struct txn *qnext;       /* the worker's queue */
+	double queued_at;
+	const char *acted; /* the control that acted on it, for the access log; NULL: none */
+};
+
+/* The group <t> is sent to: its route's, or the backup its breaker chose. */
+const struct route_upstream *breaker_upstream(const struct txn *t);
+
+/* Before the first pick: admits <t> (0), queues it (WEIR_EAGAIN: it
+ * waits for a place, then txn_upstream_go() or txn_fail() follows), or
+ * returns the error to answer with (WEIR_EBREAKER_OPEN: 503 with
+ * Retry-After; WEIR_EUPSTREAM_LIMIT: 503). May switch the request to the
+ * breaker's backup group. */
+int breaker_admit(struct txn *t);
+
+/* The request ended with <status> (0: cut after the answer started):
+ * counts it into the window, judges a trial. */
+void breaker_answer(struct txn *t, int status);
+
+/* The request is freed: gives back its place in flight (and a trial
+ * that never got an answer). */
+void breaker_release(struct txn *t);
+
+/* The control that acted on <t>, for the access log ("breaker_open",
+ * "breaker_backup", "upstream_limit", "queue_timeout", "retry_budget", "retry_limit",
+ * "retried"), or NULL when none did. */
+const char *breaker_acted(const struct txn *t);
+
+/* The canned 503 for an open breaker, with the Retry-After of the last
+ * refusal made by this worker (conn.c writes it at once). */
+const char *breaker_canned(int close, uint32_t *len);
+
+/* ==== retry ==== */
+/*
+ * retry: sending a request again, to another server, when the group's
+ * `retry` says so.
+ *
+ * Principle: a try that fails in a way `on` names (connect-failure,
+ * reset: closed before any response byte, timeout: no response head in
+ * per_try_timeout or upstream_read, or a status code) is tried again on
+ * a server not tried yet (any server once all were), at most `attempts`
+ * tries in all. A request is tried again only if every byte it sent can
+ * be sent again (t->replayable) and, once bytes reached the server, only
+ * if it is idempotent or its body was read whole before the first try
+ * (request buffering). Retries after a connect failure go at once (no
+ * byte was sent: another server is the whole remedy); the others wait a
+ * full-jitter backoff (uniform in 0 .. min(max_backoff, backoff x 2^n))
+ * on an ev_timer. A node-wide budget stops a retry storm: retries in
+ * flight in the group at most budget_percent of its requests in flight,
+ * or budget_min, whichever is more (and at most limits.max_retries when
+ * the group has `limits`). When no retry is left, the last try's outcome
+ * stands: its response when it answered (a retried status is only
+ * retried while a retry is possible), 502 or 504 when it did not.
+ *
+ * Costs, only in a group with `retry`: the requests-in-flight count the
+ * budget needs (one locked add and subtract per request, breaker.h), and
+ * per retry one add and subtract of the retries in flight.
+ */
+
+
+struct txn;
+
+/* A request's retry state (in struct txn, zeroed with it). */
+struct retry_txn {
+	ev_timer timer;  /* the backoff */
+	uint8_t retries; /* retries made */
+	uint8_t counted; /* counted in the group's retries in flight */
+	uint8_t armed;   /* the backoff timer runs */
+	uint8_t connect; /* txn_connect() may pick again without asking (a retry just granted) */
+	int last_rc;     /* what the last try failed with */
+};
+
+/* May <t>, whose try failed for <why> (a RETRY_ON_* bit, or 0 with
+ * <status> for a response), be tried again? Counts the verdict and, when
+ * yes, the retry (attempted, in flight). <sent>: bytes of it reached the
+ * server. */
+int retry_wanted(struct txn *t, unsigned why, int status, int sent);
+
+/* Starts the backoff of <t>, whose upstream is detached; the timer sends
+ * it again (txn_retry_send) or fails it with <rc>. */
+void retry_schedule(struct txn *t, int rc);
+
+/* txn_connect() is about to pick again after a connect failure: 1 if it
+ * may (a group without `retry` always may: every server is tried). */
+int retry_connect_allowed(struct txn *t);
+
+/* <t> ended with <status>: a retried request that got an answer below
+ * 500 counts as succeeded. */
+void retry_end(struct txn *t, int status);
+
+/* <t> is freed: stops its backoff, gives back its place in the budget. */
+void retry_release(struct txn *t);
+
+/* The deadline for the response head of the current try: <at>, or the
+ * try's own per_try_timeout when that comes first. */
+double retry_try_deadline(const struct txn *t, double at);
+
 /* ==== txn ==== */
 /*
  * txn: one request in flight, from its parsed head to the last byte of
@@ -513,6 +649,8 @@ struct txn {
 	struct realip ident;     /* the client's address and request id (realip.h) */
 	struct auth_state auth;  /* what routes.auth learnt: consumer, headers (auth.h) */
 	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
+	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
+	struct retry_txn rt;     /* retries (retry.h) */
 
 	struct arena arena;      /* the header lists: the request's, then the
 	                          * response's (msg.h) */
@@ -534,6 +672,24 @@ void txn_free(struct txn *t);
  * is for an answer to a connection that has no parsed request. */
 void txn_log_access(struct txn *t, int status);
 void txn_log_access_raw(struct conn *c, int status);
+
+/* RFC 9110 9.2.2: is the method of <t> idempotent? */
+int txn_method_idempotent(const struct txn *t);
+
+/* breaker.c, once a queued request got its place: the walk goes on after
+ * the breaker's handler (the pick, the connect). */
+void txn_upstream_go(struct txn *t);
+
+/* retry.c, once the backoff ran out: sends <t> again, to another server
+ * if one is left; <rc> is the error to answer with if it cannot. */
+void txn_retry_send(struct txn *t, int rc);
+
+/* <t> waits on a control (a place in a group's queue, a retry's backoff)
+ * and has no upstream: the client is not read meanwhile. */
+static inline int breaker_waiting(const struct txn *t)
+{
+	return !t->u && (t->bk.queued || t->rt.armed);
+}
 
 /* ---- txn_phases.c: the life of a request, in order ---------------- */
 

@@ -45,6 +45,8 @@ struct txn *txn_new(struct conn *c)
 void txn_free(struct txn *t)
 {
 	ratelimit_end(t);
+	retry_release(t);
+	breaker_release(t);
 	if (t->tun.on)
 		tunnel_free(t);
 	if (t->table)
@@ -118,6 +120,10 @@ void txn_count_end(struct txn *t, int status)
 	}
 	if (t->server >= 0)
 		SHM_ADD(&wk.scnt[t->table->servers[t->server].stat], responses[status / 100 - 1], 1);
+	if (t->server >= 0 && t->resp_started)
+		outlier_answer(t->table, (uint32_t)t->server, status);
+	breaker_answer(t, status);
+	retry_end(t, status);
 }
 
 void txn_fail(struct txn *t, int rc)
@@ -232,7 +238,7 @@ static void txn_attach(struct txn *t, struct upconn *u)
 
 int txn_pick(struct txn *t)
 {
-	const struct route_upstream *up = &t->table->upstreams[t->route->upstream];
+	const struct route_upstream *up = breaker_upstream(t); /* a fallback group when open */
 	int s = upstream_pick(t->table, up, t->tried);
 
 	if (s < 0)
@@ -275,6 +281,8 @@ int txn_connect(struct txn *t, int last_rc)
 	for (;;) {
 		int rc;
 
+		if (t->tried && !retry_connect_allowed(t))
+			return last_rc; /* the group's retry says no more */
 		if (txn_pick(t) < 0)
 			return t->tried ? last_rc : WEIR_ERR(NO_SERVER);
 		rc = txn_connect_server(t);
@@ -288,6 +296,11 @@ int txn_connect(struct txn *t, int last_rc)
 
 /* RFC 9110 9.2.2: methods whose effect, repeated, is that of one request
  * (a mask: asked on every request taken from a pool). */
+int txn_method_idempotent(const struct txn *t)
+{
+	return txn_idempotent(t);
+}
+
 static int txn_idempotent(const struct txn *t)
 {
 	const uint64_t idempotent = 1ull << HTTP_GET | 1ull << HTTP_HEAD | 1ull << HTTP_OPTIONS |
@@ -340,6 +353,10 @@ static void txn_upstream_lost(struct txn *t, int rc)
 		}
 		rc = crc;
 	}
+	if (rc != WEIR_ERR(UPSTREAM_REFUSED) && retry_wanted(t, RETRY_ON_RESET, 0, sent)) {
+		retry_schedule(t, rc);
+		return;
+	}
 	if (rc == WEIR_ERR(UPSTREAM_REFUSED) && txn_replay_request(t) == 0) {
 		rc = txn_connect(t, rc);
 		if (rc == 0) {
@@ -361,6 +378,23 @@ void txn_answer_local(struct txn *t, int status)
 		 * goes out, then the connection lingers and closes */
 		t->client_close = 1;
 		t->body_discard = 1;
+	}
+	txn_pump(t);
+}
+
+void txn_retry_send(struct txn *t, int rc)
+{
+	/* what the dropped try left: a response head half parsed, its clock */
+	memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
+	t->up_first = 0;
+	if (txn_replay_request(t) < 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	rc = txn_connect(t, rc);
+	if (rc < 0) {
+		txn_fail(t, rc);
+		return;
 	}
 	txn_pump(t);
 }
@@ -521,7 +555,9 @@ static int txn_response_start(struct txn *t)
 }
 
 /* Parses the response head in u->in. Returns 1 when the head is queued for
- * the client, 0 when more bytes are needed, or an error. */
+ * the client, 0 when more bytes are needed, TXN_RETRYING when the answer
+ * was dropped for a retry (t->u is gone), or an error. */
+#define TXN_RETRYING 2
 static int txn_response_head(struct txn *t)
 {
 	struct upconn *u = t->u;
@@ -568,6 +604,16 @@ static int txn_response_head(struct txn *t)
 			u->in->start += (uint32_t)t->resp.head_len;
 			memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
 			continue;
+		}
+		if (retry_wanted(t, 0, t->resp.status, 1)) {
+			/* answered, but with a status the group retries on: that
+			 * answer is dropped with its connection */
+			log_info("upstream %s answered %d; trying again", t->table->servers[t->server].text,
+			         t->resp.status);
+			outlier_answer(t->table, (uint32_t)t->server, t->resp.status);
+			txn_detach_upstream(t, 0);
+			retry_schedule(t, WEIR_ERR(UPSTREAM_REFUSED));
+			return TXN_RETRYING;
 		}
 		t->status = t->resp.status;
 		rc = txn_response_start(t);
@@ -683,6 +729,12 @@ void txn_pump(struct txn *t)
 		txn_pump_buffer(t);
 		return;
 	}
+	if (breaker_waiting(t)) {
+		/* queued or backing off: nothing to move, and the client is not
+		 * read until the wait ends (a body would only pile up) */
+		conn_io_set(c, 0);
+		return;
+	}
 	if (t->tun.on) {
 		tunnel_pump(t);
 		return;
@@ -765,6 +817,8 @@ void txn_pump(struct txn *t)
 				txn_fail(t, rc);
 				return;
 			}
+			if (rc == TXN_RETRYING)
+				return;
 			if (t->tun.on) {
 				tunnel_pump(t);
 				return;
@@ -843,8 +897,8 @@ void txn_pump(struct txn *t)
 			                                                                  : WAIT_READ;
 			if (wait != t->up_wait || up_io) {
 				t->up_wait = wait;
-				upstream_set_deadline(u, txn_wait_until(wait, wk.cfg->timeouts.upstream_send,
-				                                        wk.cfg->timeouts.upstream_read));
+				upstream_set_deadline(u, retry_try_deadline(t, txn_wait_until(wait, wk.cfg->timeouts.upstream_send,
+				                                                              wk.cfg->timeouts.upstream_read)));
 			}
 		}
 	}
@@ -941,5 +995,12 @@ void txn_on_upstream_timeout(struct txn *t)
 		return;
 	}
 	log_warn("upstream %s did not answer in time", t->table->servers[t->server].text);
+	if (!t->resp_started)
+		outlier_observe(t->table, (uint32_t)t->server, OUTLIER_GATEWAY);
+	if (!t->resp_started && retry_wanted(t, RETRY_ON_TIMEOUT, 0, 1)) {
+		txn_detach_upstream(t, 0);
+		retry_schedule(t, WEIR_ERR(UPSTREAM_TIMEOUT));
+		return;
+	}
 	txn_fail(t, WEIR_ERR(UPSTREAM_TIMEOUT));
 }

@@ -164,6 +164,20 @@ static enum ph_rc ph_body(struct txn *t, const void *conf)
 	return PH_WAIT;
 }
 
+/* The group's limits and breaker (breaker.c): on, a place to wait for
+ * (txn_upstream_go() resumes after this handler), or answered with the
+ * error (503 breaker_open, or the queue's). */
+static enum ph_rc ph_breaker(struct txn *t, const void *conf)
+{
+	int rc;
+
+	(void)conf;
+	rc = breaker_admit(t);
+	if (rc == WEIR_EAGAIN)
+		return PH_WAIT;
+	return rc < 0 ? ph_answer(t, rc) : PH_CONTINUE;
+}
+
 static enum ph_rc ph_pick(struct txn *t, const void *conf)
 {
 	(void)conf;
@@ -196,7 +210,12 @@ static const struct ph_handler access_phase[] = {
 	{NULL, NULL},
 };
 static const struct ph_handler request_filters_phase[] = {{ph_request_head, NULL}, {NULL, NULL}};
-static const struct ph_handler pick_phase[] = {{ph_body, NULL}, {ph_pick, NULL}, {NULL, NULL}};
+static const struct ph_handler pick_phase[] = {
+	{ph_body, NULL},
+	{ph_breaker, NULL},
+	{ph_pick, NULL},
+	{NULL, NULL},
+};
 static const struct ph_handler connect_phase[] = {{ph_connect, NULL}, {NULL, NULL}};
 static const struct ph_handler response_filters_phase[] = {{NULL, NULL}};
 static const struct ph_handler log_phase[] = {{ph_count, NULL}, {ph_access_log, NULL}, {NULL, NULL}};
@@ -259,6 +278,11 @@ void txn_resume(struct txn *t)
 }
 
 void txn_continue(struct txn *t)
+{
+	txn_resume(t);
+}
+
+void txn_upstream_go(struct txn *t)
 {
 	txn_resume(t);
 }

@@ -319,6 +319,11 @@ static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, co
 		*v = t->auth.consumer;
 		*len = t->auth.consumer_len;
 		return 1;
+	case VARS_CTL:
+		if (!t || !(*v = breaker_acted(t)))
+			return 0;
+		*len = strlen(*v);
+		return 1;
 	default:
 		return 0;
 	}

@@ -399,5 +399,7 @@ void txn_abort(struct txn *t, int rc);
 int txn_answered(struct conn *c, int status);
 void txn_free(struct txn *t);
 const char *txn_request_id(const struct txn *t, uint32_t *len);
+/* the core's breaker: the 503 of an open breaker, with its Retry-After */
+const char *breaker_canned(int close, uint32_t *len);
 
 #endif

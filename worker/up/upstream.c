@@ -88,6 +88,7 @@ void upstream_fail(const struct route_table *t, uint32_t si)
 	struct up_server *s = upstream_state(t, si);
 	ev_tstamp now = ev_now(wk.loop), window = up->fail_timeout / 1000.0;
 
+	outlier_observe(t, si, OUTLIER_GATEWAY);
 	if (!up->max_fails || s == &wk.servers[UPSTREAM_STATE_OVERFLOW])
 		return;
 	if (s->fails && now - s->last_fail > window)
@@ -146,10 +147,12 @@ static void upstream_log_panic(const struct route_upstream *up)
  * load) is skipped as a down mark is, so panic covers it too.
  *
  * <panic>: down marks are ignored (every untried server that is up by
- * admin state is marked down or down by its health checks).
+ * admin state is marked down or down by its health checks). <eject_now>:
+ * outlier ejections are judged at that time (ms), 0 for not at all
+ * (outlier.h).
  */
 static int upstream_pick_among(const struct route_table *t, const struct route_upstream *up, uint64_t tried,
-                               int panic, int *marked)
+                               int panic, uint64_t eject_now, int *marked)
 {
 	ev_tstamp now = ev_now(wk.loop);
 	int64_t total = 0;
@@ -166,6 +169,8 @@ static int upstream_pick_among(const struct route_table *t, const struct route_u
 			continue;
 		admin = shm_admin(wk.seg, t->servers[si].stat);
 		if (SHM_ADMIN_STATE(admin) != SHM_ADMIN_UP)
+			continue;
+		if (eject_now && resil_ejected(&wk.seg->resil[t->servers[si].stat], eject_now))
 			continue;
 		if ((s->down_until > now || health_down(&wk.seg->health, t->servers[si].stat)) && !panic) {
 			*marked = 1;
@@ -189,13 +194,14 @@ static int upstream_pick_among(const struct route_table *t, const struct route_u
 int upstream_pick(const struct route_table *t, const struct route_upstream *up, uint64_t tried)
 {
 	int marked = 0;
-	int si = upstream_pick_among(t, up, tried, 0, &marked);
+	uint64_t eject_now = outlier_pick_now(t, up);
+	int si = upstream_pick_among(t, up, tried, 0, eject_now, &marked);
 
 	if (si >= 0 || !marked)
 		return si;
 	SHM_ADD(wk.cnt, upstream_panics, 1);
 	upstream_log_panic(up);
-	return upstream_pick_among(t, up, tried, 1, &marked);
+	return upstream_pick_among(t, up, tried, 1, eject_now, &marked);
 }
 
 struct upconn *upstream_pool_get(const struct route_table *t, uint32_t si)
@@ -327,6 +333,7 @@ void upstream_admin_sweep(void)
 	 * syncs and the next tick sweeps */
 	if (t->id != wk.table_id)
 		return;
+	outlier_sweep(t);
 	for (uint32_t i = 0; i < t->nservers; i++) {
 		struct up_server *s = upstream_state(t, i);
 
