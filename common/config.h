@@ -32,7 +32,7 @@
 #define CONFIG_MAX_LISTENERS 32
 #define CONFIG_MAX_UPSTREAMS 256
 #define CONFIG_MAX_SERVERS 1024 /* over all upstreams */
-#define CONFIG_MAX_ROUTES 1024
+#define CONFIG_MAX_ROUTES 65536 /* the route generation has no fixed room: shm/route.h */
 #define CONFIG_MAX_ERRORS 32
 #define CONFIG_MAX_CERTS 64 /* over all TLS listeners */
 #define CONFIG_MAX_RATE_LIMITS 64 /* rate_limits entries */
@@ -104,6 +104,57 @@ struct config_listener {
 	int proxy_protocol;
 };
 
+/* All durations in milliseconds. */
+struct config_timeouts {
+	uint32_t client_header;    /* whole request head must arrive: 10 s, else 408 */
+	uint32_t client_body;      /* idle gap while reading a request body: 30 s, else 408 */
+	uint32_t client_keepalive; /* idle client connection between requests: 60 s */
+	uint32_t client_send;      /* client not taking our bytes: 30 s, then close */
+	uint32_t upstream_connect; /* 5 s, then the next server; 504 when none is left */
+	uint32_t upstream_send;    /* upstream not taking the request: 60 s, 504 */
+	uint32_t upstream_read;    /* idle gap while waiting for response bytes: 60 s, 504 */
+	uint32_t upstream_keepalive; /* pooled idle upstream connection: 60 s */
+	uint32_t drain;            /* graceful stop bound: 30 s */
+	uint32_t rate_window;      /* minimum rates are averaged over this: 20 s (0 = no rate checks) */
+	uint32_t request;          /* first request byte to last response byte: 0 = no cap */
+	uint32_t slab_idle;        /* a wholly free slab chunk is unmapped after: 30 s */
+	uint32_t tunnel;           /* idle gap either way in an upgraded tunnel: 1 h */
+	uint32_t tunnel_drain;     /* a draining worker keeps its tunnels this long: 5 min */
+	uint32_t proxy_protocol;   /* PROXY header on a proxy_protocol listener: 5 s, else close */
+};
+
+struct config_limits {
+	uint32_t header_size;  /* request line + headers, bytes: 16384 (1024..65536), 431 past it */
+	uint32_t headers;      /* header count: 100 (1..1000), 431 past it */
+	uint32_t uri_size;     /* request target: 8192 (64..header_size), 414 past it */
+	uint64_t body_size;    /* request body: 104857600 (0 = unlimited), 413 past it */
+	uint32_t connections;  /* client connections per worker: 16384 */
+	uint32_t response_header_size; /* upstream status line + headers: 16384, 502 past it */
+	uint32_t body_buffer;  /* request bodies up to this are read whole before connecting: 65536 (0 = off) */
+	uint32_t client_body_rate; /* request body bytes/s at least, over rate_window: 512 (0 = off), 408 */
+	uint32_t client_send_rate; /* response bytes/s the client takes at least: 512 (0 = off), cut */
+};
+
+/*
+ * timeouts = { ... } and request_limits = { ... } on an upstream group,
+ * timeouts = { ... } and limits = { ... } on a route:
+ * the keys that make sense per request (config_keys_over_timeouts and
+ * config_keys_over_limits, common/config_keys.c), only those given; bit i
+ * of <timeouts_set> (<limits_set>) says key i of that keyset was. They
+ * override the global values, a route's over its group's
+ * (config_overrides_apply); the master resolves them into the route
+ * generation (shm/route.h), where requests read them.
+ */
+struct config_overrides {
+	struct config_timeouts timeouts;
+	struct config_limits limits;
+	uint32_t timeouts_set;
+	uint32_t limits_set;
+};
+
+/* Writes the keys <o> gives over <t> and <l>. */
+void config_overrides_apply(const struct config_overrides *o, struct config_timeouts *t, struct config_limits *l);
+
 struct config_server {
 	struct config_addr addr;
 	int weight; /* 1..1000, default 1 */
@@ -133,8 +184,10 @@ struct config_upstream {
 	 * address opens every connection to the group's servers (worker/
 	 * upproxy.h), which are then never pooled; "off" (default): none */
 	int proxy_protocol;
-	struct config_resil resil; /* outlier, ...: common/config_resil.h */
-	struct config_health health; /* active checks: health.type 0 when none */
+	uint64_t tls_ca_sum; /* digest of the CA file as read, so a context is matched by what it trusts */
+	struct config_resil resil;    /* outlier, ...: common/config_resil.h */
+	struct config_health health;  /* active checks: health.type 0 when none */
+	struct config_overrides over; /* timeouts = {...}, request_limits = {...} */
 };
 
 enum config_host_kind {
@@ -165,6 +218,7 @@ struct config_route {
 	 * that share of requests, in 1/10000 (default 10000: every one) */
 	int log;
 	uint32_t log_sample;
+	struct config_overrides over; /* timeouts = {...}, limits = {...}: over its group's */
 	/* auth = { type = ...; }: the route's authentication policy and the
 	 * keys it loaded (common/auth_conf.h), malloc'd; NULL for none */
 	struct config_auth *auth;
@@ -211,37 +265,6 @@ struct config_rate_limit {
 	 * across reloads and upgrades while those stay (shm/limit.h) */
 	uint64_t seed;
 	uint32_t id; /* stable index for counters, given by the master (limit_assign) */
-};
-
-/* All durations in milliseconds. */
-struct config_timeouts {
-	uint32_t client_header;    /* whole request head must arrive: 10 s, else 408 */
-	uint32_t client_body;      /* idle gap while reading a request body: 30 s, else 408 */
-	uint32_t client_keepalive; /* idle client connection between requests: 60 s */
-	uint32_t client_send;      /* client not taking our bytes: 30 s, then close */
-	uint32_t upstream_connect; /* 5 s, then the next server; 504 when none is left */
-	uint32_t upstream_send;    /* upstream not taking the request: 60 s, 504 */
-	uint32_t upstream_read;    /* idle gap while waiting for response bytes: 60 s, 504 */
-	uint32_t upstream_keepalive; /* pooled idle upstream connection: 60 s */
-	uint32_t drain;            /* graceful stop bound: 30 s */
-	uint32_t rate_window;      /* minimum rates are averaged over this: 20 s (0 = no rate checks) */
-	uint32_t request;          /* first request byte to last response byte: 0 = no cap */
-	uint32_t slab_idle;        /* a wholly free slab chunk is unmapped after: 30 s */
-	uint32_t tunnel;           /* idle gap either way in an upgraded tunnel: 1 h */
-	uint32_t tunnel_drain;     /* a draining worker keeps its tunnels this long: 5 min */
-	uint32_t proxy_protocol;   /* PROXY header on a proxy_protocol listener: 5 s, else close */
-};
-
-struct config_limits {
-	uint32_t header_size;  /* request line + headers, bytes: 16384 (1024..65536), 431 past it */
-	uint32_t headers;      /* header count: 100 (1..1000), 431 past it */
-	uint32_t uri_size;     /* request target: 8192 (64..header_size), 414 past it */
-	uint64_t body_size;    /* request body: 104857600 (0 = unlimited), 413 past it */
-	uint32_t connections;  /* client connections per worker: 16384 */
-	uint32_t response_header_size; /* upstream status line + headers: 16384, 502 past it */
-	uint32_t body_buffer;  /* request bodies up to this are read whole before connecting: 65536 (0 = off) */
-	uint32_t client_body_rate; /* request body bytes/s at least, over rate_window: 512 (0 = off), 408 */
-	uint32_t client_send_rate; /* response bytes/s the client takes at least: 512 (0 = off), cut */
 };
 
 enum log_level {

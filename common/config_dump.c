@@ -210,6 +210,34 @@ static void dump_listeners(FILE *out, const struct config *cfg)
 	fputs(");\n", out);
 }
 
+/* timeouts = { ... }; limits = { ... }; of an upstream or route: only the
+ * keys it gives (the rest it inherits), each after <lead> and before <end>. */
+static void dump_overrides(FILE *out, const struct config *cfg, const struct config_overrides *o,
+                           const struct config_keyset *tks, const struct config_keyset *lks, const char *lead,
+                           const char *end)
+{
+	const struct config_keyset *ks[2] = {tks, lks};
+	const void *base[2] = {&o->timeouts, &o->limits};
+	uint32_t set[2] = {o->timeouts_set, o->limits_set};
+
+	for (int g = 0; g < 2; g++) {
+		struct config_key keys[32];
+		struct config_keyset only = *ks[g];
+		int n = 0;
+
+		for (int i = 0; i < ks[g]->nkeys && i < 32; i++)
+			if (set[g] >> i & 1)
+				keys[n++] = ks[g]->keys[i];
+		if (!n)
+			continue;
+		only.keys = keys;
+		only.nkeys = n;
+		fprintf(out, "%s%s = { ", lead, strrchr(ks[g]->path, '.') + 1);
+		dump_keys(out, cfg, &only, base[g], NULL);
+		fprintf(out, "};%s", end);
+	}
+}
+
 static void dump_health(FILE *out, const struct config *cfg, const struct config_health *h)
 {
 	fputs("\t\thealth = {\n", out);
@@ -238,6 +266,8 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_tls, u, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		dump_overrides(out, cfg, &u->over, &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, "\t\t",
+		               "\n");
 		if (u->resil.outlier.on) {
 			fputs("\t\toutlier = {\n", out);
 			dump_keys(out, cfg, &config_keys_upstream_outlier, &u->resil.outlier, "\t\t\t");
@@ -279,6 +309,7 @@ static void dump_routes(FILE *out, const struct config *cfg)
 
 		fputs("\t{ ", out);
 		dump_keys(out, cfg, &config_keys_route, r, NULL);
+		dump_overrides(out, cfg, &r->over, &config_keys_route_timeouts, &config_keys_route_limits, "", " ");
 		/* upgrade is a list of strings, read and written by hand */
 		fputs("upgrade = [", out);
 		for (const char *p = r->upgrade; *p;) {

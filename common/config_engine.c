@@ -8,7 +8,7 @@
  * in words made from the descriptor ("limits.headers must be from 1 to
  * 1000 (got 0)"), while the walk goes on. The value parsers (durations,
  * sizes, addresses) and the error list live here too; the hand-written
- * sections of common/config.c use them for what descriptors cannot say.
+ * sections of common/config_file.c use them for what descriptors cannot say.
  */
 #include "common/config_load.h"
 
@@ -62,7 +62,7 @@ void config_fail(struct loader *ld, int line, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* the short names, as in common/config.c */
+/* the short names, as in common/config_file.c */
 #define fail config_fail
 #define line_of config_line_of
 

@@ -1,6 +1,6 @@
 /*
  * config_health.h: an upstream group's active health checks, as configured
- * (health = { ... } in an upstreams entry). Read by common/config_health.c,
+ * (health = { ... } in an upstreams entry). Read by common/config_file_health.c,
  * run by the prober (master/health.h).
  */
 #ifndef WEIR_COMMON_CONFIG_HEALTH_H

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "common/config_load.h"
 
 /* the field <m> of struct <st> */
 #define AT(st, m) .offset = offsetof(st, m), .size = sizeof(((st *)0)->m)
@@ -268,6 +267,47 @@ static const struct config_key upstream_tls_keys[] = {
 };
 KEYSET(config_keys_upstream_tls, "upstreams.tls", "in upstreams.tls", upstream_tls_keys);
 
+/* timeouts = {...} and limits = {...} of an upstream group or a route: the
+ * keys a request reads after it is routed (those read before, for the
+ * head, or per connection or worker, stay global). No default: an absent
+ * key is inherited (config_overrides_apply). */
+#define OVER_TIMEOUT(n, ty)                                                                               \
+	{.name = #n, .type = ty, AT(struct config_timeouts, n), DAYS49,                                   \
+	 .doc = "`timeouts." #n "` for the requests it takes"}
+#define OVER_LIMIT(n, lo, hi)                                                                             \
+	{.name = #n, .type = CONFIG_KEY_SIZE, AT(struct config_limits, n), .min = lo, .max = hi,          \
+	 .doc = "`limits." #n "` for the requests it takes"}
+
+static const struct config_key over_timeout_keys[] = {
+    OVER_TIMEOUT(client_body, CONFIG_KEY_DURATION),      OVER_TIMEOUT(upstream_connect, CONFIG_KEY_DURATION),
+    OVER_TIMEOUT(upstream_send, CONFIG_KEY_DURATION),    OVER_TIMEOUT(upstream_read, CONFIG_KEY_DURATION),
+    OVER_TIMEOUT(request, CONFIG_KEY_DURATION_OFF),      OVER_TIMEOUT(tunnel, CONFIG_KEY_DURATION),
+};
+static const struct config_key over_limit_keys[] = {
+    OVER_LIMIT(body_size, 0, UINT64_MAX),         OVER_LIMIT(body_buffer, 0, 1048576),
+    OVER_LIMIT(response_header_size, 1024, 65536), OVER_LIMIT(client_body_rate, 0, UINT32_MAX),
+    OVER_LIMIT(client_send_rate, 0, UINT32_MAX),
+};
+KEYSET(config_keys_upstream_timeouts, "upstreams.timeouts", "in upstreams.timeouts", over_timeout_keys);
+KEYSET(config_keys_upstream_request_limits, "upstreams.request_limits", "in upstreams.request_limits", over_limit_keys);
+KEYSET(config_keys_route_timeouts, "routes.timeouts", "in routes.timeouts", over_timeout_keys);
+KEYSET(config_keys_route_limits, "routes.limits", "in routes.limits", over_limit_keys);
+
+void config_overrides_apply(const struct config_overrides *o, struct config_timeouts *t, struct config_limits *l)
+{
+	_Static_assert(sizeof over_timeout_keys / sizeof over_timeout_keys[0] <= 32, "one bit per key");
+	_Static_assert(sizeof over_limit_keys / sizeof over_limit_keys[0] <= 32, "one bit per key");
+	for (size_t i = 0; i < sizeof over_timeout_keys / sizeof over_timeout_keys[0]; i++)
+		if (o->timeouts_set >> i & 1)
+			memcpy(config_key_field(&over_timeout_keys[i], t),
+			       config_key_field(&over_timeout_keys[i], (void *)&o->timeouts), over_timeout_keys[i].size);
+	for (size_t i = 0; i < sizeof over_limit_keys / sizeof over_limit_keys[0]; i++)
+		if (o->limits_set >> i & 1)
+			memcpy(config_key_field(&over_limit_keys[i], l),
+			       config_key_field(&over_limit_keys[i], (void *)&o->limits), over_limit_keys[i].size);
+}
+
+
 /* A health check's request target: a path starting with '/' (a query
  * allowed), visible ASCII only, so it goes on the request line as is. */
 static const char *health_path_check(const char *v)
@@ -342,6 +382,10 @@ static const struct config_key upstream_keys[] = {
      .sub = &config_keys_upstream_health, .doc = "active health checks of every server, one prober per node"},
     {.name = "servers", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_server,
      .doc = "the servers, at least one"},
+    {.name = "timeouts", .type = CONFIG_KEY_GROUP, .def = "absent: the global ones",
+     .sub = &config_keys_upstream_timeouts, .doc = "per-request timeouts for the routes to this group"},
+    {.name = "request_limits", .type = CONFIG_KEY_GROUP, .def = "absent: the global ones",
+     .sub = &config_keys_upstream_request_limits, .doc = "per-request limits (`limits` keys) for the routes to this group"},
 };
 KEYSET(config_keys_upstream, "upstreams", "in upstreams entry", upstream_keys);
 
@@ -361,6 +405,10 @@ static const struct config_key route_keys[] = {
      .doc = "`false`: no access log line for the route's requests"},
     {.name = "log_sample", .type = CONFIG_KEY_STRING, .max = 16, .def = "1", .store = config_store_log_sample,
      .show = config_show_log_sample, .doc = "the share of requests logged, `\"0\"` to `\"1\"`, such as `\"0.1\"`"},
+    {.name = "timeouts", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_route_timeouts,
+     .doc = "per-request timeouts for this route, over its upstream's"},
+    {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_route_limits,
+     .doc = "per-request limits for this route, over its upstream's"},
     {.name = "auth", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_auth,
      .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
     {.name = "rate_limits", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
@@ -520,7 +568,7 @@ static const struct config_key top_keys[] = {
     {.name = "upstreams", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_upstream,
      .doc = "1 to 256 named groups of servers"},
     {.name = "routes", .type = CONFIG_KEY_LIST, .flags = CONFIG_KEY_REQUIRED, .sub = &config_keys_route,
-     .doc = "1 to 1024 (host, path prefix) to upstream rules"},
+     .doc = "1 to 65536 (host, path prefix) to upstream rules"},
     {.name = "timeouts", .type = CONFIG_KEY_GROUP, .def = "see [timeouts](#timeouts)",
      .sub = &config_keys_timeouts, .doc = "how long weir waits"},
     {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "see [limits](#limits)", .sub = &config_keys_limits,

@@ -11,7 +11,7 @@
  * test_config_keys.c). Groups and lists of groups (log, listeners, tls,
  * servers ...) appear in the tables as keys too, so that a table says
  * every name a group allows; what they hold, the rules across keys and
- * the files read stay hand-written in common/config.c.
+ * the files read stay hand-written in common/config_file.c.
  */
 #ifndef WEIR_COMMON_CONFIG_KEYS_H
 #define WEIR_COMMON_CONFIG_KEYS_H
@@ -82,7 +82,34 @@ struct config_keyset {
 extern const struct config_keyset config_keys_top, config_keys_log, config_keys_stats, config_keys_listener,
     config_keys_listener_tls, config_keys_cert, config_keys_upstream, config_keys_upstream_tls,
     config_keys_upstream_health, config_keys_server, config_keys_route, config_keys_route_return,
-    config_keys_route_auth, config_keys_timeouts, config_keys_limits, config_keys_rate_limit, config_keys_redis;
+    config_keys_route_auth, config_keys_timeouts, config_keys_limits, config_keys_rate_limit, config_keys_redis,
+    config_keys_upstream_timeouts, config_keys_upstream_request_limits, config_keys_route_timeouts, config_keys_route_limits;
+
+/*
+ * Checks and stores for string keys, named in the descriptors, written
+ * with the loader's sections: common/config_file.c (route path and host),
+ * common/config_ratelimit.c (rate limit key and rate), config_keys.c (a
+ * header name weir writes for a client's sake, client_header and
+ * consumer_header: a token that is none of the names weir owns),
+ * common/config_policy.c (below). Declared
+ * here, not in config_load.h, so that config_keys.c needs no loader
+ * internals and config_load.h can include this header without a cycle.
+ */
+const char *config_check_route_path(const char *text);
+const char *config_store_route_host(const char *text, void *route);
+const char *config_check_rl_key(const char *text);
+const char *config_check_rl_rate(const char *text);
+const char *config_check_header_name(const char *text);
+/* common/config_policy.c: access log formats, log_sample and direct
+ * responses (routes.return) */
+const char *config_check_log_format(const char *text);
+const char *config_check_content_type(const char *text);
+const char *config_store_log_sample(const char *text, void *route);
+const char *config_show_log_sample(const struct config *cfg, const void *route, char *buf, size_t cap);
+const char *config_store_return_location(const char *text, void *ret);
+const char *config_store_return_body(const char *text, void *ret);
+const char *config_show_return_location(const struct config *cfg, const void *ret, char *buf, size_t cap);
+const char *config_show_return_body(const struct config *cfg, const void *ret, char *buf, size_t cap);
 
 /* The key named <name> of <ks>, or NULL. */
 const struct config_key *config_keys_find(const struct config_keyset *ks, const char *name);

@@ -1,5 +1,5 @@
 /*
- * config_load.h: what common/config.c (the hand-written sections),
+ * config_load.h: what common/config_file.c (the hand-written sections),
  * common/config_engine.c (the descriptor engine) and common/config_keys.c
  * (the descriptors) share while one file is loaded. Not for other modules:
  * they see struct config (common/config.h) and the descriptors
@@ -72,11 +72,8 @@ config_setting_t *config_get_entry(struct loader *ld, const config_setting_t *li
 /* NULL, or why <text> is not an address, worded to follow it. */
 const char *config_addr_parse(const char *text, struct config_addr *a);
 
-/* Checks for string keys, in common/config.c, named in the descriptors. */
-const char *config_check_route_path(const char *text);
-const char *config_store_route_host(const char *text, void *route);
-const char *config_check_rl_key(const char *text);
-const char *config_check_rl_rate(const char *text);
+/* The checks for string keys the descriptors name are in
+ * common/config_keys.h, which config_keys.c includes instead of this. */
 
 /* common/config_ratelimit.c: the rate_limits list, and a route's
  * rate_limits names (after the list is read). Return -1 only when out of
@@ -84,18 +81,9 @@ const char *config_check_rl_rate(const char *text);
 int config_load_rate_limits(struct loader *ld, const config_setting_t *root);
 int config_route_rate_limits(struct loader *ld, const config_setting_t *e, struct config_route *r);
 
-/* common/config_policy.c: the keys of real client addresses, access log
- * formats and direct responses. */
-const char *config_check_log_format(const char *text);
-const char *config_check_content_type(const char *text);
-const char *config_store_log_sample(const char *text, void *route);
-const char *config_show_log_sample(const struct config *cfg, const void *route, char *buf, size_t cap);
-const char *config_store_return_location(const char *text, void *ret);
-const char *config_store_return_body(const char *text, void *ret);
-const char *config_show_return_location(const struct config *cfg, const void *ret, char *buf, size_t cap);
-const char *config_show_return_body(const struct config *cfg, const void *ret, char *buf, size_t cap);
-
-/* Reads trusted_proxies (the other top-level keys are descriptors'). */
+/* common/config_policy.c: reads trusted_proxies (the other top-level
+ * keys are descriptors'; the checks, stores and shows they name are in
+ * common/config_keys.h). */
 void config_policy_load_top(struct loader *ld, const config_setting_t *root);
 
 /* Reads routes.return of entry <e> into a new config.returns entry and
@@ -103,16 +91,13 @@ void config_policy_load_top(struct loader *ld, const config_setting_t *root);
  * both (<has_upstream>). Returns 1 if good, 0 (reported) if not, -1 when
  * out of memory. */
 int config_policy_load_route(struct loader *ld, const config_setting_t *e, struct config_route *r, int has_upstream);
-/* A header name weir writes for a client's sake (client_header,
- * consumer_header): a token that is none of the names weir owns. */
-const char *config_check_header_name(const char *text);
 
 /* common/config_auth.c: the auth group of route entry <e>, if any, into
  * *<out> (NULL when absent). Returns -1 only when out of memory. */
 struct config_auth;
 int config_auth_read(struct loader *ld, const config_setting_t *e, struct config_auth **out);
 
-/* health = { ... } of upstream entry <e> into u->health (common/config_health.c). */
+/* health = { ... } of upstream entry <e> into u->health (common/config_file_health.c). */
 void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
 
 #endif

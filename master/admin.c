@@ -109,8 +109,8 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	int wh = 4, wp = 4;
 
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		int h = (int)strlen(config_host_text(t->routes[i].host_kind, t->routes[i].host, hb, sizeof(hb)));
-		int p = (int)t->routes[i].path_len;
+		int h = (int)strlen(config_host_text(route_entries(t)[i].host_kind, route_host(t, &route_entries(t)[i]), hb, sizeof(hb)));
+		int p = (int)route_entries(t)[i].path_len;
 		wh = h > wh ? h : wh;
 		wp = p > wp ? p : wp;
 	}
@@ -120,9 +120,9 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	 * split on whitespace */
 	textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, "HOST", wp, "PATH", "UPSTREAM");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		const struct route_entry *e = &t->routes[i];
-		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, config_host_text(e->host_kind, e->host, hb, sizeof(hb)), wp, e->path,
-		               e->ret >= 0 ? "(return)" : t->upstreams[e->upstream].name);
+		const struct route_entry *e = &route_entries(t)[i];
+		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, config_host_text(e->host_kind, route_host(t, e), hb, sizeof(hb)), wp,
+		               route_path(t, e), e->ret >= 0 ? "(return)" : route_upstreams(t)[e->upstream].name);
 	}
 }
 
@@ -169,14 +169,14 @@ static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)
 	r->status = 200;
 	r->type = TEXT_PLAIN;
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
-		const struct route_upstream *up = &t->upstreams[u];
+		const struct route_upstream *up = &route_upstreams(t)[u];
 
 		textbuf_printf(&r->body, "upstream %s keepalive=%u servers=%u\n", up->name, up->keepalive,
 		               up->nservers);
 		if (up->resil_group != RESIL_GROUP_NONE)
 			admin_breaker_state(&r->body, up, &seg->resil_groups.g[up->resil_group]);
 		for (uint32_t k = 0; k < up->nservers; k++) {
-			const struct route_server *s = &t->servers[up->first_server + k];
+			const struct route_server *s = &route_servers(t)[up->first_server + k];
 			const struct shm_server_counters *c = &sums[s->stat];
 			uint32_t a = shm_admin(seg, s->stat);
 			uint32_t st = SHM_ADMIN_STATE(a);
@@ -274,8 +274,8 @@ static const struct route_upstream *admin_find_group(const struct route_table *t
                                                      struct stats_reply *r)
 {
 	for (uint32_t u = 0; u < t->nupstreams; u++)
-		if (strcmp(t->upstreams[u].name, group) == 0)
-			return &t->upstreams[u];
+		if (strcmp(route_upstreams(t)[u].name, group) == 0)
+			return &route_upstreams(t)[u];
 	reply(r, 404, "no upstream group \"%s\" in the current configuration (GET /upstreams lists them)\n", group);
 	return NULL;
 }
@@ -348,8 +348,8 @@ static void admin_server_change(struct shm_segment *seg, const char *rest, const
 	if (!(up = admin_find_group(t, group, r)))
 		return;
 	for (uint32_t k = 0; k < up->nservers && !s; k++)
-		if (strcmp(t->servers[up->first_server + k].text, addr.text) == 0)
-			s = &t->servers[up->first_server + k];
+		if (strcmp(route_servers(t)[up->first_server + k].text, addr.text) == 0)
+			s = &route_servers(t)[up->first_server + k];
 	if (!s) {
 		reply(r, 404, "upstream \"%s\" has no server %s (GET /upstreams lists them)\n", group, addr.text);
 		return;

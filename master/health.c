@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "shm/route.h"
 #include "shm/shm.h"
 
 #define HEALTH_RESPAWN_YOUNG 2.0
@@ -51,8 +52,8 @@ void health_configure(struct shm_segment *seg, const struct config *cfg)
 	uint8_t checked[STAT_SERVERS] = {0};
 
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		const struct route_server *rs = &t->servers[i];
-		const struct config_upstream *cu = health_group(cfg, t->upstreams[rs->upstream].name);
+		const struct route_server *rs = &route_servers(t)[i];
+		const struct config_upstream *cu = health_group(cfg, route_upstreams(t)[rs->upstream].name);
 		uint32_t fresh;
 
 		if (!cu || !cu->health.type || rs->stat == STAT_SERVER_OTHER)

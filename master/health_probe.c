@@ -31,6 +31,7 @@
 #include <openssl/x509.h>
 
 #include "common/log.h"
+#include "shm/route.h"
 #include "shm/shm.h"
 #include "worker/net/proxy_local.h"
 
@@ -468,9 +469,9 @@ static int probe_setup(const struct config *cfg)
 	if (!hp.probes)
 		return -1;
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		const struct route_server *rs = &t->servers[i];
+		const struct route_server *rs = &route_servers(t)[i];
 		int ui = 0;
-		const struct config_upstream *cu = probe_group(cfg, t->upstreams[rs->upstream].name, &ui);
+		const struct config_upstream *cu = probe_group(cfg, route_upstreams(t)[rs->upstream].name, &ui);
 		struct probe *p;
 		const char *host;
 

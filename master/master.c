@@ -471,7 +471,9 @@ static int master_reload(void)
 	if (gslot < 0) {
 		config_free(ncfg);
 		free(ncfg);
-		return master_reload_failed("every route generation is still in use by draining workers");
+		return master_reload_failed(gslot == -1 ? "every route generation is still in use by draining workers"
+		                                        : "the route generation does not fit in the arena beside "
+		                                          "those draining workers still use");
 	}
 	if (listen_reopen(&nls, ncfg, &m.ls, ocfg) < 0) {
 		config_free(ncfg);

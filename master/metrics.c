@@ -115,6 +115,34 @@ static void metric(struct textbuf *o, const char *name, const char *type, const 
 	textbuf_printf(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
+/* The label values of the enums counted by kind, from their tables. */
+static const char *const tunnel_end_labels[] = {
+#define TUNNEL_END_LABEL(name, label) label,
+	TUNNEL_END_TABLE(TUNNEL_END_LABEL)
+#undef TUNNEL_END_LABEL
+};
+static const char *const tls_fail_labels[] = {
+#define TLS_FAIL_LABEL(name, label) label,
+	TLS_FAIL_TABLE(TLS_FAIL_LABEL)
+#undef TLS_FAIL_LABEL
+};
+
+/* One series per value of <label>: name{label="values[k]"} counts[k]. */
+static void by_label(struct textbuf *o, const char *name, const char *label, const char *const *values,
+                     const uint64_t *counts, int n)
+{
+	for (int k = 0; k < n; k++)
+		textbuf_printf(o, "%s{%s=\"%s\"} %llu\n", name, label, values[k], (unsigned long long)counts[k]);
+}
+
+/* Handshakes completed, as resumed="false" and resumed="true". */
+static void by_resumed(struct textbuf *o, const char *name, uint64_t total, uint64_t resumed)
+{
+	/* a worker may count between the two loads of a sum */
+	textbuf_printf(o, "%s{resumed=\"false\"} %llu\n%s{resumed=\"true\"} %llu\n", name,
+	               (unsigned long long)(total > resumed ? total - resumed : 0), name, (unsigned long long)resumed);
+}
+
 /*
  * Per slab size class, summed over the workers: weir_slab_class_bytes with
  * kind in_use, held, high_water (the sum of each worker's peak) and
@@ -148,7 +176,7 @@ static void render_slab_classes(struct textbuf *o, struct shm_segment *seg, cons
 }
 
 /* The labels of a route series, without braces: host="...",path="...". */
-static void route_labels(struct textbuf *o, const struct route_entry *e)
+static void route_labels(struct textbuf *o, const struct route_table *t, const struct route_entry *e)
 {
 	char hb[CONFIG_HOST_MAX + 2];
 
@@ -158,9 +186,9 @@ static void route_labels(struct textbuf *o, const struct route_entry *e)
 		return;
 	}
 	textbuf_printf(o, "host=\"");
-	textbuf_label(o, config_host_text(e->host_kind, e->host, hb, sizeof(hb)));
+	textbuf_label(o, config_host_text(e->host_kind, route_host(t, e), hb, sizeof(hb)));
 	textbuf_printf(o, "\",path=\"");
-	textbuf_label(o, e->path);
+	textbuf_label(o, route_path(t, e));
 	textbuf_printf(o, "\"");
 }
 
@@ -196,19 +224,19 @@ static void render_prepare(struct render *r)
 	uint8_t seen_r[STAT_ROUTES] = {0}, seen_s[STAT_SERVERS] = {0};
 
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		r->route_shown[i] = !seen_r[t->routes[i].stat];
-		seen_r[t->routes[i].stat] = 1;
+		r->route_shown[i] = !seen_r[route_entries(t)[i].stat];
+		seen_r[route_entries(t)[i].stat] = 1;
 	}
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		r->server_shown[i] = !seen_s[t->servers[i].stat];
-		seen_s[t->servers[i].stat] = 1;
+		r->server_shown[i] = !seen_s[route_servers(t)[i].stat];
+		seen_s[route_servers(t)[i].stat] = 1;
 	}
 }
 
 static void histogram(struct textbuf *o, const char *name, const struct render *r, int upstream)
 {
 	for (uint32_t i = 0; i < r->t->nroutes; i++) {
-		const struct route_entry *e = &r->t->routes[i];
+		const struct route_entry *e = &route_entries(r->t)[i];
 		const struct shm_route_counters *c = &r->routes[e->stat];
 		const uint64_t *b = upstream ? c->upstream : c->duration;
 		uint64_t cum = 0, sum_us = upstream ? c->upstream_us : c->duration_us;
@@ -218,14 +246,14 @@ static void histogram(struct textbuf *o, const char *name, const struct render *
 		for (unsigned k = 0; k < STAT_BUCKETS; k++) {
 			cum += b[k];
 			textbuf_printf(o, "%s_bucket{", name);
-			route_labels(o, e);
+			route_labels(o, r->t, e);
 			textbuf_printf(o, ",le=\"%s\"} %llu\n", stat_bucket_le(k), (unsigned long long)cum);
 		}
 		textbuf_printf(o, "%s_sum{", name);
-		route_labels(o, e);
+		route_labels(o, r->t, e);
 		textbuf_printf(o, "} %llu.%06llu\n%s_count{", (unsigned long long)(sum_us / 1000000),
 		               (unsigned long long)(sum_us % 1000000), name);
-		route_labels(o, e);
+		route_labels(o, r->t, e);
 		textbuf_printf(o, "} %llu\n", (unsigned long long)cum);
 	}
 }
@@ -248,13 +276,13 @@ static void render_auth(struct textbuf *o, const struct render *r)
 
 	family(o, "weir_auth_total", "counter", "Authentication checks on routes with auth, by result and reason.");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		const struct shm_route_counters *c = &r->routes[t->routes[i].stat];
+		const struct shm_route_counters *c = &r->routes[route_entries(t)[i].stat];
 
-		if (!r->route_shown[i] || !t->routes[i].auth)
+		if (!r->route_shown[i] || !route_entries(t)[i].auth)
 			continue;
 		for (int k = 0; k < AUTH_R_COUNT; k++) {
 			textbuf_printf(o, "weir_auth_total{");
-			route_labels(o, &t->routes[i]);
+			route_labels(o, t, &route_entries(t)[i]);
 			textbuf_printf(o, ",result=\"%s\"", result[k]);
 			if (reason[k][0])
 				textbuf_printf(o, ",reason=\"%s\"", reason[k]);
@@ -264,20 +292,20 @@ static void render_auth(struct textbuf *o, const struct render *r)
 	family(o, "weir_auth_cached_total", "counter",
 	       "Credentials let through from a worker's cache of verified ones (JWT, Basic), by route.");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		if (!r->route_shown[i] || !t->routes[i].auth)
+		if (!r->route_shown[i] || !route_entries(t)[i].auth)
 			continue;
 		textbuf_printf(o, "weir_auth_cached_total{");
-		route_labels(o, &t->routes[i]);
-		textbuf_printf(o, "} %llu\n", (unsigned long long)r->routes[t->routes[i].stat].auth_cached);
+		route_labels(o, t, &route_entries(t)[i]);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)r->routes[route_entries(t)[i].stat].auth_cached);
 	}
 	family(o, "weir_auth_password_hashes_total", "counter",
 	       "Password hashes computed for Basic authentication, by route.");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
-		if (!r->route_shown[i] || t->routes[i].auth != AUTH_BASIC)
+		if (!r->route_shown[i] || route_entries(t)[i].auth != AUTH_BASIC)
 			continue;
 		textbuf_printf(o, "weir_auth_password_hashes_total{");
-		route_labels(o, &t->routes[i]);
-		textbuf_printf(o, "} %llu\n", (unsigned long long)r->routes[t->routes[i].stat].auth_hashes);
+		route_labels(o, t, &route_entries(t)[i]);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)r->routes[route_entries(t)[i].stat].auth_hashes);
 	}
 }
 
@@ -291,8 +319,8 @@ static void render_routes(struct textbuf *o, const struct render *r)
 		if (!r->route_shown[i])
 			continue;
 		textbuf_printf(o, "weir_route_requests_total{");
-		route_labels(o, &t->routes[i]);
-		textbuf_printf(o, "} %llu\n", (unsigned long long)sums[t->routes[i].stat].requests);
+		route_labels(o, t, &route_entries(t)[i]);
+		textbuf_printf(o, "} %llu\n", (unsigned long long)sums[route_entries(t)[i].stat].requests);
 	}
 	family(o, "weir_route_responses_total", "counter", "Responses to routed requests, by route and status class.");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
@@ -300,9 +328,9 @@ static void render_routes(struct textbuf *o, const struct render *r)
 			continue;
 		for (int k = 0; k < 5; k++) {
 			textbuf_printf(o, "weir_route_responses_total{");
-			route_labels(o, &t->routes[i]);
+			route_labels(o, t, &route_entries(t)[i]);
 			textbuf_printf(o, ",class=\"%dxx\"} %llu\n", k + 1,
-			               (unsigned long long)sums[t->routes[i].stat].responses[k]);
+			               (unsigned long long)sums[route_entries(t)[i].stat].responses[k]);
 		}
 	}
 	family(o, "weir_route_request_duration_seconds", "histogram",
@@ -335,14 +363,14 @@ static void render_servers(struct textbuf *o, const struct render *r)
 	for (size_t f = 0; f < sizeof(simple) / sizeof(simple[0]); f++) {
 		family(o, simple[f].name, "counter", simple[f].help);
 		for (uint32_t i = 0; i < t->nservers; i++) {
-			const char *c = (const char *)&sums[t->servers[i].stat];
+			const char *c = (const char *)&sums[route_servers(t)[i].stat];
 			uint64_t v;
 
 			if (!r->server_shown[i])
 				continue;
 			memcpy(&v, c + simple[f].off, sizeof(v));
 			textbuf_printf(o, "%s{", simple[f].name);
-			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
 			textbuf_printf(o, "} %llu\n", (unsigned long long)v);
 		}
 	}
@@ -353,32 +381,32 @@ static void render_servers(struct textbuf *o, const struct render *r)
 			continue;
 		for (int k = 0; k < 5; k++) {
 			textbuf_printf(o, "weir_upstream_server_responses_total{");
-			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
 			textbuf_printf(o, ",class=\"%dxx\"} %llu\n", k + 1,
-			               (unsigned long long)sums[t->servers[i].stat].responses[k]);
+			               (unsigned long long)sums[route_servers(t)[i].stat].responses[k]);
 		}
 	}
 	family(o, "weir_upstream_server_weight", "gauge",
 	       "Weight an upstream server is picked with: the configured one or an admin override.");
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		uint32_t a = shm_admin(r->seg, t->servers[i].stat);
+		uint32_t a = shm_admin(r->seg, route_servers(t)[i].stat);
 
 		if (!r->server_shown[i])
 			continue;
 		textbuf_printf(o, "weir_upstream_server_weight{");
-		server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
-		textbuf_printf(o, "} %u\n", SHM_ADMIN_WEIGHT(a) ? SHM_ADMIN_WEIGHT(a) : t->servers[i].weight);
+		server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
+		textbuf_printf(o, "} %u\n", SHM_ADMIN_WEIGHT(a) ? SHM_ADMIN_WEIGHT(a) : route_servers(t)[i].weight);
 	}
 	family(o, "weir_upstream_server_admin_state", "gauge",
 	       "1 for the admin state an upstream server is in (up, drain or down), 0 for the others.");
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		uint32_t st = SHM_ADMIN_STATE(shm_admin(r->seg, t->servers[i].stat));
+		uint32_t st = SHM_ADMIN_STATE(shm_admin(r->seg, route_servers(t)[i].stat));
 
 		if (!r->server_shown[i])
 			continue;
 		for (uint32_t k = 0; k < 3; k++) {
 			textbuf_printf(o, "weir_upstream_server_admin_state{");
-			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
 			textbuf_printf(o, ",state=\"%s\"} %d\n", shm_admin_state_names[k], st == k);
 		}
 	}
@@ -406,25 +434,25 @@ static void render_health(struct textbuf *o, const struct render *r)
 	family(o, "weir_upstream_health", "gauge",
 	       "1 while an upstream server passes its active health checks, 0 while it is down by them.");
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		uint16_t st = t->servers[i].stat;
+		uint16_t st = route_servers(t)[i].stat;
 		uint32_t w = atomic_load_explicit(&h->word[st], memory_order_relaxed);
 
 		if (!r->server_shown[i] || !w || st == STAT_SERVER_OTHER)
 			continue;
 		textbuf_printf(o, "weir_upstream_health{");
-		server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+		server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
 		textbuf_printf(o, "} %d\n", HEALTH_STATE(w) != HEALTH_DOWN);
 	}
 	family(o, "weir_health_checks_total", "counter", "Active health checks of an upstream server, by result.");
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		uint16_t st = t->servers[i].stat;
+		uint16_t st = route_servers(t)[i].stat;
 
 		if (!r->server_shown[i] || !atomic_load_explicit(&h->word[st], memory_order_relaxed) ||
 		    st == STAT_SERVER_OTHER)
 			continue;
 		for (int k = HEALTH_RESULT_OK; k < HEALTH_RESULT_COUNT; k++) {
 			textbuf_printf(o, "weir_health_checks_total{");
-			server_labels(o, &t->upstreams[t->servers[i].upstream], &t->servers[i]);
+			server_labels(o, &route_upstreams(t)[route_servers(t)[i].upstream], &route_servers(t)[i]);
 			textbuf_printf(o, ",result=\"%s\"} %llu\n", health_result_names[k],
 			               (unsigned long long)atomic_load_explicit(&h->checks[st][k], memory_order_relaxed));
 		}
@@ -448,14 +476,14 @@ static void render_outlier(struct textbuf *o, const struct render *r)
 	for (int f = 0; f < 3; f++) {
 		family(o, names[f], f < 2 ? "counter" : "gauge", help[f]);
 		for (uint32_t i = 0; i < t->nservers; i++) {
-			const struct route_upstream *u = &t->upstreams[t->servers[i].upstream];
-			const struct shm_resil_server *s = &r->seg->resil[t->servers[i].stat];
+			const struct route_upstream *u = &route_upstreams(t)[route_servers(t)[i].upstream];
+			const struct shm_resil_server *s = &r->seg->resil[route_servers(t)[i].stat];
 
-			if (!r->server_shown[i] || !u->resil.outlier.on || t->servers[i].stat == STAT_SERVER_OTHER)
+			if (!r->server_shown[i] || !u->resil.outlier.on || route_servers(t)[i].stat == STAT_SERVER_OTHER)
 				continue;
 			for (int k = 0; k < (f ? 1 : RESIL_EJECT_COUNT); k++) {
 				textbuf_printf(o, "%s{", names[f]);
-				server_labels(o, u, &t->servers[i]);
+				server_labels(o, u, &route_servers(t)[i]);
 				if (f == 0)
 					textbuf_printf(o, ",reason=\"%s\"} %llu\n", resil_eject_names[k],
 					               (unsigned long long)atomic_load(&s->ejected_total[k]));
@@ -476,7 +504,7 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 
 	family(o, "weir_upstream_breaker_state", "gauge", "1 for the state an upstream group's breaker is in.");
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
-		const struct route_upstream *up = &t->upstreams[u];
+		const struct route_upstream *up = &route_upstreams(t)[u];
 		uint32_t st;
 
 		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.breaker.on)
@@ -491,7 +519,7 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 	family(o, "weir_upstream_breaker_transitions_total", "counter",
 	       "Times an upstream group's breaker went into a state.");
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
-		const struct route_upstream *up = &t->upstreams[u];
+		const struct route_upstream *up = &route_upstreams(t)[u];
 
 		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.breaker.on)
 			continue;
@@ -505,7 +533,7 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 	family(o, "weir_upstream_rejected_total", "counter",
 	       "Requests an upstream group's breaker or limits refused (503), or sent to its backup group.");
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
-		const struct route_upstream *up = &t->upstreams[u];
+		const struct route_upstream *up = &route_upstreams(t)[u];
 
 		if (up->resil_group == RESIL_GROUP_NONE)
 			continue;
@@ -520,7 +548,7 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 	       "Retry verdicts of an upstream group: attempted, succeeded (answered below 500 after a retry), or "
 	       "not made (budget_exhausted, limit, attempts_exhausted, not_replayable).");
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
-		const struct route_upstream *up = &t->upstreams[u];
+		const struct route_upstream *up = &route_upstreams(t)[u];
 
 		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.retry.on)
 			continue;
@@ -533,7 +561,7 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 	}
 	family(o, "weir_upstream_retries_in_flight", "gauge", "Retries in flight to an upstream group, node-wide.");
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
-		const struct route_upstream *up = &t->upstreams[u];
+		const struct route_upstream *up = &route_upstreams(t)[u];
 
 		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.retry.on)
 			continue;
@@ -545,7 +573,7 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 	family(o, "weir_upstream_queue_depth", "gauge",
 	       "Requests waiting for a place under an upstream group's limits, node-wide.");
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
-		const struct route_upstream *up = &t->upstreams[u];
+		const struct route_upstream *up = &route_upstreams(t)[u];
 
 		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.limits.max_pending)
 			continue;
@@ -557,7 +585,7 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 	family(o, "weir_upstream_requests_in_flight", "gauge",
 	       "Requests in flight to an upstream group, node-wide (groups with limits or pool_percent).");
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
-		const struct route_upstream *up = &t->upstreams[u];
+		const struct route_upstream *up = &route_upstreams(t)[u];
 
 		if (up->resil_group == RESIL_GROUP_NONE)
 			continue;
@@ -622,16 +650,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               "weir_tunnel_bytes_total{direction=\"client\"} %llu\n",
 	               (unsigned long long)c.tunnel_bytes_up, (unsigned long long)c.tunnel_bytes_down);
 	family(o, "weir_tunnels_closed_total", "counter", "Tunnels ended, by what ended them.");
-	{
-		static const char *const by[] = {
-#define TUNNEL_END_LABEL(name, label) label,
-			TUNNEL_END_TABLE(TUNNEL_END_LABEL)
-#undef TUNNEL_END_LABEL
-		};
-		for (int k = 0; k < TUNNEL_END_COUNT; k++)
-			textbuf_printf(o, "weir_tunnels_closed_total{by=\"%s\"} %llu\n", by[k],
-			               (unsigned long long)c.tunnels_closed[k]);
-	}
+	by_label(o, "weir_tunnels_closed_total", "by", tunnel_end_labels, c.tunnels_closed, TUNNEL_END_COUNT);
 	family(o, "weir_log_dropped_total", "counter",
 	       "Log lines not written: repeats held back per call site (reported as \"N more like this\"), and lines "
 	       "dropped because the log's reader (a pipe, journald) did not keep up.");
@@ -647,31 +666,12 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 		               (unsigned long long)c.errors[e]);
 	family(o, "weir_tls_handshakes_total", "counter",
 	       "TLS handshakes completed, by whether they resumed a session (a ticket).");
-	textbuf_printf(
-	    o, "weir_tls_handshakes_total{resumed=\"false\"} %llu\nweir_tls_handshakes_total{resumed=\"true\"} %llu\n",
-	    /* a worker may count between the two loads of a sum */
-	    (unsigned long long)(c.tls_handshakes > c.tls_resumed ? c.tls_handshakes - c.tls_resumed : 0),
-	    (unsigned long long)c.tls_resumed);
+	by_resumed(o, "weir_tls_handshakes_total", c.tls_handshakes, c.tls_resumed);
 	family(o, "weir_tls_handshake_failures_total", "counter", "Client TLS handshakes that failed, by reason.");
-	{
-		static const char *const reasons[] = {
-#define TLS_FAIL_LABEL(name, label) label,
-			TLS_FAIL_TABLE(TLS_FAIL_LABEL)
-#undef TLS_FAIL_LABEL
-		};
-		for (int r = 0; r < TLS_FAIL_COUNT; r++)
-			textbuf_printf(o, "weir_tls_handshake_failures_total{reason=\"%s\"} %llu\n", reasons[r],
-			               (unsigned long long)c.tls_failures[r]);
-	}
+	by_label(o, "weir_tls_handshake_failures_total", "reason", tls_fail_labels, c.tls_failures, TLS_FAIL_COUNT);
 	family(o, "weir_upstream_tls_handshakes_total", "counter",
 	       "TLS handshakes with upstream servers completed, by whether they resumed a session.");
-	textbuf_printf(o,
-	               "weir_upstream_tls_handshakes_total{resumed=\"false\"} %llu\n"
-	               "weir_upstream_tls_handshakes_total{resumed=\"true\"} %llu\n",
-	               (unsigned long long)(c.upstream_tls_handshakes > c.upstream_tls_resumed
-	                                        ? c.upstream_tls_handshakes - c.upstream_tls_resumed
-	                                        : 0),
-	               (unsigned long long)c.upstream_tls_resumed);
+	by_resumed(o, "weir_upstream_tls_handshakes_total", c.upstream_tls_handshakes, c.upstream_tls_resumed);
 	metric(o, "weir_slab_bytes_in_use", "gauge", "Worker slab bytes handed out.", c.slab_in_use);
 	metric(o, "weir_slab_bytes_free", "gauge", "Worker slab bytes mapped and free.", c.slab_free);
 	render_slab_classes(o, seg, &c);

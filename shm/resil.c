@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "shm/route_types.h"
 #include "shm/shm.h"
 
 const char *const breaker_state_names[3] = {"closed", "open", "half_open"};
@@ -46,7 +47,8 @@ void resil_assign_groups(struct shm_segment *seg, struct route_table *t)
 	struct shm_resil_groups *gs = &seg->resil_groups;
 
 	for (uint32_t i = 0; i < t->nupstreams; i++) {
-		struct route_upstream *up = &t->upstreams[i];
+		/* the master's own block, not yet visible: writable */
+		struct route_upstream *up = (struct route_upstream *)&route_upstreams(t)[i];
 		uint32_t n = atomic_load_explicit(&gs->n, memory_order_acquire), k;
 
 		up->resil_group = RESIL_GROUP_NONE;

@@ -10,7 +10,7 @@
 struct shm_segment *shm_create(int *fd)
 {
 	struct shm_segment *seg;
-	size_t size = sizeof(*seg);
+	size_t size = SHM_SIZE;
 	int mfd = memfd_create("weir-shm", MFD_CLOEXEC);
 
 	if (mfd < 0)
@@ -45,22 +45,32 @@ struct shm_segment *shm_attach(int fd, const char **why)
 	struct stat st;
 	struct shm_segment *seg;
 
-	if (fstat(fd, &st) < 0 || (size_t)st.st_size != sizeof(*seg)) {
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != SHM_SIZE) {
 		*why = "shared segment size differs from this build's layout";
 		return NULL;
 	}
-	seg = mmap(NULL, sizeof(*seg), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	seg = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (seg == MAP_FAILED) {
 		*why = "cannot map the shared segment";
 		return NULL;
 	}
-	if (seg->magic != SHM_MAGIC || seg->version != SHM_LAYOUT_VERSION || seg->size != sizeof(*seg)) {
-		munmap(seg, sizeof(*seg));
+	if (seg->magic != SHM_MAGIC || seg->version != SHM_LAYOUT_VERSION || seg->size != SHM_SIZE) {
+		munmap(seg, SHM_SIZE);
 		*why = "shared segment magic or layout version differs from this build";
 		return NULL;
 	}
 	ticket_keys_protect(&seg->ticket);
 	return seg;
+}
+
+void shm_arena_release(struct shm_segment *seg, uint64_t off, uint64_t len)
+{
+	uint64_t from = (off + 4095) & ~(uint64_t)4095, to = (off + len) & ~(uint64_t)4095;
+
+	/* MADV_REMOVE frees the memfd's pages for every mapping (a hole reads
+	 * as zeroes); only an optimisation, so a failure is no error */
+	if (to > from)
+		(void)madvise(shm_arena(seg) + from, to - from, MADV_REMOVE);
 }
 
 static uint64_t shm_load(const uint64_t *p)

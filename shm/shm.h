@@ -7,7 +7,8 @@
  *  - route tables, as generations: the master writes the next generation in
  *    a slot no live worker can be reading and publishes it with one atomic
  *    store (release); a worker takes the current one (acquire) per request
- *    (route.h);
+ *    (route.h). A slot is a header here; the generation's block of
+ *    variable size is in the arena that follows the struct (SHM_ARENA);
  *  - one cache-line-aligned counter block per worker slot, written only by
  *    the worker in that slot (single writer, relaxed stores: no locked
  *    instruction on the hot path), read and summed by the master;
@@ -43,7 +44,7 @@
 #include "common/slab.h"
 #include "shm/resil.h"
 #include "shm/health.h"
-#include "shm/route.h"
+#include "shm/route_types.h"
 #include "shm/stat.h"
 #include "shm/ticket.h"
 
@@ -51,6 +52,10 @@
 #define SHM_LAYOUT_VERSION 13u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
+/* the arena the route generations' blocks are placed in (shm/route.h says
+ * how): address space only, since the memfd is sparse and a block's pages
+ * are punched out when its slot is reused */
+#define SHM_ARENA ((uint64_t)256 << 20)
 
 /* Why a client handshake failed, a closed set so the counter's labels stay
  * bounded: weir_tls_handshake_failures_total{reason=...}. */
@@ -208,18 +213,18 @@ struct shm_segment {
 	struct shm_health health;                          /* active checks' results (health.h) */
 	struct stat_keys keys;
 	struct shm_slot slots[SHM_SLOTS];
-	struct route_table gens[SHM_GENS];
+	struct route_table gens[SHM_GENS]; /* headers; their blocks are in the arena */
 	/* session ticket keys (shm/ticket.h): their own page, so it alone is
 	 * kept out of core dumps (MADV_DONTDUMP) */
 	struct shm_ticket_keys ticket;
 };
 
 /*
- * Size: 38.4 MiB by sizeof (each slot's per-key counters are 192 KiB, 64 KiB for
- * routes and 128 KiB for servers, times 128 slots and the retired block;
- * the eight route generations, with their rate limits, are 7.4 MiB; the
- * health words and check counts 152 KiB; outlier state 256 KiB, group
- * limits and breakers 512 KiB). The
+ * Size: 31.3 MiB for the struct (each slot's per-key counters are 192 KiB,
+ * 64 KiB for routes and 128 KiB for servers, times 128 slots and the
+ * retired block; the health words and check counts 152 KiB; outlier state
+ * 256 KiB, group limits and breakers 512 KiB), then the 256 MiB arena of
+ * the route generations (rate limits and returns in them). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.
@@ -230,6 +235,19 @@ struct shm_segment {
 	atomic_store_explicit((_Atomic uint64_t *)&(cnt)->field, (cnt)->field + (uint64_t)(n), memory_order_relaxed)
 #define SHM_SET(cnt, field, v) \
 	atomic_store_explicit((_Atomic uint64_t *)&(cnt)->field, (uint64_t)(v), memory_order_relaxed)
+
+/* Where the arena starts in the segment, and the segment's whole size. */
+#define SHM_ARENA_OFF (((uint64_t)sizeof(struct shm_segment) + 4095) & ~(uint64_t)4095)
+#define SHM_SIZE (SHM_ARENA_OFF + SHM_ARENA)
+
+static inline char *shm_arena(const struct shm_segment *seg)
+{
+	return (char *)seg + SHM_ARENA_OFF;
+}
+
+/* Gives back the pages of arena bytes [off, off + len) (whole pages
+ * within; master only, for a block no reader can be on). */
+void shm_arena_release(struct shm_segment *seg, uint64_t off, uint64_t len);
 
 /* Creates and maps a zeroed segment. Returns it, or NULL with errno. *fd
  * receives the memfd (kept for hand-over). */

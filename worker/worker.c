@@ -264,9 +264,11 @@ static int worker_setup(const struct worker_start *ws)
 	}
 
 	/* one size serves heads and bodies: large enough for the biggest
-	 * allowed head, and at least 16 KiB so bodies move in few calls */
-	wk.buf_size = cfg->limits.header_size > cfg->limits.response_header_size ? cfg->limits.header_size
-	                                                                        : cfg->limits.response_header_size;
+	 * allowed head as read and as written on, and at least 16 KiB so
+	 * bodies move in few calls */
+	wk.buf_size = (cfg->limits.header_size > cfg->limits.response_header_size ? cfg->limits.header_size
+	                                                                         : cfg->limits.response_header_size) +
+	              WORKER_HEAD_GROWTH(cfg->limits.headers);
 	if (wk.buf_size < 16384)
 		wk.buf_size = 16384;
 	slab_init(&wk.slab, WORKER_SLAB_LIMIT);

@@ -44,6 +44,7 @@
 # one queue per core would spread them. --only weir,floor runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/bench/peerconf.sh
 
 TLS=0 CLOSE=0 DUR=5 CONNS=64 PATH_=/ THREADS=1 PIN=0 WORKERS=1 STEER=hash ONLY=floor,weir,nginx,haproxy
 while [ $# -gt 0 ]; do
@@ -100,40 +101,10 @@ if [ "$WORKERS" -gt 1 ]; then
 	WEIR_CONF=$W/weir.conf
 fi
 
-cat >"$W/origin.conf" <<EOF
-worker_processes 1; daemon off; master_process off;
-error_log $W/origin.err; pid $W/origin.pid;
-events { worker_connections 8192; }
-http { access_log off; keepalive_requests 100000000;
-  server { listen 127.0.0.1:19000 reuseport; location = /64k { alias $W/64k; }
-    location / { return 200 "hello from origin\n"; } } }
-EOF
-cat >"$W/nginx.conf" <<EOF
-worker_processes 1; daemon off; master_process off;
-error_log $W/nginx.err; pid $W/nginx.pid;
-events { worker_connections 8192; }
-http { access_log off; keepalive_requests 100000000;
-  upstream origin { server 127.0.0.1:19000; keepalive 256; keepalive_requests 100000000; }
-  server { listen 127.0.0.1:18081$NGX_SSL;
-    location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
-EOF
-cat >"$W/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn 4000
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 30s
-  timeout server 30s
-  option http-keep-alive
-frontend fe
-  bind 127.0.0.1:18082$HAP_SSL
-  default_backend be
-backend be
-  http-reuse always
-  server s1 127.0.0.1:19000
-EOF
+bench_nginx_origin "$W/origin.conf" "$W" 19000 "location = /64k { alias $W/64k; }"
+bench_nginx_proxy "$W/nginx.conf" "$W" "127.0.0.1:18081$NGX_SSL" 19000
+bench_haproxy "$W/haproxy.cfg" 4000 "127.0.0.1:18082$HAP_SSL" 127.0.0.1:19000 "  option http-keep-alive" \
+	"  http-reuse always"
 
 # of <pid> and its children (weir's workers)
 tree() { echo "$1" $(pgrep -P "$1" || true); }

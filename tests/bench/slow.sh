@@ -22,6 +22,7 @@
 # 18380..18390 and 19300; everything on 127.0.0.1, each run bounded.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/bench/peerconf.sh
 
 CONNS=1000 DUR=10 PEERS=0 MODES="H B X"
 while [ $# -gt 0 ]; do
@@ -45,15 +46,7 @@ cleanup() { for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || 
 trap cleanup EXIT
 head -c 1048576 /dev/zero | tr '\0' x >"$W/big"
 
-cat >"$W/origin.conf" <<EOF
-worker_processes 1; daemon off; master_process off;
-error_log $W/origin.err; pid $W/origin.pid;
-events { worker_connections 8192; }
-http { access_log off; keepalive_requests 100000000; client_body_timeout 300s;
-  server { listen 127.0.0.1:19300 reuseport;
-    location = /big { root $W; }
-    location / { return 200 "hello from origin\n"; } } }
-EOF
+bench_nginx_origin "$W/origin.conf" "$W" 19300 "location = /big { root $W; }" "client_body_timeout 300s;"
 # weir: defaults for buffering and rates, the limits an operator would set
 cat >"$W/weir.conf" <<EOF
 workers = 1;
@@ -64,34 +57,10 @@ listeners = ( { address = "127.0.0.1:18380"; backlog = 4096; } );
 upstreams = ( { name = "origin"; keepalive = 256; servers = ( { address = "127.0.0.1:19300"; } ); } );
 routes = ( { path = "/"; upstream = "origin"; } );
 EOF
-cat >"$W/nginx.conf" <<EOF
-worker_processes 1; daemon off; master_process off;
-error_log $W/nginx.err; pid $W/nginx.pid;
-events { worker_connections 8192; }
-http { access_log off; keepalive_requests 100000000;
-  upstream origin { server 127.0.0.1:19300; keepalive 256; keepalive_requests 100000000; }
-  server { listen 127.0.0.1:18381;
-    location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
-EOF
-cat >"$W/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn 8000
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 30s
-  timeout server 30s
-  timeout http-request 10s
+bench_nginx_proxy "$W/nginx.conf" "$W" 127.0.0.1:18381 19300
+bench_haproxy "$W/haproxy.cfg" 8000 127.0.0.1:18382 127.0.0.1:19300 "  timeout http-request 10s
   option http-keep-alive
-  option http-buffer-request
-frontend fe
-  bind 127.0.0.1:18382
-  default_backend be
-backend be
-  http-reuse always
-  server s1 127.0.0.1:19300
-EOF
+  option http-buffer-request" "  http-reuse always"
 
 origin_conns() { ss -Htn state established "( dport = :19300 )" | wc -l; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

@@ -10,6 +10,7 @@
 # SECONDS; all traffic stays on 127.0.0.1.
 set -eu
 cd "$(dirname "$0")/../.."
+. tests/bench/peerconf.sh
 SECS=${1:-8}; shift || true
 CONNS=("$@"); [ ${#CONNS[@]} -gt 0 ] || CONNS=(64 1000)
 W=$(mktemp -d /tmp/wsbench.XXXXXX)
@@ -27,36 +28,13 @@ listeners = ( { address = "127.0.0.1:$WEIR"; backlog = 4096; } );
 upstreams = ( { name = "ws"; servers = ( { address = "127.0.0.1:$ORIGIN"; } ); } );
 routes = ( { path = "/"; upstream = "ws"; } );
 C
-cat > "$W/nginx.conf" <<C
-worker_processes 1; daemon off; master_process off;
-error_log $W/nginx.err; pid $W/nginx.pid;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  server {
+bench_nginx "$W/nginx.conf" "$W" nginx "  server {
     listen 127.0.0.1:$NGX backlog=4096;
     location / { proxy_pass http://127.0.0.1:$ORIGIN; proxy_http_version 1.1;
-                 proxy_set_header Upgrade \$http_upgrade; proxy_set_header Connection "upgrade";
+                 proxy_set_header Upgrade \$http_upgrade; proxy_set_header Connection \"upgrade\";
                  proxy_read_timeout 1h; }
-  }
-}
-C
-cat > "$W/haproxy.cfg" <<C
-global
-  nbthread 1
-  maxconn 8000
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 30s
-  timeout server 30s
-  timeout tunnel 1h
-frontend fe
-  bind 127.0.0.1:$HAP
-  default_backend be
-backend be
-  server s1 127.0.0.1:$ORIGIN
-C
+  }"
+bench_haproxy "$W/haproxy.cfg" 8000 127.0.0.1:$HAP 127.0.0.1:$ORIGIN "  timeout tunnel 1h"
 
 start() { setsid "$@" >"$W/$(basename "$1").out" 2>&1 & PIDS+=($!); }
 start "$W/wsbench" origin $ORIGIN

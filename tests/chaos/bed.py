@@ -10,7 +10,6 @@ the checks and the faults.
 
 import json
 import os
-import re
 import select
 import signal
 import socket
@@ -21,7 +20,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from harness import SANITIZER_LINE, Metrics, children_of, proc_stat, pid_alive  # noqa: E402
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from harness import SANITIZER_LINE, Metrics, children_of, proc_stat  # noqa: E402
+import netns  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 ORIGIN_PY = os.path.join(REPO, "tests", "origin", "origin.py")
@@ -31,7 +32,7 @@ WEIR_BIN = os.path.abspath(os.environ.get("WEIR_BIN") or os.path.join(REPO, "bui
 ASAN = "asan" in WEIR_BIN or os.environ.get("WEIR_ASAN") == "1"
 SLACK = 3.0 if ASAN else 1.0
 
-RUN = "wch%d" % os.getpid()
+TAG = "wch"
 HOSTS = ("c", "w", "o1", "o2", "r")
 # (host, address, host, address) per veth pair, /24 each
 LINKS = (("c", "10.98.1.2", "w", "10.98.1.1"),
@@ -44,7 +45,7 @@ ORIGIN_A = "10.98.2.2"
 PORT = 8080
 
 def ns(host):
-    return "%s-%s" % (RUN, host)
+    return netns.name(TAG, host)
 
 
 def sh(*args, check=True, timeout=20):
@@ -67,31 +68,24 @@ class World:
         self.tmp = tmp
         self.procs = []   # Popen objects, each its own session
         self.mounts = []
-        self.made = []    # namespaces
+        self.net = netns.Namespaces(TAG)
         self.ifname = {}  # (host, peer) -> interface name in host
 
     def up(self):
         for h in HOSTS:
-            sh("ip", "netns", "add", ns(h))
-            self.made.append(ns(h))
-            in_ns(h, "ip", "link", "set", "lo", "up")
+            self.net.add(h)
         for i, (h1, a1, h2, a2) in enumerate(LINKS):
             # made in weir's namespace, so no name is ever seen outside ours
             n1, n2 = "v%d%s" % (i, h1), "v%d%s" % (i, h2)
-            in_ns("w", "ip", "link", "add", n1, "type", "veth", "peer", "name", n2)
-            if h1 != "w":
-                in_ns("w", "ip", "link", "set", n1, "netns", ns(h1))
-            if h2 != "w":
-                in_ns("w", "ip", "link", "set", n2, "netns", ns(h2))
+            self.net.veth(ns("w"), n1, ns(h1), n2, ns(h2))
             for h, n, a in ((h1, n1, a1), (h2, n2, a2)):
-                in_ns(h, "ip", "addr", "add", a + "/24", "dev", n)
-                in_ns(h, "ip", "link", "set", n, "up")
+                self.net.address(ns(h), n, a + "/24")
             self.ifname[(h1, h2)] = n1
             self.ifname[(h2, h1)] = n2
         for h in HOSTS:
             # a surge needs a deep accept queue in weir's namespace
-            in_ns(h, "sysctl", "-qw", "net.core.somaxconn=65535",
-                  "net.ipv4.tcp_max_syn_backlog=65535", "net.ipv4.ip_local_port_range=10000 65000")
+            self.net.sysctl(ns(h), "net.core.somaxconn=65535", "net.ipv4.tcp_max_syn_backlog=65535",
+                            "net.ipv4.ip_local_port_range=10000 65000")
 
     def spawn(self, host, argv, out, ready=False):
         """Starts <argv> in <host>'s namespace, in a session of its own;
@@ -145,21 +139,12 @@ class World:
             self.kill(p)
         for m in list(self.mounts):
             self.umount(m)
-        for n in self.made:
-            sh("ip", "netns", "del", n, check=False)
-        self.made = []
+        self.net.remove_all()
 
 
 def remove_stale():
     """Namespaces left by a run that was killed (SIGKILL skips cleanup)."""
-    try:
-        names = sh("ip", "netns", "list", check=False).split()
-    except (OSError, subprocess.SubprocessError):
-        return
-    for n in names:
-        m = re.match(r"^wch(\d+)-(c|w|o1|o2|r)$", n)
-        if m and not pid_alive(int(m.group(1))):
-            sh("ip", "netns", "del", n, check=False)
+    netns.remove_stale(TAG, "|".join(HOSTS), log=lambda m: print("chaos: " + m, flush=True))
 
 
 # ---------------------------------------------------------------------------

@@ -44,7 +44,6 @@ the pinning is for (it reports the failures and does not fail on them).
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -56,6 +55,8 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import netns  # noqa: E402
 ORIGIN = os.path.join(ROOT, "tests", "origin", "origin.py")
 LOAD = os.path.join(HERE, "load.py")
 PY = "/usr/bin/python3"
@@ -160,12 +161,11 @@ class Fleet:
     def __init__(self, weir, tmp):
         self.weir = os.path.abspath(weir)
         self.tmp = tmp
-        tag = "wf%d" % os.getpid()
-        self.ns_lb = tag + "-lb"
-        self.ns_fab = tag + "-fab"
-        self.ns_cl = tag + "-cl"
-        self.ns_node = {n: "%s-%s" % (tag, n) for n in NODES}
-        self.namespaces = []
+        self.net = netns.Namespaces("wf")
+        self.ns_lb = self.net.name("lb")
+        self.ns_fab = self.net.name("fab")
+        self.ns_cl = self.net.name("cl")
+        self.ns_node = {n: self.net.name(n) for n in NODES}
         self.procs = []            # every process we start: (name, Popen)
         self.weirs = {}            # node -> Popen of its master
         self.haproxy = None
@@ -224,46 +224,33 @@ class Fleet:
         return self.metrics(node)[("weir_requests_total", frozenset())]
 
     # ---- the network ---------------------------------------------------
-    def netns_add(self, ns):
-        run(["ip", "netns", "add", ns])
-        self.namespaces.append(ns)
-        run(["ip", "-n", ns, "link", "set", "lo", "up"])
-
     def build_network(self):
-        self.netns_add(self.ns_fab)
+        self.net.add("fab")
         run(["ip", "-n", self.ns_fab, "link", "add", "br0", "type", "bridge"])
         run(["ip", "-n", self.ns_fab, "link", "set", "br0", "up"])
-        self.netns_add(self.ns_lb)
+        self.net.add("lb")
         for n in NODES:
-            self.netns_add(self.ns_node[n])
+            self.net.add(n)
         for i, (ns, addr) in enumerate([(self.ns_lb, LB_ADDR)] +
                                        [(self.ns_node[n], self.addr(n)) for n in NODES]):
             port = "p%d" % i
-            # the veth is created in the fabric with its peer straight in
-            # the other namespace: nothing of it ever exists in the host's
-            run(["ip", "-n", self.ns_fab, "link", "add", port, "type", "veth",
-                 "peer", "name", "eth0", "netns", ns])
+            self.net.veth(self.ns_fab, port, self.ns_fab, "eth0", ns)
             run(["ip", "-n", self.ns_fab, "link", "set", port, "master", "br0", "up"])
-            run(["ip", "-n", ns, "addr", "add", addr + "/24", "dev", "eth0"])
-            run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+            self.net.address(ns, "eth0", addr + "/24")
         # the client, one hop away: the balancer routes for it
-        self.netns_add(self.ns_cl)
-        run(["ip", "-n", self.ns_lb, "link", "add", "eth1", "type", "veth",
-             "peer", "name", "eth0", "netns", self.ns_cl])
-        run(["ip", "-n", self.ns_lb, "addr", "add", LB_CLIENT_ADDR + "/24", "dev", "eth1"])
-        run(["ip", "-n", self.ns_lb, "link", "set", "eth1", "up"])
-        run(["ip", "-n", self.ns_cl, "addr", "add", CLIENT_ADDR + "/24", "dev", "eth0"])
-        run(["ip", "-n", self.ns_cl, "link", "set", "eth0", "up"])
+        self.net.add("cl")
+        self.net.veth(self.ns_lb, "eth1", self.ns_lb, "eth0", self.ns_cl)
+        self.net.address(self.ns_lb, "eth1", LB_CLIENT_ADDR + "/24")
+        self.net.address(self.ns_cl, "eth0", CLIENT_ADDR + "/24")
         run(["ip", "-n", self.ns_cl, "route", "add", "default", "via", LB_CLIENT_ADDR])
-        run(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"], ns=self.ns_lb)
+        self.net.sysctl(self.ns_lb, "net.ipv4.ip_forward=1")
         for n in NODES:
             ns = self.ns_node[n]
             run(["ip", "-n", ns, "route", "add", CLIENT_NET + ".0/24", "via", LB_ADDR])
             run(["ip", "-n", ns, "addr", "add", VIP + "/32", "dev", "lo"])
             # answer ARP only for eth0's own address, never for the VIP
-            run(["sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=1",
-                 "net.ipv4.conf.all.arp_announce=2"], ns=ns)
-        run(["sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1"], ns=self.ns_lb)
+            self.net.sysctl(ns, "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2")
+        self.net.sysctl(self.ns_lb, "net.ipv4.fib_multipath_hash_policy=1")
         # per-node tables for pinned flows (see PINNING)
         for i, n in enumerate(NODES):
             mark = str(11 + i)
@@ -474,15 +461,7 @@ scrape_configs:
     def teardown(self):
         for name, p in reversed(self.procs):
             self.stop_proc(p)
-        for ns in reversed(self.namespaces):
-            # anything still inside is ours (only we started processes here)
-            pids = run(["ip", "netns", "pids", ns], check=False).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            run(["ip", "netns", "del", ns], check=False)
+        self.net.remove_all()
 
 
 def origin_of(code, body):
@@ -687,19 +666,8 @@ def phase_haproxy_drain(f, figures):
 
 
 def remove_stale_namespaces():
-    """Namespaces a killed run (SIGKILL skips the finally) left behind: named
-    wf<PID>-..., their PID gone and nothing running in them."""
-    p = run(["ip", "netns", "list"], check=False)
-    for line in p.stdout.splitlines():
-        name = line.split()[0] if line.split() else ""
-        m = re.match(r"^wf(\d+)-(lb|cl|fab|n\d)$", name)
-        if not m or os.path.exists("/proc/" + m.group(1)):
-            continue
-        if run(["ip", "netns", "pids", name], check=False).stdout.strip():
-            log("stale namespace %s still has processes: left alone" % name)
-            continue
-        run(["ip", "netns", "del", name], check=False)
-        log("removed stale namespace %s" % name)
+    """Namespaces a killed run (SIGKILL skips the finally) left behind."""
+    netns.remove_stale("wf", r"lb|cl|fab|n\d", log=log)
 
 
 def main():
@@ -754,7 +722,7 @@ def main():
             phase_ecmp_drain(f, figures, pinned=False)
             log("done ECMP drain without pinning")
         ok = True
-    except Failed as e:
+    except (Failed, netns.NetnsError) as e:
         log("FAIL %s" % e)
     except KeyboardInterrupt as e:
         log("FAIL interrupted (%s)" % (e or "SIGINT"))

@@ -1,5 +1,5 @@
 /*
- * fuzz_config.c: the config loader (common/config.c, through libconfig),
+ * fuzz_config.c: the config loader (common/config_file.c, through libconfig),
  * as `weir -t` runs it on a file. A config is trusted, but a broken one
  * must give errors with FILE:LINE, never a crash.
  *

@@ -7,6 +7,10 @@ from harness import ASAN, QUICK, Origin, Weir
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "large: 1 GiB transfers; skipped with WEIR_QUICK=1")
+    # `make integration-asan` deselects these (-m "not normal_only"): tests
+    # bound by wall-clock time whose code the rest of the suite exercises
+    # under the sanitizers too, so that build would only run them slower
+    config.addinivalue_line("markers", "normal_only: timing-bound; the normal build only")
 
 
 def pytest_collection_modifyitems(config, items):

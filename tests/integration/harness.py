@@ -45,8 +45,42 @@ def slack(seconds):
 # ports and small helpers
 # ---------------------------------------------------------------------------
 
+# Under pytest-xdist (`make integration` runs the suite with -n 2, beside
+# the sanitizer build's) sessions pick ports at the same time, and a port
+# one of them picked is free until its weir binds it: the kernel's bind(0)
+# could hand it to another worker meanwhile. So each worker of each build
+# takes its ports in turn from a range of its own, below the ephemeral
+# range (32768 up) that bind(0) and client sockets draw from: no two
+# workers of one run can pick the same port, and no client socket can take
+# one. The turn starts at a random place, so that two runs on one machine
+# rarely walk the same ports at once; a port in use is skipped.
+_XDIST_WORKER = re.match(r"gw(\d+)$", os.environ.get("PYTEST_XDIST_WORKER", ""))
+PORT_RANGES_BASE, PORT_RANGE_SIZE = 20000, 1500  # 8 ranges: 20000 .. 31999
+_next_port = [None]
+
+
+def _port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    if _XDIST_WORKER:
+        first = PORT_RANGES_BASE + PORT_RANGE_SIZE * (int(_XDIST_WORKER.group(1)) % 4 + (4 if ASAN else 0))
+        if _next_port[0] is None:
+            _next_port[0] = int.from_bytes(os.urandom(2), "little") % PORT_RANGE_SIZE
+        for _ in range(PORT_RANGE_SIZE):
+            port = first + _next_port[0]
+            _next_port[0] = (_next_port[0] + 1) % PORT_RANGE_SIZE
+            if _port_free(port):
+                return port
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]

@@ -214,3 +214,37 @@ def test_a_bad_buffering_or_rate_value_is_reported(tmp_path, group, key, value):
 def test_buffering_and_rate_keys_take_their_off_and_edge_values(tmp_path, group, key, value):
     rc, out, err, p = check(tmp_path, good_text(tmp_path, **{group: {key: value}}))
     assert rc == 0, err
+
+
+# A route whose path no request can have once weir has normalised it
+# (worker/http_path.c) would silently never match: `weir -t` refuses it at
+# the route's line and says what to write instead. In the file a backslash
+# is written "\\" (libconfig escapes).
+@pytest.mark.parametrize("path,hint", [
+    ("/a/../b", "normalised"),            # dot segments are resolved
+    ("/%41pi/", "normalised"),            # %41 is "A", decoded
+    ("//x", 'write "/x"'),                # merge_slashes is on by default
+    ("/a//b/", 'write "/a/b/"'),
+    ("/a\\\\b", "refused"),               # a backslash is a 400
+    ("/a%5Cb", "refused"),
+    ("/a/..;/b", "refused"),              # "..;" is ".." to Tomcat: a 400
+    ("/a/.;x/", "refused"),
+    ("/a/..%3Bx", "refused"),
+])
+def test_a_route_path_no_normalised_request_path_has_is_refused(tmp_path, path, hint):
+    text = good_text(tmp_path, routes=[{"path": "/", "upstream": "a"}, {"path": path, "upstream": "a"}])
+    rc, out, err, p = check(tmp_path, text)
+    assert rc == 1, err
+    assert_error_at(err, p, line_of(text, path))
+    assert "never matches" in err and hint in err, err
+
+
+@pytest.mark.parametrize("path,extra", [
+    ("//x", "merge_slashes = false;"),    # empty segments kept: "//x" can arrive
+    ("/a;jsessionid=1/", ""),             # parameters on a name pass as sent
+    ("/..x/", ""), ("/a/.", ""), ("/a/..", ""), ("/a%5", ""), ("/a/.%3", ""),
+])
+def test_a_route_path_a_normalised_request_path_can_have_is_accepted(tmp_path, path, extra):
+    text = good_text(tmp_path, routes=[{"path": path, "upstream": "a"}], extra=extra)
+    rc, out, err, p = check(tmp_path, text)
+    assert rc == 0, err

@@ -2,8 +2,11 @@
 the counters and error-log lines they leave, and the connection handling.
 (404 is in test_routing.py, upstream errors in test_upstream_failures.py.)"""
 
+import re
 import select
 import time
+
+import pytest
 
 from harness import (build_request, chunked, error_response_ok, settle, simple, slack,
                      wait_until)
@@ -197,6 +200,57 @@ def test_a_head_just_under_header_size_is_served(weir_factory, origin):
     r = w.get("/echo", headers=[("X-Big", "b" * pad)])
     assert r.status == 200
     assert ["X-Big", "b" * pad] in r.json()["headers"]
+
+
+def head_of(size, nheaders, target="/echo"):
+    """A GET head of exactly <size> bytes in <nheaders> header lines (Host
+    among them), each sent "name:value", without the space weir writes."""
+    lines = ["GET %s HTTP/1.1" % target, "Host:localhost"] + ["X-F%04d:" % i for i in range(nheaders - 1)]
+    short = size - sum(len(x) + 2 for x in lines) - 2
+    assert short >= 0
+    lines[-1] += "v" * short
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode()
+    assert len(head) == size
+    return head
+
+
+# A head within the limits is forwarded even when what weir writes on is
+# longer than what it read: a space after each ':', its own X-Forwarded-*
+# and Via lines. One byte more than the limit is 431 (or 502 for a
+# response), as before.
+@pytest.mark.parametrize("limits,nheaders", [
+    ({}, 100),                                              # 16k, 100 headers: the defaults
+    ({"header_size": "64k", "headers": 1000}, 1000),        # the largest allowed
+])
+def test_a_head_of_exactly_header_size_is_forwarded(weir_factory, origin, limits, nheaders):
+    w = simple(weir_factory, origin, workers=1, limits=limits)
+    size = parse_size(limits.get("header_size", "16k"))
+    with w.client() as c:
+        c.send(head_of(size, nheaders))
+        r = c.read_response(timeout=slack(5))
+        assert r.status == 200, r.body[:200]
+        got = r.json()["headers"]
+        mine = [h for h in got if re.match(r"X-F\d{4}$", h[0])]
+        assert len(mine) == nheaders - 1 and mine[-1][1].startswith("vvv")
+    with w.client() as c:
+        c.send(head_of(size + 1, nheaders))
+        error_response_ok(c.read_response(timeout=slack(5)), 431, "Request Header Fields Too Large", close=True)
+
+
+@pytest.mark.parametrize("limits,nheaders", [
+    ({}, 100),
+    ({"response_header_size": "64k", "headers": 1000}, 1000),
+])
+def test_a_response_head_of_exactly_response_header_size_is_relayed(weir_factory, origin, limits, nheaders):
+    w = simple(weir_factory, origin, workers=1, limits=limits)
+    size = parse_size(limits.get("response_header_size", "16k"))
+    r = w.get("/headsize/%d/%d" % (size, nheaders))
+    assert r.status == 200 and r.body == b"ok", (r.status, r.body[:200])
+    assert w.get("/headsize/%d/%d" % (size + 1, nheaders)).status == 502
+
+
+def parse_size(text):
+    return int(text[:-1]) << 10 if text.endswith("k") else int(text)
 
 
 def test_more_than_the_allowed_number_of_headers_gets_431(weir_factory, origin):

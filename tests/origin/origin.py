@@ -511,6 +511,21 @@ class Server:
             c.send(self.head_bytes(200, hs + [("Content-Length", str(len(body)))])
                    + (b"" if head_only else body))
             return not close
+        if path.startswith("/headsize/"):
+            # /headsize/<bytes>/<headers>: a 200 whose head, status line to
+            # the blank line, is exactly <bytes> long, in <headers> header
+            # lines written "name:value" (no space: the most a proxy adds
+            # back), Content-Length among them; the body is "ok"
+            total, n = num(2), max(num(3), 2)
+            lines = ["HTTP/1.1 200 OK", "Content-Length:2"] + ["X-F%04d:" % i for i in range(n - 1)]
+            short = total - sum(len(x) + 2 for x in lines) - 2
+            if short < 0:
+                return self.respond(c, r, 400, b"too small\n", (), True)
+            lines[-1] += "v" * short
+            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            assert len(head) == total, (len(head), total)
+            c.send(head + (b"" if head_only else b"ok"))
+            return not close
         if path == "/lookalikes":
             # underscore spellings of framing headers: framing to no HTTP
             # parser, only to a CGI-style reader

@@ -33,20 +33,28 @@ static int unit_config_clean(void)
 	return rmdir(unit_config_dir);
 }
 
-static struct config *unit_config_load(const char *text)
+/* Writes <text> to a new file of the suite's folder; returns its path
+ * (valid until the next call). */
+static const char *unit_config_write(const char *text)
 {
-	static struct config_errors errs;
-	struct config *cfg = calloc(1, sizeof(*cfg));
-	char path[300];
+	static char path[300];
 	FILE *f;
 
-	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
 	snprintf(path, sizeof path, "%s/%d.conf", unit_config_dir, unit_config_files++);
 	f = fopen(path, "w");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
 	fputs(text, f);
 	fclose(f);
-	if (config_load(path, cfg, &errs) != 0) {
+	return path;
+}
+
+static struct config *unit_config_load(const char *text)
+{
+	static struct config_errors errs;
+	struct config *cfg = calloc(1, sizeof(*cfg));
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+	if (config_load(unit_config_write(text), cfg, &errs) != 0) {
 		for (int i = 0; i < errs.count && i < CONFIG_MAX_ERRORS; i++)
 			fprintf(stderr, "\n    %s", errs.msg[i]);
 		CU_FAIL_FATAL("config did not load");

@@ -44,6 +44,18 @@ struct upconn;
 #define WORKER_SMALL_MIN 512
 
 /*
+ * The most a head weir writes on may exceed the one it read, with
+ * <headers> header lines: its own Host (for an HTTP/1.0 client without
+ * one), X-Forwarded-For and -Proto, Early-Data, Via, Upgrade and
+ * Connection, framing lines and a reason phrase stay under 512 bytes, and
+ * each header may gain the space after its ':'. A buffer holds a head of
+ * limits.header_size (response_header_size) plus this, so that every head
+ * within the limits can be forwarded (a TLS listener's client_header adds
+ * the certificate subject on top, which this does not cover).
+ */
+#define WORKER_HEAD_GROWTH(headers) (512u + (uint32_t)(headers))
+
+/*
  * Per-worker state of one upstream server, keyed by its identity (group
  * name and address), never by its place in a table: a reload may reorder,
  * add or remove servers while requests on the older table are in flight,

@@ -88,7 +88,7 @@ static int accesslog_weir(struct conn *c, struct txn *t, int status)
 		 * are gone: the target is read back from the head we wrote */
 		const char *target = t->req.target;
 		uint32_t tl = t->req.target_len;
-		const struct route_server *s = t->server >= 0 ? &t->table->servers[t->server] : NULL;
+		const struct route_server *s = t->server >= 0 ? &route_servers(t->table)[t->server] : NULL;
 		char esc[4 * 512 + 1];
 
 		if (t->up.head)

@@ -174,14 +174,14 @@ void auth_vouch_names(const struct config *cfg, void (*vouch)(const char *name))
 static void auth_sync(const struct route_table *tab)
 {
 	for (uint32_t i = 0; i < tab->nroutes; i++) {
-		const struct route_entry *e = &tab->routes[i];
+		const struct route_entry *e = &route_entries(tab)[i];
 
 		au.by_route[i] = NULL;
 		for (int k = 0; k < au.nrt && e->auth; k++) {
 			const struct config_route *r = au.rt[k].route;
 
-			if (r->host_kind == e->host_kind && strcmp(r->host, e->host) == 0 &&
-			    strcmp(r->path, e->path) == 0) {
+			if (r->host_kind == e->host_kind && strcmp(r->host, route_host(tab, e)) == 0 &&
+			    strcmp(r->path, route_path(tab, e)) == 0) {
 				au.by_route[i] = &au.rt[k];
 				break;
 			}
@@ -434,7 +434,8 @@ static void auth_log_refusal(const struct txn *t, int res, int status)
 	if (log_level_min > LOG_LEVEL_INFO || !worker_log_gate(&next, &unlogged))
 		return;
 	log_info("%s: auth on host %s path %s: %s -> %d (%u more refusals since the last line)", t->c->peer,
-	         config_host_text(t->route->host_kind, t->route->host, host, sizeof host), t->route->path, reason[res],
+	         config_host_text(t->route->host_kind, route_host(t->table, t->route), host, sizeof host),
+	         route_path(t->table, t->route), reason[res],
 	         status, unlogged);
 	unlogged = 0;
 }
@@ -447,7 +448,7 @@ int auth_check(struct txn *t)
 
 	if (t->table->id != au.table_id)
 		auth_sync(t->table);
-	rt = au.by_route[t->route - t->table->routes];
+	rt = au.by_route[t->route - route_entries(t->table)];
 	if (!rt || rt->p->type != t->route->auth) {
 		res = AUTH_R_STALE;
 	} else {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include "common/auth_conf.h"
 #include "common/config.h"
+#include "shm/route.h"
 #include "common/vars.h"
 #include <stdint.h>
 #include <sys/uio.h>
@@ -62,6 +63,7 @@ struct tunnel {
 	uint8_t cl_shut;      /* we shut our write side to the client */
 	uint8_t first_eof;    /* enum tunnel_end of the side that closed first */
 	uint8_t proto_len;    /* the upgrade asked for and allowed; 0: none */
+	uint32_t idle;        /* ms: timeouts.tunnel of its route, kept past its generation */
 	char proto[CONFIG_UPGRADE_MAX];   /* its token, as the client sent it */
 	char server[CONFIG_ADDR_STR_MAX]; /* for the access log line */
 	uint64_t bytes_up, bytes_down;
@@ -558,6 +560,29 @@ void retry_release(struct txn *t);
  * try's own per_try_timeout when that comes first. */
 double retry_try_deadline(const struct txn *t, double at);
 
+/* ==== txn_settings ==== */
+/*
+ * txn_settings: where a request reads its timeouts, limits and rules.
+ *
+ * Principle: from the one route generation it took (shm/route.h), never
+ * from the worker's fork-time config: once routed, its route's settings
+ * (global, then its upstream group's, then its route's, resolved by the
+ * master); before that, or with no route, the generation's global ones.
+ * So a draining worker on an old table, or a new worker serving a request
+ * that took an older one, cannot mix two configs in one request. Only a
+ * request that has taken no generation yet falls back to the worker's
+ * own config; connection-level settings (head size and timeout,
+ * keep-alive, drain) stay the worker's.
+ */
+struct txn;
+
+/* The settings of the worker's own config, for a request that has taken
+ * no generation yet. */
+const struct route_settings *txn_settings_own(void);
+
+/* <t>'s settings: t->set, or the worker's own before it took a table. */
+#define TXN_SET(t) ((t)->set ? (t)->set : txn_settings_own())
+
 /* ==== txn ==== */
 /*
  * txn: one request in flight, from its parsed head to the last byte of
@@ -592,6 +617,9 @@ struct txn {
 	struct upconn *u;
 	const struct route_table *table;
 	const struct route_entry *route;
+	/* what it reads of timeouts and limits: from <table>, its route's
+	 * once routed (txn_settings); NULL before it took one */
+	const struct route_settings *set;
 	int server;              /* current server index, -1 none */
 	uint64_t tried;          /* servers of the group tried (bitmap) */
 	uint8_t retried;         /* a stale pooled connection was retried */

@@ -324,7 +324,7 @@ int ratelimit_check(struct txn *t)
 	if (!s)
 		return RATELIMIT_CONTINUE;
 	for (int i = 0; i < e->nlimits; i++) {
-		struct config_rate_limit *l = (struct config_rate_limit *)&t->table->limits[e->limits[i]];
+		struct config_rate_limit *l = (struct config_rate_limit *)&route_limits(t->table)[e->limits[i]];
 		size_t len = rl_key(t, l, key);
 
 		if (!len)

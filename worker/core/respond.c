@@ -10,7 +10,7 @@
 
 void respond_start(struct txn *t)
 {
-	const struct policy_return *ret = &t->table->returns[t->route->ret];
+	const struct policy_return *ret = &route_returns(t->table)[t->route->ret];
 	struct vars_ctx x = {.c = t->c, .t = t, .status = (int)ret->status};
 	/* a worker is one thread: the expansions are copied into the answer
 	 * buffer before anything else runs */
@@ -23,8 +23,8 @@ void respond_start(struct txn *t)
 	if (ret->has_location)
 		ll = vars_expand(&ret->location, &x, VARS_ESC_NONE, loc, sizeof(loc), &full, &bad);
 	if (bad || full) {
-		log_warn("%s: the location of route %s%s would %s; answering 500", t->c->peer, t->route->host,
-		         t->route->path, bad ? "hold a control byte" : "pass 8 KiB");
+		log_warn("%s: the location of route %s%s would %s; answering 500", t->c->peer, route_host(t->table, t->route),
+		         route_path(t->table, t->route), bad ? "hold a control byte" : "pass 8 KiB");
 		txn_fail(t, WEIR_ERR(BAD_HEADER_VALUE));
 		return;
 	}
@@ -36,8 +36,8 @@ void respond_start(struct txn *t)
 	                      head_reason((int)ret->status), bl ? "Content-Type: " : "", bl ? ret->content_type : "",
 	                      bl ? "\r\n" : "", bl);
 	if (f2 || hl + ll + bl + 128 + REALIP_ID_MAX > wk.buf_size || !(b = buf_get_fit((uint32_t)(hl + ll + bl + 128 + REALIP_ID_MAX)))) {
-		log_warn("%s: the answer of route %s%s does not fit a buffer; answering 503", t->c->peer, t->route->host,
-		         t->route->path);
+		log_warn("%s: the answer of route %s%s does not fit a buffer; answering 503", t->c->peer, route_host(t->table, t->route),
+		         route_path(t->table, t->route));
 		txn_fail(t, WEIR_ERR(NOMEM));
 		return;
 	}

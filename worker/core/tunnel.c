@@ -47,13 +47,15 @@ void tunnel_start(struct txn *t)
 {
 	struct tunnel *tn = &t->tun;
 
-	memcpy(tn->server, t->table->servers[t->server].text, sizeof(tn->server));
+	memcpy(tn->server, route_servers(t->table)[t->server].text, sizeof(tn->server));
 	SHM_ADD(wk.cnt, responses[1], 1);
 	/* the request is answered: counted now, for its route and server,
 	 * while the generation that names them is still held */
 	txn_count_end(t, 101);
+	tn->idle = TXN_SET(t)->timeouts.tunnel;
 	t->route = NULL;
 	t->server = -1;
+	t->set = NULL;
 	worker_table_release(t->table);
 	t->table = NULL;
 	/* nor the state of its server, which a reload may now free: the
@@ -67,8 +69,8 @@ void tunnel_start(struct txn *t)
 	SHM_ADD(wk.cnt, tunnels_active, 1);
 	/* one idle clock, on both sides' timers (moving a deadline later is
 	 * a store) */
-	upstream_set_deadline(t->u, worker_after(wk.cfg->timeouts.tunnel));
-	conn_set_deadline(t->c, worker_after(wk.cfg->timeouts.tunnel));
+	upstream_set_deadline(t->u, worker_after(tn->idle));
+	conn_set_deadline(t->c, worker_after(tn->idle));
 }
 
 void tunnel_free(struct txn *t)
@@ -231,7 +233,7 @@ void tunnel_pump(struct txn *t)
 	worker_io_set(&u->io, u->tls_wants | (t->up.q.count ? EV_WRITE : 0) |
 	                          (!tn->up_eof && !t->down.q.count ? EV_READ : 0));
 	if (io) {
-		conn_set_deadline(c, worker_after(wk.cfg->timeouts.tunnel));
-		upstream_set_deadline(u, worker_after(wk.cfg->timeouts.tunnel));
+		conn_set_deadline(c, worker_after(tn->idle));
+		upstream_set_deadline(u, worker_after(tn->idle));
 	}
 }

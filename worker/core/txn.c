@@ -38,6 +38,9 @@ struct txn *txn_new(struct conn *c)
 	t->cl_wait = 0xff;
 	arena_init(&t->arena, t->arena_mem, wk.cfg->limits.headers * (uint32_t)sizeof(struct hdr));
 	http_request_init(&t->req_p, &t->req, &t->arena, &wk.cfg->limits);
+	/* a Content-Length is held against the body_size of the route the
+	 * request takes, once routed (txn_start): not the head's to judge */
+	t->req_p.st.max_body = 0;
 	c->txn = t;
 	return t;
 }
@@ -119,7 +122,7 @@ void txn_count_end(struct txn *t, int status)
 		SHM_ADD(rc, upstream_us, us);
 	}
 	if (t->server >= 0)
-		SHM_ADD(&wk.scnt[t->table->servers[t->server].stat], responses[status / 100 - 1], 1);
+		SHM_ADD(&wk.scnt[route_servers(t->table)[t->server].stat], responses[status / 100 - 1], 1);
 	if (t->server >= 0 && t->resp_started)
 		outlier_answer(t->table, (uint32_t)t->server, status);
 	breaker_answer(t, status);
@@ -158,7 +161,7 @@ static void txn_finish(struct txn *t)
 		 * on framing; never reuse that connection */
 		worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
 		log_warn("upstream %s sent %u bytes after the end of a response; closing it",
-		         t->table->servers[t->server].text, buf_len(u->in));
+		         route_servers(t->table)[t->server].text, buf_len(u->in));
 		up_keep = 0;
 	}
 	txn_detach_upstream(t, up_keep);
@@ -231,9 +234,9 @@ static void txn_attach(struct txn *t, struct upconn *u)
 	t->up.q.sent = 0;
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
-	SHM_ADD(&wk.scnt[t->table->servers[t->server].stat], requests, 1);
-	upstream_set_deadline(u, worker_after(u->connecting ? wk.cfg->timeouts.upstream_connect
-	                                                    : wk.cfg->timeouts.upstream_send));
+	SHM_ADD(&wk.scnt[route_servers(t->table)[t->server].stat], requests, 1);
+	upstream_set_deadline(u, worker_after(u->connecting ? TXN_SET(t)->timeouts.upstream_connect
+	                                                    : TXN_SET(t)->timeouts.upstream_send));
 }
 
 int txn_pick(struct txn *t)
@@ -262,7 +265,7 @@ int txn_connect_server(struct txn *t)
 	}
 	if (u) {
 		SHM_ADD(wk.cnt, upstream_reuses, 1);
-		SHM_ADD(&wk.scnt[t->table->servers[s].stat], reuses, 1);
+		SHM_ADD(&wk.scnt[route_servers(t->table)[s].stat], reuses, 1);
 		txn_attach(t, u);
 		return 0;
 	}
@@ -272,7 +275,7 @@ int txn_connect_server(struct txn *t)
 		return 0;
 	}
 	if (rc != WEIR_ERR(NOMEM) && rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
-		log_warn("upstream %s refused the connection; trying another server", t->table->servers[s].text);
+		log_warn("upstream %s refused the connection; trying another server", route_servers(t->table)[s].text);
 	return rc;
 }
 
@@ -488,7 +491,8 @@ static int txn_fill_up(struct txn *t)
 	}
 	/* chunked: decode strictly, encode anew */
 	int moved = 0;
-	int rc = txn_fill_chunked(&t->up, &t->req_chunks, in, &t->req_body_total, wk.cfg->limits.body_size, &moved);
+	int rc = txn_fill_chunked(&t->up, &t->req_chunks, in, &t->req_body_total, TXN_SET(t)->limits.body_size,
+	                          &moved);
 
 	if (moved)
 		t->replayable = 0; /* the body bytes sent are no longer as received */
@@ -572,8 +576,8 @@ static int txn_response_head(struct txn *t)
 			/* the request's list is dead: its head was written */
 			t->req.hl.n = 0;
 			t->req.upgrade = NULL;
-			http_response_init(&t->resp_p, &t->resp, &t->arena, wk.cfg->limits.headers,
-			                   wk.cfg->limits.response_header_size, t->req.method_id);
+			http_response_init(&t->resp_p, &t->resp, &t->arena, TXN_SET(t)->limits.headers,
+			                   TXN_SET(t)->limits.response_header_size, t->req.method_id);
 		}
 		rc = http_response_parse(&t->resp_p, u->in->data, u->in->end);
 		if (rc == WEIR_EAGAIN && u->in->end == wk.buf_size)
@@ -587,7 +591,7 @@ static int txn_response_head(struct txn *t)
 			rc = tunnel_check_switch(t);
 			if (rc < 0) {
 				log_warn("upstream %s switched protocols %s; answering 502",
-				         t->table->servers[t->server].text,
+				         route_servers(t->table)[t->server].text,
 				         t->tun.proto_len ? "to another protocol" : "unasked");
 				return rc;
 			}
@@ -608,7 +612,7 @@ static int txn_response_head(struct txn *t)
 		if (retry_wanted(t, 0, t->resp.status, 1)) {
 			/* answered, but with a status the group retries on: that
 			 * answer is dropped with its connection */
-			log_info("upstream %s answered %d; trying again", t->table->servers[t->server].text,
+			log_info("upstream %s answered %d; trying again", route_servers(t->table)[t->server].text,
 			         t->resp.status);
 			outlier_answer(t->table, (uint32_t)t->server, t->resp.status);
 			txn_detach_upstream(t, 0);
@@ -813,7 +817,7 @@ void txn_pump(struct txn *t)
 			rc = t->resp_started ? txn_fill_down(t) : txn_response_head(t);
 			if (rc < 0) {
 				if (!t->resp_started && rc == WEIR_ERR(UPSTREAM_BAD_RESPONSE))
-					log_warn("upstream %s sent an invalid response", t->table->servers[t->server].text);
+					log_warn("upstream %s sent an invalid response", route_servers(t->table)[t->server].text);
 				txn_fail(t, rc);
 				return;
 			}
@@ -897,8 +901,8 @@ void txn_pump(struct txn *t)
 			                                                                  : WAIT_READ;
 			if (wait != t->up_wait || up_io) {
 				t->up_wait = wait;
-				upstream_set_deadline(u, retry_try_deadline(t, txn_wait_until(wait, wk.cfg->timeouts.upstream_send,
-				                                                              wk.cfg->timeouts.upstream_read)));
+				upstream_set_deadline(u, retry_try_deadline(t, txn_wait_until(wait, TXN_SET(t)->timeouts.upstream_send,
+				                                                              TXN_SET(t)->timeouts.upstream_read)));
 			}
 		}
 	}
@@ -927,7 +931,7 @@ void txn_on_upstream_event(struct txn *t, int revents)
 
 			getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &err, &len);
 			if (err) {
-				log_warn("upstream %s: connect failed: %s", t->table->servers[t->server].text,
+				log_warn("upstream %s: connect failed: %s", route_servers(t->table)[t->server].text,
 				         strerror(err));
 				rc = upstream_errno_local(err) ? WEIR_ERR(LOCAL_CONNECT_ERROR) : WEIR_ERR(UPSTREAM_REFUSED);
 			} else if ((rc = upproxy_send(t)) < 0) {
@@ -948,7 +952,7 @@ void txn_on_upstream_event(struct txn *t, int revents)
 				return;
 			}
 			if (rc < 0)
-				log_warn("upstream %s: TLS handshake failed: %s", t->table->servers[t->server].text, why);
+				log_warn("upstream %s: TLS handshake failed: %s", route_servers(t->table)[t->server].text, why);
 			else
 				u->handshaking = 0;
 		}
@@ -966,7 +970,7 @@ void txn_on_upstream_event(struct txn *t, int revents)
 		} else {
 			u->connecting = 0;
 			upstream_connected(u);
-			upstream_set_deadline(u, worker_after(wk.cfg->timeouts.upstream_send));
+			upstream_set_deadline(u, worker_after(TXN_SET(t)->timeouts.upstream_send));
 		}
 	}
 	if ((revents & EV_READ) && same)
@@ -983,7 +987,7 @@ void txn_on_upstream_timeout(struct txn *t)
 		return;
 	}
 	if (u->connecting) {
-		log_warn("upstream %s: %s timed out", t->table->servers[t->server].text,
+		log_warn("upstream %s: %s timed out", route_servers(t->table)[t->server].text,
 		         u->handshaking ? "TLS handshake" : "connect");
 		upstream_fail(t->table, (uint32_t)t->server);
 		txn_detach_upstream(t, 0);
@@ -994,7 +998,7 @@ void txn_on_upstream_timeout(struct txn *t)
 			txn_pump(t);
 		return;
 	}
-	log_warn("upstream %s did not answer in time", t->table->servers[t->server].text);
+	log_warn("upstream %s did not answer in time", route_servers(t->table)[t->server].text);
 	if (!t->resp_started)
 		outlier_observe(t->table, (uint32_t)t->server, OUTLIER_GATEWAY);
 	if (!t->resp_started && retry_wanted(t, RETRY_ON_TIMEOUT, 0, 1)) {

@@ -29,7 +29,7 @@ void txn_body_put(struct txn *t)
  * they pass it. */
 int txn_buffer_wanted(const struct txn *t)
 {
-	uint32_t limit = wk.cfg->limits.body_buffer;
+	uint32_t limit = TXN_SET(t)->limits.body_buffer;
 
 	if (!limit || t->req_body_done)
 		return 0;
@@ -48,7 +48,7 @@ static int txn_body_room(struct txn *t, uint64_t need)
 	int big = total > wk.buf_size;
 	struct buf *b;
 
-	if (total > wk.cfg->limits.body_buffer)
+	if (total > TXN_SET(t)->limits.body_buffer)
 		return -1;
 	if (t->body && total <= t->body_cap)
 		return 0;
@@ -61,7 +61,7 @@ static int txn_body_room(struct txn *t, uint64_t need)
 		memcpy(b->data, t->body->data, have);
 	txn_body_put(t);
 	t->body = b;
-	t->body_cap = big ? wk.cfg->limits.body_buffer : wk.buf_size;
+	t->body_cap = big ? TXN_SET(t)->limits.body_buffer : wk.buf_size;
 	return 0;
 }
 
@@ -104,7 +104,7 @@ int txn_buffer_step(struct txn *t)
 			rc = http_chunked_feed(&t->req_chunks, in->data + in->start, buf_len(in), &used, &data, &dlen);
 			if (rc < 0)
 				return rc;
-			if (wk.cfg->limits.body_size && t->req_body_total + dlen > wk.cfg->limits.body_size)
+			if (TXN_SET(t)->limits.body_size && t->req_body_total + dlen > TXN_SET(t)->limits.body_size)
 				return WEIR_ERR(BODY_TOO_LARGE);
 			if (dlen && txn_body_room(t, dlen) < 0) {
 				/* past body_buffer: what is held goes first, the rest
@@ -159,9 +159,10 @@ int txn_send_continue(struct txn *t)
 /* Accounts the wait that ends now on <r> and starts the next one when
  * <waiting>; <bytes> counts what the client moved so far. Returns 1 when a
  * whole window of waiting has passed below <rate> bytes/s. */
-static int txn_rate_update(struct txn_rate *r, int waiting, uint64_t bytes, uint32_t rate, ev_tstamp now)
+static int txn_rate_update(struct txn_rate *r, int waiting, uint64_t bytes, uint32_t rate, ev_tstamp now,
+                           uint32_t window_ms)
 {
-	ev_tstamp window = wk.cfg->timeouts.rate_window / 1000.0;
+	ev_tstamp window = window_ms / 1000.0;
 
 	/* a window starts with a wait: what moved before it (a response's
 	 * first burst into the socket buffers, a body's first packet) says
@@ -184,16 +185,16 @@ static int txn_rate_update(struct txn_rate *r, int waiting, uint64_t bytes, uint
  * t->cl_wait going on). Returns 0 or the error to end the request with. */
 int txn_client_check(struct txn *t, uint8_t wait)
 {
-	const struct config_limits *l = &wk.cfg->limits;
+	const struct config_limits *l = &TXN_SET(t)->limits;
 	ev_tstamp now = ev_now(wk.loop);
-	uint32_t cap = wk.cfg->timeouts.request;
+	uint32_t cap = TXN_SET(t)->timeouts.request, window = TXN_SET(t)->timeouts.rate_window;
 
 	if (cap && now >= t->start + cap / 1000.0)
 		return !t->req_body_done || t->resp_started ? WEIR_ERR(REQUEST_TIMEOUT)
 		                                            : WEIR_ERR(REQUEST_TIMEOUT_UPSTREAM);
-	if (txn_rate_update(&t->rate_in, wait == WAIT_READ, t->body_in, l->client_body_rate, now))
+	if (txn_rate_update(&t->rate_in, wait == WAIT_READ, t->body_in, l->client_body_rate, now, window))
 		return WEIR_ERR(BODY_TOO_SLOW);
-	if (txn_rate_update(&t->rate_out, wait == WAIT_SEND, t->bytes_out, l->client_send_rate, now))
+	if (txn_rate_update(&t->rate_out, wait == WAIT_SEND, t->bytes_out, l->client_send_rate, now, window))
 		return WEIR_ERR(SEND_TOO_SLOW);
 	return 0;
 }
@@ -205,8 +206,8 @@ int txn_client_check(struct txn *t, uint8_t wait)
  * Returns 0, or an error from txn_client_check(). */
 int txn_client_clock(struct txn *t, uint8_t wait, int io)
 {
-	const struct config_timeouts *to = &wk.cfg->timeouts;
-	const struct config_limits *l = &wk.cfg->limits;
+	const struct config_timeouts *to = &TXN_SET(t)->timeouts;
+	const struct config_limits *l = &TXN_SET(t)->limits;
 	ev_tstamp at, window = to->rate_window / 1000.0;
 	const struct txn_rate *r = NULL;
 	int rc;

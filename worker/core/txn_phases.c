@@ -39,7 +39,7 @@ static int txn_normalize_path(struct txn *t)
 	if (r->target_len <= 1)
 		return 0;
 	p = in->data + (r->target - in->data); /* the head's bytes are ours */
-	rc = http_path_normalize(p, path_len, wk.cfg->merge_slashes ? HTTP_PATH_MERGE_SLASHES : 0, &n);
+	rc = http_path_normalize(p, path_len, TXN_SET(t)->merge_slashes ? HTTP_PATH_MERGE_SLASHES : 0, &n);
 	if (rc || n == path_len)
 		return rc;
 	memmove(p + n, p + path_len, r->target_len - path_len);
@@ -65,6 +65,13 @@ static enum ph_rc ph_route(struct txn *t, const void *conf)
 		return ph_answer(t, rc);
 	t->route = route_lookup(t->table, t->req.host ? t->req.host : "", t->req.host_len, t->req.target,
 	                        (size_t)(t->req.path_end - t->req.target));
+	if (t->route)
+		t->set = route_settings_of(t->table, t->route);
+	if (t->req.body == HTTP_BODY_LENGTH && t->set->limits.body_size &&
+	    t->req.content_length > t->set->limits.body_size) {
+		t->route = NULL; /* refused before it is counted as routed, as the head's check did */
+		return ph_answer(t, WEIR_ERR(BODY_TOO_LARGE));
+	}
 	txn_body_reset(t);
 	if (c->tls && tls_in_early_data(c)) {
 		/* 0-RTT bytes can be replayed: only a request that is safe to
@@ -125,7 +132,8 @@ static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 	char xff[2048];
 	struct head_req hr = {
 		.c = t->c,
-		.host = t->table->upstreams[t->route->upstream].name,
+		.host = route_upstreams(t->table)[t->route->upstream].name,
+		.drop_underscores = !TXN_SET(t)->underscores_in_headers,
 		.early = t->early,
 		.extra = t->auth.extra,
 		.extra_len = t->auth.extra_len,
@@ -265,6 +273,7 @@ void txn_start(struct txn *t)
 	realip_begin(t); /* the client behind trusted_proxies, the request id */
 	t->table = route_acquire(wk.seg, wk.slot);
 	worker_table_hold(t->table);
+	t->set = route_settings_global(t->table);
 	if (t->table->id != wk.table_id)
 		upstream_sync_table(t->table);
 	ph_goto(&t->ph, PH_ROUTE);

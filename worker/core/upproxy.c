@@ -49,7 +49,7 @@ static void upproxy_from_sa(const struct sockaddr_storage *ss, struct upproxy_ad
 
 size_t upproxy_header(const struct txn *t, uint8_t *out)
 {
-	const struct route_upstream *up = &t->table->upstreams[t->table->servers[t->server].upstream];
+	const struct route_upstream *up = &route_upstreams(t->table)[route_servers(t->table)[t->server].upstream];
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	struct upproxy_addr src, dst, peer;
@@ -107,7 +107,7 @@ int upproxy_send(struct txn *t)
 
 	if (n == 0 || upproxy_write(t->u->io.fd, h, n) == 0)
 		return 0;
-	log_warn("upstream %s: the PROXY header could not be written: %s", t->table->servers[t->server].text,
+	log_warn("upstream %s: the PROXY header could not be written: %s", route_servers(t->table)[t->server].text,
 	         errno ? strerror(errno) : "short write");
 	return WEIR_ERR(UPSTREAM_REFUSED);
 }

@@ -240,7 +240,7 @@ static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, co
 		if (t->tun.on)
 			*v = t->tun.server;
 		else if (t->server >= 0)
-			*v = t->table->servers[t->server].text;
+			*v = route_servers(t->table)[t->server].text;
 		else
 			return 0;
 		*len = strlen(*v);
@@ -256,8 +256,8 @@ static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, co
 
 		if (!t || !t->route)
 			return 0;
-		k = snprintf(tmp, tcap, "%s%s", config_host_text(t->route->host_kind, t->route->host, hb, sizeof(hb)),
-		             t->route->path);
+		k = snprintf(tmp, tcap, "%s%s", config_host_text(t->route->host_kind, route_host(t->table, t->route), hb, sizeof(hb)),
+		             route_path(t->table, t->route));
 		break;
 	}
 	case VARS_REQUEST_TIME:

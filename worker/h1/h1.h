@@ -346,6 +346,7 @@ struct head_req {
 	const char *upgrade;  /* the upgrade the route allows, or NULL */
 	uint8_t upgrade_len;
 	uint8_t early;        /* the request came in TLS early data */
+	uint8_t drop_underscores; /* the route's underscores_in_headers is false */
 	uint8_t request_id_len; /* X-Request-Id weir resolved (0: none); a
 	                         * client's is then replaced */
 	const char *request_id;

@@ -117,13 +117,8 @@ void head_vouch(const char *name)
 	vouched.lens |= 1ull << len;
 }
 
-/* underscores_in_headers = false: every client header with a '_' in its
- * name is dropped, as nginx does by default */
-static int drop_underscores;
-
 void head_init(const struct config *cfg)
 {
-	drop_underscores = !cfg->underscores_in_headers;
 	memset(&vouched, 0, sizeof(vouched));
 	head_vouch("X-Forwarded-Proto");
 	/* reached only by spellings other than the one weir appends to */
@@ -203,7 +198,7 @@ static void out_list(struct out *o, const struct hdr *hs, uint32_t n, uint32_t f
  * limits.header_size and response_header_size allow; only the pages heads
  * touch become resident.
  */
-static char head_scratch[65536];
+static char head_scratch[65536 + WORKER_HEAD_GROWTH(1000)]; /* the 64 KiB and 1,000 headers limits allow */
 
 /* What weir adds to a head it writes anew beyond the bytes it read: its
  * own Via, framing, Connection and X-Forwarded-* lines, a reason phrase,
@@ -289,7 +284,9 @@ again:
 		}
 		if (hr->request_id_len && head_is_request_id(h))
 			continue; /* replaced by the id weir resolved (realip) */
-		if ((h->flags & HDR_UNDERSCORE) && drop_underscores) {
+		/* underscores_in_headers = false: every client header with a
+		 * '_' in its name is dropped, as nginx does by default */
+		if ((h->flags & HDR_UNDERSCORE) && hr->drop_underscores) {
 			/* the operator's choice, not an attack: counted, not logged */
 			worker_count_error(WEIR_ERR(UNDERSCORE_HEADER));
 			continue;

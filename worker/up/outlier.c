@@ -5,7 +5,7 @@
 
 static struct shm_resil_server *outlier_state(const struct route_table *t, uint32_t si)
 {
-	return &wk.seg->resil[t->servers[si].stat];
+	return &wk.seg->resil[route_servers(t)[si].stat];
 }
 
 /* Servers of <up> an admin left up, and of those how many are ejected. */
@@ -14,7 +14,7 @@ static void outlier_count(const struct route_table *t, const struct route_upstre
 {
 	*up_n = *ejected = 0;
 	for (uint32_t k = 0; k < up->nservers; k++) {
-		const struct route_server *rs = &t->servers[up->first_server + k];
+		const struct route_server *rs = &route_servers(t)[up->first_server + k];
 
 		if (SHM_ADMIN_STATE(shm_admin(wk.seg, rs->stat)) != SHM_ADMIN_UP)
 			continue;
@@ -28,7 +28,7 @@ static void outlier_log_return(const struct route_table *t, uint32_t si, uint32_
 {
 	atomic_store_explicit(&outlier_state(t, si)->returned_at, now, memory_order_relaxed);
 	log_notice("upstream %s server %s returned after its ejection (%s) ran out",
-	           t->upstreams[t->servers[si].upstream].name, t->servers[si].text,
+	           route_upstreams(t)[route_servers(t)[si].upstream].name, route_servers(t)[si].text,
 	           resil_eject_names[was - 1 < RESIL_EJECT_COUNT ? was - 1 : 0]);
 }
 
@@ -41,7 +41,7 @@ static void outlier_log_return(const struct route_table *t, uint32_t si, uint32_
  */
 static void outlier_eject(const struct route_table *t, uint32_t si, enum resil_eject reason, uint64_t now)
 {
-	const struct route_upstream *up = &t->upstreams[t->servers[si].upstream];
+	const struct route_upstream *up = &route_upstreams(t)[route_servers(t)[si].upstream];
 	const struct config_outlier *oc = &up->resil.outlier;
 	struct shm_resil_server *r = outlier_state(t, si);
 	uint32_t was = atomic_load(&r->ejected), k, up_n, ejected;
@@ -70,14 +70,14 @@ static void outlier_eject(const struct route_table *t, uint32_t si, enum resil_e
 		atomic_fetch_sub(&r->ejections, 1);
 		atomic_store(&r->ejected, 0);
 		atomic_fetch_add_explicit(&r->ejections_refused, 1, memory_order_relaxed);
-		log_warn("upstream %s server %s: not ejected (%s): %s", up->name, t->servers[si].text,
+		log_warn("upstream %s server %s: not ejected (%s): %s", up->name, route_servers(t)[si].text,
 		         resil_eject_names[reason],
 		         ejected >= up_n ? "it is the last usable server" : "max_ejection_percent reached");
 		return;
 	}
 	atomic_fetch_add_explicit(&r->ejected_total[reason], 1, memory_order_relaxed);
 	log_warn("upstream %s server %s ejected for %.3g s (%s; ejection %u in a row; %u of %u servers ejected)",
-	         up->name, t->servers[si].text, (double)ms / 1000.0, resil_eject_names[reason], k, ejected,
+	         up->name, route_servers(t)[si].text, (double)ms / 1000.0, resil_eject_names[reason], k, ejected,
 	         up->nservers);
 }
 
@@ -108,12 +108,12 @@ static uint32_t outlier_run(_Atomic uint32_t *run, int fail)
 
 void outlier_observe(const struct route_table *t, uint32_t si, enum outlier_outcome o)
 {
-	const struct config_outlier *oc = &t->upstreams[t->servers[si].upstream].resil.outlier;
+	const struct config_outlier *oc = &route_upstreams(t)[route_servers(t)[si].upstream].resil.outlier;
 	struct shm_resil_server *r = outlier_state(t, si);
 	uint64_t now;
 	uint32_t n;
 
-	if (!oc->on || t->servers[si].stat == STAT_SERVER_OTHER) /* "other" is shared by many: no verdicts */
+	if (!oc->on || route_servers(t)[si].stat == STAT_SERVER_OTHER) /* "other" is shared by many: no verdicts */
 		return;
 	now = resil_now_ms();
 	if (oc->consecutive_5xx && o != OUTLIER_GATEWAY) {
@@ -165,7 +165,7 @@ void outlier_sweep(const struct route_table *t)
 	uint64_t now = resil_now_ms();
 
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		const struct route_upstream *up = &t->upstreams[t->servers[i].upstream];
+		const struct route_upstream *up = &route_upstreams(t)[route_servers(t)[i].upstream];
 		struct shm_resil_server *r = outlier_state(t, i);
 		uint32_t was = atomic_load_explicit(&r->ejected, memory_order_relaxed);
 

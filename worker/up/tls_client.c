@@ -98,8 +98,9 @@ void tls_client_cleanup(void)
 }
 
 /* Our context for group <ug> of a table: the one built from the config
- * group of the same name and the same TLS settings, or NULL when this
- * worker's config has none (the table is from a reload newer than us). */
+ * group of the same name and the same TLS settings (CA file and what it
+ * held included), or NULL when this worker's config has none (the table is
+ * from a reload newer or older than us). */
 static SSL_CTX *tls_client_match(const struct route_upstream *ug)
 {
 	const struct config *cfg = tc.cfg;
@@ -110,7 +111,8 @@ static SSL_CTX *tls_client_match(const struct route_upstream *ug)
 		const struct config_upstream *cu = &cfg->upstreams[i];
 
 		if (cu->tls && strcmp(cu->name, ug->name) == 0 && cu->tls_verify == ug->tls_verify &&
-		    strcmp(cu->tls_sni, ug->tls_sni) == 0)
+		    strcmp(cu->tls_sni, ug->tls_sni) == 0 && strcmp(cu->tls_ca, ug->tls_ca) == 0 &&
+		    cu->tls_ca_sum == ug->tls_ca_sum)
 			return tc.ctx[i];
 	}
 	return NULL;
@@ -120,13 +122,27 @@ void tls_client_sync(const struct route_table *t)
 {
 	memset(tc.by_group, 0, sizeof(tc.by_group));
 	for (uint32_t i = 0; i < t->nupstreams; i++)
-		tc.by_group[i] = tls_client_match(&t->upstreams[i]);
+		tc.by_group[i] = tls_client_match(&route_upstreams(t)[i]);
+	/* a pooled connection made under other TLS settings (another CA,
+	 * name or verify, or TLS turned on or off for its group) is not the
+	 * new table's to reuse: its handshake trusted what the table no
+	 * longer says */
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		SSL_CTX *want = tc.by_group[route_servers(t)[i].upstream];
+		struct upconn *u = upstream_state(t, i)->idle, *next;
+
+		for (; u; u = next) {
+			next = u->next;
+			if ((u->ssl ? SSL_get_SSL_CTX(u->ssl) : NULL) != want)
+				upstream_close(u);
+		}
+	}
 }
 
 int tls_client_attach(struct upconn *u, const struct route_table *t, uint32_t server, const char **why)
 {
-	uint32_t g = t->servers[server].upstream;
-	const struct route_upstream *ug = &t->upstreams[g];
+	uint32_t g = route_servers(t)[server].upstream;
+	const struct route_upstream *ug = &route_upstreams(t)[g];
 	SSL_CTX *ctx = t->id == wk.table_id ? tc.by_group[g] : tls_client_match(ug);
 	SSL *ssl;
 

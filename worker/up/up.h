@@ -185,7 +185,7 @@ void tls_client_sync(const struct route_table *t);
 /* Does the group of <server> in <t> speak TLS? */
 static inline int tls_client_wanted(const struct route_table *t, uint32_t server)
 {
-	return t->upstreams[t->servers[server].upstream].tls;
+	return route_upstreams(t)[route_servers(t)[server].upstream].tls;
 }
 
 /* Attaches a new client SSL to <u> (socket and state set) for server
@@ -247,7 +247,7 @@ void outlier_observe(const struct route_table *t, uint32_t si, enum outlier_outc
 /* The upstream answered request to server <si> with <status>. */
 static inline void outlier_answer(const struct route_table *t, uint32_t si, int status)
 {
-	if (t->upstreams[t->servers[si].upstream].resil.outlier.on)
+	if (route_upstreams(t)[route_servers(t)[si].upstream].resil.outlier.on)
 		outlier_observe(t, si, status >= 500 ? OUTLIER_5XX : OUTLIER_OK);
 }
 

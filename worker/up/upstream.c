@@ -84,7 +84,7 @@ static void upstream_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 void upstream_fail(const struct route_table *t, uint32_t si)
 {
-	const struct route_upstream *up = &t->upstreams[t->servers[si].upstream];
+	const struct route_upstream *up = &route_upstreams(t)[route_servers(t)[si].upstream];
 	struct up_server *s = upstream_state(t, si);
 	ev_tstamp now = ev_now(wk.loop), window = up->fail_timeout / 1000.0;
 
@@ -167,18 +167,18 @@ static int upstream_pick_among(const struct route_table *t, const struct route_u
 
 		if ((tried >> i) & 1)
 			continue;
-		admin = shm_admin(wk.seg, t->servers[si].stat);
+		admin = shm_admin(wk.seg, route_servers(t)[si].stat);
 		if (SHM_ADMIN_STATE(admin) != SHM_ADMIN_UP)
 			continue;
-		if (eject_now && resil_ejected(&wk.seg->resil[t->servers[si].stat], eject_now))
+		if (eject_now && resil_ejected(&wk.seg->resil[route_servers(t)[si].stat], eject_now))
 			continue;
-		if ((s->down_until > now || health_down(&wk.seg->health, t->servers[si].stat)) && !panic) {
+		if ((s->down_until > now || health_down(&wk.seg->health, route_servers(t)[si].stat)) && !panic) {
 			*marked = 1;
 			continue;
 		}
 		if (n == 1) /* the common case needs no arithmetic */
 			return (int)si;
-		w = SHM_ADMIN_WEIGHT(admin) ? SHM_ADMIN_WEIGHT(admin) : t->servers[si].weight;
+		w = SHM_ADMIN_WEIGHT(admin) ? SHM_ADMIN_WEIGHT(admin) : route_servers(t)[si].weight;
 		s->cw += w;
 		total += w;
 		if (best < 0 || s->cw > best_s->cw) {
@@ -241,7 +241,7 @@ static void upstream_log_local(const struct route_server *rs, const char *call, 
 
 struct upconn *upstream_connect(const struct route_table *t, uint32_t server, int *rc)
 {
-	const struct route_server *rs = &t->servers[server];
+	const struct route_server *rs = &route_servers(t)[server];
 	struct upconn *u;
 	int fd;
 
@@ -337,7 +337,7 @@ void upstream_admin_sweep(void)
 	for (uint32_t i = 0; i < t->nservers; i++) {
 		struct up_server *s = upstream_state(t, i);
 
-		if (s->idle && SHM_ADMIN_STATE(shm_admin(wk.seg, t->servers[i].stat)) != SHM_ADMIN_UP)
+		if (s->idle && SHM_ADMIN_STATE(shm_admin(wk.seg, route_servers(t)[i].stat)) != SHM_ADMIN_UP)
 			while (s->idle)
 				upstream_close(s->idle);
 	}

@@ -114,8 +114,8 @@ void upstream_sync_table(const struct route_table *t)
 	if (t->id == wk.table_id)
 		return;
 	for (uint32_t i = 0; i < t->nservers; i++) {
-		const struct route_server *rs = &t->servers[i];
-		uint16_t k = upstream_state_find(t->upstreams[rs->upstream].name, rs->text);
+		const struct route_server *rs = &route_servers(t)[i];
+		uint16_t k = upstream_state_find(route_upstreams(t)[rs->upstream].name, rs->text);
 		struct up_server *s = &wk.servers[k];
 
 		map[i] = k;

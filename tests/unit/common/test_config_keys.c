@@ -40,6 +40,8 @@ static const struct config_keyset *const all[] = {
     &config_keys_listener_tls, &config_keys_cert,     &config_keys_upstream,   &config_keys_upstream_tls,
     &config_keys_server,   &config_keys_route,        &config_keys_timeouts,   &config_keys_limits,
     &config_keys_rate_limit, &config_keys_redis,
+    &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &config_keys_route_timeouts,
+    &config_keys_route_limits,
     &config_keys_upstream_outlier, &config_keys_upstream_limits, &config_keys_upstream_breaker,
     &config_keys_upstream_retry,
 };

@@ -75,6 +75,7 @@ static char *joined(int reversed)
 }
 
 static struct route_table *table; /* compiled by the test in progress */
+static void *block;               /* and its block */
 
 /* "upstream path" of the route picked for <host> and <path>, or "404". */
 static const char *pick(const char *host, const char *path)
@@ -84,7 +85,7 @@ static const char *pick(const char *host, const char *path)
 
 	if (!e)
 		return "404";
-	snprintf(out, sizeof out, "%s %s", table->upstreams[e->upstream].name, e->path);
+	snprintf(out, sizeof out, "%s %s", route_upstreams(table)[e->upstream].name, route_path(table, e));
 	return out;
 }
 
@@ -95,7 +96,10 @@ static void compile(int reversed)
 	if (!table)
 		table = calloc(1, sizeof(*table));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(table);
-	route_compile(table, cfg);
+	free(block);
+	block = malloc(route_size(cfg));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(block);
+	CU_ASSERT_EQUAL_FATAL(route_compile(table, block, route_size(cfg), cfg), 0);
 	unit_config_free(cfg);
 }
 
@@ -231,7 +235,7 @@ static void test_a_generation_a_live_worker_reports_is_never_rewritten(void)
 		CU_ASSERT_EQUAL(route_prepare(seg, cfg), freed);
 	}
 	unit_config_free(cfg);
-	munmap(seg, sizeof(*seg));
+	munmap(seg, SHM_SIZE);
 	close(seg_fd);
 }
 
@@ -262,7 +266,7 @@ static void test_a_request_in_flight_protects_its_table_and_every_later_one(void
 		CU_ASSERT_EQUAL(route_prepare(seg, cfg), oldest);
 	}
 	unit_config_free(cfg);
-	munmap(seg, sizeof(*seg));
+	munmap(seg, SHM_SIZE);
 	close(seg_fd);
 }
 
@@ -283,6 +287,7 @@ static const struct unit_test tests[] = {
 static int route_clean(void)
 {
 	free(table);
+	free(block);
 	return unit_config_clean();
 }
 

@@ -156,8 +156,8 @@ static int route_stat(struct shm_segment *seg, const char *host, const char *pat
 	const struct route_table *t = &seg->gens[atomic_load(&seg->gen_current)];
 
 	for (uint32_t i = 0; i < t->nroutes; i++)
-		if (strcmp(t->routes[i].host, host) == 0 && strcmp(t->routes[i].path, path) == 0)
-			return t->routes[i].stat;
+		if (strcmp(route_host(t, &route_entries(t)[i]), host) == 0 && strcmp(route_path(t, &route_entries(t)[i]), path) == 0)
+			return route_entries(t)[i].stat;
 	return -1;
 }
 
@@ -166,9 +166,9 @@ static int server_stat(struct shm_segment *seg, const char *upstream, const char
 	const struct route_table *t = &seg->gens[atomic_load(&seg->gen_current)];
 
 	for (uint32_t u = 0; u < t->nupstreams; u++)
-		for (uint32_t k = 0; k < t->upstreams[u].nservers; k++) {
-			const struct route_server *s = &t->servers[t->upstreams[u].first_server + k];
-			if (strcmp(t->upstreams[u].name, upstream) == 0 && strcmp(s->text, addr) == 0)
+		for (uint32_t k = 0; k < route_upstreams(t)[u].nservers; k++) {
+			const struct route_server *s = &route_servers(t)[route_upstreams(t)[u].first_server + k];
+			if (strcmp(route_upstreams(t)[u].name, upstream) == 0 && strcmp(s->text, addr) == 0)
 				return s->stat;
 		}
 	return -1;
@@ -221,7 +221,7 @@ static void test_a_reload_that_reorders_the_config_keeps_every_index(void)
 
 	unit_config_free(one);
 	unit_config_free(two);
-	munmap(seg, sizeof(*seg));
+	munmap(seg, SHM_SIZE);
 	close(fd);
 }
 
@@ -264,7 +264,7 @@ static void test_a_dead_workers_per_key_counters_are_folded_not_lost(void)
 	free(r);
 	free(s);
 	unit_config_free(cfg);
-	munmap(seg, sizeof(*seg));
+	munmap(seg, SHM_SIZE);
 	close(fd);
 }
 
@@ -300,7 +300,7 @@ static void test_a_reload_keeps_admin_overrides_of_servers_that_stay(void)
 
 	unit_config_free(both);
 	unit_config_free(fewer);
-	munmap(seg, sizeof(*seg));
+	munmap(seg, SHM_SIZE);
 	close(fd);
 }
 
@@ -425,7 +425,7 @@ static void test_reload_churn_reclaims_the_keys_of_routes_and_servers_that_left(
 		CU_ASSERT_EQUAL(seg->slots[w].servers[stay_server].requests, (uint64_t)n + 1);
 		unit_config_free(cfg);
 	}
-	munmap(seg, sizeof(*seg));
+	munmap(seg, SHM_SIZE);
 	close(fd);
 }
 
@@ -456,12 +456,12 @@ static void test_a_key_a_live_worker_may_count_into_is_not_reclaimed(void)
 		unit_config_free(cfg);
 		const struct route_table *t = &seg->gens[atomic_load(&seg->gen_current)];
 		for (uint32_t i = 0; i < t->nroutes; i++) {
-			CU_ASSERT_NOT_EQUAL(t->routes[i].stat, held_route);
-			CU_ASSERT_NOT_EQUAL(t->routes[i].stat, STAT_ROUTE_OTHER);
+			CU_ASSERT_NOT_EQUAL(route_entries(t)[i].stat, held_route);
+			CU_ASSERT_NOT_EQUAL(route_entries(t)[i].stat, STAT_ROUTE_OTHER);
 		}
 		for (uint32_t i = 0; i < t->nservers; i++) {
-			CU_ASSERT_NOT_EQUAL(t->servers[i].stat, held_server);
-			CU_ASSERT_NOT_EQUAL(t->servers[i].stat, STAT_SERVER_OTHER);
+			CU_ASSERT_NOT_EQUAL(route_servers(t)[i].stat, held_server);
+			CU_ASSERT_NOT_EQUAL(route_servers(t)[i].stat, STAT_SERVER_OTHER);
 		}
 	}
 	CU_ASSERT_EQUAL(atomic_load(&seg->keys.nservers), STAT_SERVER_OTHER); /* it was full */
@@ -485,7 +485,7 @@ static void test_a_key_a_live_worker_may_count_into_is_not_reclaimed(void)
 	}
 	CU_ASSERT_EQUAL(seg->slots[w].servers[held_server].requests, 0);
 	CU_ASSERT_EQUAL(seg->slots[w].routes[held_route].requests, 0);
-	munmap(seg, sizeof(*seg));
+	munmap(seg, SHM_SIZE);
 	close(fd);
 }
 

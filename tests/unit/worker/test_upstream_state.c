@@ -32,7 +32,7 @@ static int suite_init(void)
 static int suite_clean(void)
 {
 	upstream_free_states();
-	munmap(wk.seg, sizeof(*wk.seg));
+	munmap(wk.seg, SHM_SIZE);
 	close(fd);
 	return unit_config_clean();
 }
@@ -56,8 +56,8 @@ static const struct route_table *publish(const char *text, int hold)
 static uint32_t index_of(const struct route_table *t, const char *group, const char *addr)
 {
 	for (uint32_t i = 0; i < t->nservers; i++)
-		if (strcmp(t->upstreams[t->servers[i].upstream].name, group) == 0 &&
-		    strcmp(t->servers[i].text, addr) == 0)
+		if (strcmp(route_upstreams(t)[route_servers(t)[i].upstream].name, group) == 0 &&
+		    strcmp(route_servers(t)[i].text, addr) == 0)
 			return i;
 	CU_FAIL_FATAL("server not in the table");
 	return 0;
@@ -159,7 +159,7 @@ static void test_a_full_hash_maps_the_rest_to_the_overflow_state(void)
 				overflow++;
 				continue;
 			}
-			CU_ASSERT_STRING_EQUAL(s->addr, t[n]->servers[i].text);
+			CU_ASSERT_STRING_EQUAL(s->addr, route_servers(t[n])[i].text);
 		}
 	CU_ASSERT(overflow >= 5 * CONFIG_MAX_SERVERS - UPSTREAM_STATES);
 	CU_ASSERT_EQUAL(wk.servers[UPSTREAM_STATE_OVERFLOW].keepalive, 0); /* never pools */

@@ -1,6 +1,8 @@
 /*
- * config_resil.c: the keys of an upstream group's traffic controls
- * (common/config_resil.h), read like every other group.
+ * config_file_resil.c: the keys of an upstream group's traffic controls
+ * (common/config_resil.h), read like every other group. Named as
+ * config_file.c is: config.h includes config_resil.h for its types, so
+ * the loader part may include config_load.h without an include cycle.
  */
 #include "common/config_resil.h"
 

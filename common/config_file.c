@@ -1,5 +1,6 @@
 /*
- * config.c: weir's configuration file format (libconfig syntax) and its checks.
+ * config_file.c: weir's configuration file format (libconfig syntax) and its
+ * checks; config_load() and config_free() of common/config.h.
  *
  * Principle: walk the libconfig tree once, group by group. Every group is
  * read against its table of descriptors (common/config_keys.c) by one
@@ -16,6 +17,11 @@
  * zeroed.
  *
  * docs/config.md is the reference for the format; keep the two together.
+ *
+ * Not named config.c: common/config is config.h alone, the types every
+ * part of the loader shares (config_keys.c takes offsets into them), so
+ * the includes run one way, config.h <- config_keys <- config_load.h <-
+ * this file, with no cycle.
  *
  * Known limit: libconfig 1.5 silently truncates an integer literal above
  * 2147483647 unless it carries the L suffix; sizes that large are better
@@ -153,6 +159,33 @@ static int route_path_normal(const char *text)
 	}
 }
 
+/*
+ * NULL, or why no request path can start with prefix <text> (already
+ * normal as route_path_normal() checks): worker/http_path.c answers 400 to
+ * a path holding '\' or "%5C", or a "." or ".." segment with parameters
+ * (";" or "%3B" after the dots), whatever follows, so such a route is
+ * never reached.
+ */
+static const char *route_path_refused(const char *text)
+{
+	for (const char *seg = text + 1;; seg++) {
+		const char *p = seg;
+
+		while (*p == '.')
+			p++;
+		if (p - seg >= 1 && p - seg <= 2 && (*p == ';' || strncmp(p, "%3B", 3) == 0))
+			return "never matches: a request whose path has a \".\" or \"..\" segment with parameters "
+			       "(\"..;x\", \"/.%3B/\") is refused (400), as Tomcat and Spring read it as a dot segment";
+		for (; *p && *p != '/'; p++)
+			if (*p == '\\' || strncmp(p, "%5C", 3) == 0)
+				return "never matches: a request whose path holds '\\' or \"%5C\" is refused (400), as "
+				       "IIS-style servers read it as '/'";
+		if (!*p)
+			return NULL;
+		seg = p;
+	}
+}
+
 static const char *route_path(const char *text)
 {
 	if (text[0] != '/')
@@ -167,7 +200,7 @@ static const char *route_path(const char *text)
 		return "never matches: requests are routed on their normalised path, without \".\" or \"..\" "
 		       "segments, with encoded letters, digits, '-', '.', '_' and '~' decoded and other encodings "
 		       "in upper case (\"%2F\"); an encoding must be '%' and two hex digits, never \"%00\"";
-	return NULL;
+	return route_path_refused(text);
 }
 
 static int find_upstream(const struct config *cfg, const char *name)
@@ -467,6 +500,23 @@ static int count_servers(const config_setting_t *list)
 	return total;
 }
 
+/* FNV-1a of the bytes of file <path> (0 when unreadable): a worker's TLS
+ * context made from a CA file is matched against a generation's group by
+ * what the file held, not only by its name (worker/tls_client.c). */
+static uint64_t file_digest(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	uint64_t h = 14695981039346656037ull;
+	int c;
+
+	if (!f)
+		return 0;
+	while ((c = getc(f)) != EOF)
+		h = (h ^ (uint64_t)(unsigned char)c) * 1099511628211ull;
+	fclose(f);
+	return h;
+}
+
 /*
  * tls = { ca = "..."; verify = true; sni = "..."; } of upstream entry <e>.
  * The servers are addressed by IP, so with verification on there is no
@@ -503,8 +553,33 @@ static int load_upstream_tls(struct loader *ld, const config_setting_t *e, struc
 		fail(ld, line_of(config_setting_get_member(g, "ca")), "upstreams.tls.ca %s: %s", u->tls_ca,
 		     errno ? strerror(errno) : r ? r : "no certificate in it");
 		ERR_clear_error();
+		return 0;
 	}
+	u->tls_ca_sum = file_digest(u->tls_ca);
 	return 0;
+}
+
+/* timeouts = {...} and limits = {...} of upstream or route entry <e>, as
+ * <tks> and <lks> describe them: the keys given, marked in <o>. */
+static void load_overrides(struct loader *ld, const config_setting_t *e, const struct config_keyset *tks,
+                           const struct config_keyset *lks, struct config_overrides *o)
+{
+	const struct config_keyset *ks[2] = {tks, lks};
+	void *base[2] = {&o->timeouts, &o->limits};
+	uint32_t *set[2] = {&o->timeouts_set, &o->limits_set};
+
+	for (int k = 0; k < 2; k++) {
+		/* the group's name: the last part of its path ("upstreams.request_limits") */
+		config_setting_t *g = config_get_group(ld, e, strrchr(ks[k]->path, '.') + 1, ks[k]->path);
+		enum got got[CONFIG_KEYS_MAX];
+
+		if (!g)
+			continue;
+		config_engine_read(ld, g, ks[k], base[k], got);
+		for (int i = 0; i < ks[k]->nkeys; i++)
+			if (got[i] == GOT_OK)
+				*set[k] |= 1u << i;
+	}
 }
 
 static int load_upstreams(struct loader *ld, const config_setting_t *root)
@@ -546,6 +621,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		}
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
+		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &u->over);
 		config_resil_load(ld, e, &u->resil);
 		config_load_health(ld, e, u);
 		load_servers(ld, e, u, total);
@@ -554,20 +630,58 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 	return 0;
 }
 
+/* FNV-1a of a route's (host kind, host, path). */
+static uint32_t route_key_hash(const struct config_route *r)
+{
+	uint32_t h = (2166136261u ^ (uint32_t)r->host_kind) * 16777619u;
+
+	for (const char *p = r->host; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	h = (h ^ 0xffu) * 16777619u;
+	for (const char *p = r->path; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	return h;
+}
+
+/* With merge_slashes no request path holds "//" once routed: 0 (and
+ * reported, with the path to write) for a route path that does. */
+static int route_slashes(struct loader *ld, const config_setting_t *e, const struct config_route *r)
+{
+	char merged[sizeof r->path];
+	size_t n = 0;
+
+	if (!ld->cfg->merge_slashes || !strstr(r->path, "//"))
+		return 1;
+	for (const char *p = r->path; *p; p++)
+		if (!(*p == '/' && n && merged[n - 1] == '/'))
+			merged[n++] = *p;
+	merged[n] = '\0';
+	fail(ld, line_of(config_setting_get_member(e, "path")),
+	     "routes.path \"%s\" never matches: with merge_slashes on, requests are routed with runs of '/' merged: "
+	     "write \"%s\" (or set merge_slashes = false)",
+	     r->path, merged);
+	return 0;
+}
+
 static int load_routes(struct loader *ld, const config_setting_t *root)
 {
 	const struct config_keyset *ks = &config_keys_route;
 	struct config *cfg = ld->cfg;
 	config_setting_t *list = config_get_list(ld, root, "routes", "routes", 1, CONFIG_MAX_ROUTES);
-	char ok[CONFIG_MAX_ROUTES] = {0};
+	uint32_t *seen, cap = 1;
 	int n;
 
 	if (!list)
 		return 0;
 	n = config_setting_length(list);
+	while (cap < 2 * (uint32_t)n)
+		cap <<= 1;
 	cfg->routes = calloc((size_t)n, sizeof *cfg->routes);
-	if (!cfg->routes)
+	seen = calloc(cap, sizeof *seen);
+	if (!cfg->routes || !seen) {
+		free(seen);
 		return -1;
+	}
 	cfg->nroutes = n;
 
 	for (int i = 0; i < n; i++) {
@@ -584,6 +698,8 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		r->line = line_of(e);
 		config_engine_read(ld, e, ks, r, got);
 		good = config_engine_got(ks, got, "host") != GOT_BAD && config_engine_got(ks, got, "path") != GOT_BAD;
+		if (config_engine_got(ks, got, "path") == GOT_OK)
+			good &= route_slashes(ld, e, r);
 		if (config_engine_got(ks, got, "upstream") == GOT_OK && config_setting_lookup_string(e, "upstream", &v) &&
 		    (r->upstream = find_upstream(cfg, v)) < 0)
 			fail(ld, line_of(config_setting_get_member(e, "upstream")), "route upstream \"%s\" is not defined",
@@ -594,24 +710,30 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		good &= rc;
 
 		good &= route_upgrade(ld, e, r);
+		load_overrides(ld, e, &config_keys_route_timeouts, &config_keys_route_limits, &r->over);
 		if (config_auth_read(ld, e, &r->auth) < 0)
 			return -1;
 		good &= config_route_rate_limits(ld, e, r);
 		if (!good)
 			continue;
-		for (int j = 0; j < i; j++) {
-			const struct config_route *o = &cfg->routes[j];
+		/* the routes before it that loaded, by (host kind, host, path) in
+		 * a hash: a long list is checked in linear time, not quadratic */
+		for (uint32_t h = route_key_hash(r) & (cap - 1);; h = (h + 1) & (cap - 1)) {
+			const struct config_route *o = seen[h] ? &cfg->routes[seen[h] - 1] : NULL;
 			char buf[CONFIG_HOST_MAX + 1];
-			if (ok[j] && o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 &&
-			    strcmp(o->path, r->path) == 0) {
+
+			if (!o) {
+				seen[h] = (uint32_t)i + 1;
+				break;
+			}
+			if (o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 && strcmp(o->path, r->path) == 0) {
 				fail(ld, r->line, "route for host \"%s\" and path \"%s\" is already defined on line %d",
 				     config_host_text(r->host_kind, r->host, buf, sizeof buf), r->path, o->line);
-				good = 0;
 				break;
 			}
 		}
-		ok[i] = (char)good;
 	}
+	free(seen);
 	return 0;
 }
 

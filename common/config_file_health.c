@@ -1,7 +1,9 @@
 /*
- * config_health.c: health = { ... } of an upstreams entry (the scalar keys
+ * config_file_health.c: health = { ... } of an upstreams entry (the scalar keys
  * are described in common/config_keys.c; this reads the group, its expect
- * list and the rules across keys).
+ * list and the rules across keys). Named as config_file.c is: the types
+ * are config_health.h, which config.h includes, so the loader part may
+ * include config_load.h without a cycle.
  */
 #include <stdio.h>
 #include <stdlib.h>
