@@ -4,7 +4,6 @@
 
 #include "common/log.h"
 #include "shm/route_types.h"
-#include "shm/shm.h"
 
 const char *const breaker_state_names[3] = {"closed", "open", "half_open"};
 
@@ -42,10 +41,8 @@ uint32_t resil_uneject(struct shm_resil_server *r, int all)
 	return was;
 }
 
-void resil_assign_groups(struct shm_segment *seg, struct route_table *t)
+void resil_assign_groups(struct shm_resil_groups *gs, struct route_table *t)
 {
-	struct shm_resil_groups *gs = &seg->resil_groups;
-
 	for (uint32_t i = 0; i < t->nupstreams; i++) {
 		/* the master's own block, not yet visible: writable */
 		struct route_upstream *up = (struct route_upstream *)&route_upstreams(t)[i];

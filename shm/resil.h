@@ -149,13 +149,14 @@ struct shm_resil_groups {
 	struct shm_resil_group g[RESIL_GROUPS];
 };
 
-struct shm_segment;
 struct route_table;
 
 /* Master: sets route_upstream.resil_group of every group of <t> (its
- * entry by name, added if new; RESIL_GROUP_NONE for groups without limits
- * or breaker, and, logged, once RESIL_GROUPS names are taken). */
-void resil_assign_groups(struct shm_segment *seg, struct route_table *t);
+ * entry by name in <gs>, the segment's resil_groups, added if new;
+ * RESIL_GROUP_NONE for groups without limits or breaker, and, logged, once
+ * RESIL_GROUPS names are taken). Takes the groups, not the segment, so
+ * resil does not include shm.h, which includes it. */
+void resil_assign_groups(struct shm_resil_groups *gs, struct route_table *t);
 
 /* Admin reset: closes the breaker of <g> and clears its window. */
 void resil_group_reset(struct shm_resil_group *g);

@@ -555,7 +555,7 @@ int route_prepare(struct shm_segment *seg, const struct config *cfg)
 	t->arena_off = off;
 	t->size = need;
 	route_assign_stats(seg, t, slot, cur);
-	resil_assign_groups(seg, t);
+	resil_assign_groups(&seg->resil_groups, t);
 	t->id = seg->gen_next_id++;
 	return slot;
 }
