@@ -260,6 +260,16 @@ struct config_rate_limit {
 	 * (master/redis_sync.c); fail_closed: refuse while redis is away */
 	int scope;
 	int fail_closed;
+	/* adaptive = { upstream; latency_p99; floor; window; }: the master
+	 * scales the rate by its upstream's health (master/adaptive.c) */
+	struct {
+		int on;
+		char upstream[CONFIG_NAME_MAX];
+		char floor[32];       /* as written; "" for no floor */
+		uint32_t latency_p99; /* ms: above it, 0.6x */
+		uint32_t window;      /* ms the health is judged over */
+		uint64_t floor_ns;    /* the emission interval never exceeds it; 0: none */
+	} adaptive;
 	int line;
 	/* identity of the state: name, key, masks and kind hashed; the same
 	 * across reloads and upgrades while those stay (shm/limit.h) */

@@ -346,6 +346,11 @@ static void dump_rate_limits(FILE *out, const struct config *cfg)
 	for (int i = 0; i < cfg->nrate_limits; i++) {
 		fputs("\t{ ", out);
 		dump_keys(out, cfg, &config_keys_rate_limit, &cfg->rate_limits[i], NULL);
+		if (cfg->rate_limits[i].adaptive.on) {
+			fputs("adaptive = { ", out);
+			dump_keys(out, cfg, &config_keys_rate_limit_adaptive, &cfg->rate_limits[i], NULL);
+			fputs("}; ", out);
+		}
 		fprintf(out, "}%s\n", i + 1 < cfg->nrate_limits ? "," : "");
 	}
 	fputs(");\n\n", out);

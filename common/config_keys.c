@@ -516,8 +516,25 @@ static const struct config_key rate_limit_keys[] = {
      .doc = "`\"cluster\"`: shared with other nodes through `redis` (a rate only)"},
     {.name = "fail_closed", .type = CONFIG_KEY_BOOL, AT(struct config_rate_limit, fail_closed), .def = "false",
      .doc = "`scope = \"cluster\"`: refuse while redis cannot be reached, rather than admit from local state"},
+    {.name = "adaptive", .type = CONFIG_KEY_GROUP, .def = "absent: a fixed rate",
+     .sub = &config_keys_rate_limit_adaptive,
+     .doc = "the rate follows an upstream's health: 0.6x over `latency_p99`, 0.3x over 5% errors or breaker open"},
 };
 KEYSET(config_keys_rate_limit, "rate_limits", "in rate_limits entry", rate_limit_keys);
+
+static const struct config_key rl_adaptive_keys[] = {
+    {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED,
+     AT(struct config_rate_limit, adaptive.upstream), .max = 255, .check = upstream_name_check,
+     .doc = "the upstream group whose health the rate follows"},
+    {.name = "latency_p99", .type = CONFIG_KEY_DURATION, AT(struct config_rate_limit, adaptive.latency_p99),
+     DAYS49, .def = "1s", .doc = "above this p99 of the upstream's latency over `window`, the rate is 0.6x"},
+    {.name = "floor", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL,
+     AT(struct config_rate_limit, adaptive.floor), FITS(struct config_rate_limit, adaptive.floor),
+     .check = config_check_rl_rate, .doc = "the rate never goes below this (`\"10/s\"`); absent: no floor"},
+    {.name = "window", .type = CONFIG_KEY_DURATION, AT(struct config_rate_limit, adaptive.window), .min = 1000,
+     .max = 60000, .def = "10s", .doc = "the window the p99 and error ratio are taken over, 1s to 60s"},
+};
+KEYSET(config_keys_rate_limit_adaptive, "rate_limits.adaptive", "in rate_limits.adaptive", rl_adaptive_keys);
 
 static const struct config_key redis_keys[] = {
     {.name = "address", .type = CONFIG_KEY_ADDR, .flags = CONFIG_KEY_REQUIRED, AT(struct config, redis_addr),

@@ -143,6 +143,55 @@ static uint64_t rl_seed(const struct config_rate_limit *l)
 	return h;
 }
 
+/* rate_limits.adaptive: read, and checked against the limit and the
+ * upstreams (loaded before the limits). 0, or -1 when refused (logged). */
+static int rl_adaptive_load(struct loader *ld, const config_setting_t *e, struct config_rate_limit *l)
+{
+	const struct config *cfg = ld->cfg;
+	config_setting_t *g = config_get_group(ld, e, "adaptive", "rate_limits.adaptive");
+	enum got got[CONFIG_KEYS_MAX];
+	int found = 0;
+
+	if (!g)
+		return 0;
+	l->adaptive.latency_p99 = 1000;
+	l->adaptive.window = 10000;
+	config_engine_read(ld, g, &config_keys_rate_limit_adaptive, l, got);
+	if (config_engine_got(&config_keys_rate_limit_adaptive, got, "upstream") != GOT_OK)
+		return -1;
+	if (l->concurrent > 0) {
+		fail(ld, line_of(g), "rate limit \"%s\": adaptive needs a rate, not concurrent", l->name);
+		return -1;
+	}
+	if (l->adaptive.window < 1000 || l->adaptive.window > 60000) {
+		/* the master keeps 64 s of snapshots (master/adaptive.h) */
+		fail(ld, line_of(config_setting_get_member(g, "window")),
+		     "rate limit \"%s\": adaptive.window must be from 1s to 60s", l->name);
+		return -1;
+	}
+	for (int i = 0; i < cfg->nupstreams; i++)
+		found |= !strcmp(cfg->upstreams[i].name, l->adaptive.upstream);
+	if (!found) {
+		fail(ld, line_of(config_setting_get_member(g, "upstream")),
+		     "rate limit \"%s\": adaptive.upstream \"%s\" is not an upstream", l->name, l->adaptive.upstream);
+		return -1;
+	}
+	if (l->adaptive.floor[0]) {
+		uint32_t q, w;
+
+		rl_rate_parse(l->adaptive.floor, &q, &w);
+		l->adaptive.floor_ns = ((uint64_t)w * 1000000000ull + q - 1) / q;
+		if (l->adaptive.floor_ns < l->interval_ns) {
+			fail(ld, line_of(config_setting_get_member(g, "floor")),
+			     "rate limit \"%s\": adaptive.floor \"%s\" is above its rate \"%s\"", l->name,
+			     l->adaptive.floor, l->rate);
+			return -1;
+		}
+	}
+	l->adaptive.on = 1;
+	return 0;
+}
+
 int config_load_rate_limits(struct loader *ld, const config_setting_t *root)
 {
 	const struct config_keyset *ks = &config_keys_rate_limit;
@@ -213,6 +262,8 @@ int config_load_rate_limits(struct loader *ld, const config_setting_t *root)
 			/* rounded up: never admits faster than written */
 			l->interval_ns = ((uint64_t)l->window * 1000000000ull + l->quota - 1) / l->quota;
 		}
+		if (rl_adaptive_load(ld, e, l) < 0)
+			continue;
 		l->seed = rl_seed(l);
 		cfg->nrate_limits++;
 	}

@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "master/adaptive.h"
 #include "master/health.h"
 #include "master/listen.h"
 #include "master/metrics.h"
@@ -122,6 +123,7 @@ static void master_forget_loop(void)
 		ev_timer_stop(m.loop, &m.workers[i].respawn);
 	master_upgrade_end();
 	redis_sync_forget();
+	adaptive_forget();
 	stats_close(m.loop, 0); /* the socket file is the master's, not ours to remove */
 	health_in_child();
 	ev_loop_fork(m.loop);
@@ -489,6 +491,7 @@ static int master_reload(void)
 	 * goes on); a new one that cannot be opened is logged, not fatal */
 	stats_configure(m.loop, ncfg, m.seg);
 	redis_sync_configure(m.loop, ncfg);
+	adaptive_configure(m.loop, ncfg, m.seg);
 	metrics_set_certs(ncfg);
 	if (logfiles_open(ncfg) < 0)
 		log_error("reload: cannot open the new log files (%s); keeping the old ones", strerror(errno));
@@ -819,6 +822,7 @@ int master_run(struct config *cfg, char *const argv[])
 		stats_adopt(m.loop, STATS_UNIX, inh->stats_unix_fd, inh->stats_unix_path, m.seg);
 	free(inh);
 	redis_sync_configure(m.loop, cfg);
+	adaptive_configure(m.loop, cfg, m.seg);
 	metrics_set_certs(cfg);
 	if (stats_configure(m.loop, cfg, m.seg) < 0)
 		return 1;

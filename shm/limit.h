@@ -54,7 +54,7 @@
 #include "shm/shm.h"
 
 #define LIMIT_MAGIC   0x4c524957u /* "WIRL" */
-#define LIMIT_VERSION 2u
+#define LIMIT_VERSION 3u
 #define LIMIT_RING    65536 /* entries with cluster counts not yet sent to redis */
 #define LIMIT_WAYS    10
 #define LIMIT_IDS     128 /* limit names the segment counts, over reloads */
@@ -95,6 +95,29 @@ struct limit_id {
 	uint64_t seed; /* the identity the name now has (config_rate_limit.seed) */
 };
 
+/* One adaptive limit's state: the factor its rate is scaled by, per
+ * mille (0, a segment never written, reads as 1000), and what made it. */
+struct limit_adaptive {
+	_Atomic uint32_t factor;
+	_Atomic uint32_t p99_us;  /* the upstream's p99 over the window; 0: no answers in it */
+	_Atomic uint32_t err_pm;  /* its 5xx answers over the window, per mille */
+	_Atomic uint32_t breaker; /* 1 while the group's breaker is open */
+	_Atomic uint64_t answers; /* answers in the window */
+};
+
+/* The emission interval of a limit of interval <base> whose adaptive factor
+ * is <pm> per mille, held to <floor> (ns; 0: none): one relaxed load and a
+ * divide per decision on the worker's side. */
+static inline uint64_t limit_adaptive_interval(uint64_t base, uint32_t pm, uint64_t floor)
+{
+	uint64_t v;
+
+	if (!pm || pm >= 1000)
+		return base;
+	v = base * 1000u / pm;
+	return floor && v > floor ? floor : v;
+}
+
 struct limit_segment {
 	uint32_t magic;
 	uint32_t version;
@@ -114,6 +137,9 @@ struct limit_segment {
 	_Atomic uint32_t redis_down;                                        /* 1 while the master cannot reach redis */
 	_Atomic uint64_t redis_syncs_ok, redis_syncs_failed, redis_sync_us; /* replies, and their latency summed */
 	_Atomic uint64_t ring[LIMIT_RING]; /* limit id << 32 | (entry index + 1); 0: not yet written */
+	/* rate_limits.adaptive (master/adaptive.h), per limit id: written by
+	 * the master each tick, the factor read by workers once per decision */
+	_Alignas(64) struct limit_adaptive adapt[LIMIT_IDS];
 	_Alignas(64) struct limit_id ids[LIMIT_IDS];
 	struct limit_entry overflow[LIMIT_IDS]; /* one per limit id: keys with no room */
 	/* per worker slot, per id, per result; single writer (the slot's

@@ -326,15 +326,21 @@ int ratelimit_check(struct txn *t)
 	for (int i = 0; i < e->nlimits; i++) {
 		struct config_rate_limit *l = (struct config_rate_limit *)&route_limits(t->table)[e->limits[i]];
 		size_t len = rl_key(t, l, key);
+		uint64_t interval;
 
 		if (!len)
 			continue;
 		hash[n] = l->scope == CONFIG_RL_CLUSTER ? limit_hash_cluster(l->seed, key, len)
 		                                        : limit_hash(s, l->seed, l->concurrent > 0, key, len);
 		lim[n] = l;
+		interval = l->interval_ns;
+		if (l->adaptive.on) /* the master's factor for it (shm/limit.h) */
+			interval = limit_adaptive_interval(
+			    interval, atomic_load_explicit(&s->adapt[l->id].factor, memory_order_relaxed),
+			    l->adaptive.floor_ns);
 		a[n] = (struct limit_ask){
-		    .interval = l->concurrent ? 0 : l->interval_ns,
-		    .tolerance = l->concurrent ? (uint64_t)l->concurrent : (uint64_t)l->burst * l->interval_ns,
+		    .interval = l->concurrent ? 0 : interval,
+		    .tolerance = l->concurrent ? (uint64_t)l->concurrent : (uint64_t)l->burst * interval,
 		    .delay = l->mode == CONFIG_RL_DELAY,
 		    .advisory = l->mode == CONFIG_RL_DRY_RUN,
 		};
