@@ -33,7 +33,8 @@ an operator would drive it (run as root; `make fleet`):
      (PROXY_PROTOCOL below; False shows HAProxy's address instead).
   6. A cluster-scoped rate limit (scope = "cluster", one redis-server in the
      balancer's netns that every node reaches): four client addresses send
-     one API key through ECMP, and the three nodes together admit what one
+     one API key through ECMP (then another through HAProxy), and the
+     three nodes together admit what one
      limit allows (burst + rate x t, plus one sync interval's worth per
      node), far below three local limits' sum (--scope local shows it).
 
@@ -607,53 +608,64 @@ def limit_decisions(f, node):
 
 
 def phase_cluster_limit(f, figures):
-    """One key sent through ECMP from several clients to all three nodes:
-    together they admit what one limit allows, not three times it."""
+    """One key sent from several clients to all three nodes, through ECMP
+    and then through HAProxy: together they admit what one limit allows,
+    not three times it."""
     for n in NODES:
         if f.scope == "cluster":
             wait_until(lambda: f.metrics(n).get(("weir_rate_limit_redis_up", frozenset())) == 1,
                        10, "%s connected to redis" % n)
+    # a key of its own per balancer: each run starts from a key at rest
+    cluster_limit_run(f, figures, "ECMP", VIP, PORT, "ecmp", 3.0)
+    cluster_limit_run(f, figures, "HAProxy", LB_CLIENT_ADDR, HAPROXY_PORT, "haproxy", 2.0)
+
+
+def cluster_limit_run(f, figures, via, host, port, key, seconds):
+    def fail(msg):
+        raise Failed("cluster limit via %s: %s" % (via, msg))
+
     before = {n: limit_decisions(f, n) for n in NODES}
-    load = f.load_start("limit", VIP, PORT, hold=(),
-                        extra=["--path", LIMIT_PATH, "--header", "X-Fleet-Key: shared",
+    origin_before = {n: f.origin_count(n, LIMIT_PATH) for n in NODES}
+    load = f.load_start("limit-" + key, host, port, hold=(),
+                        extra=["--path", LIMIT_PATH, "--header", "X-Fleet-Key: " + key,
                                "--allow-429", "--sources", ",".join(CLIENT_SOURCES)])
-    time.sleep(3)
+    time.sleep(seconds)
     r = f.load_stop(load)
     if r["failed"]:
-        raise Failed("cluster limit: %d failed requests, e.g. %s" % (r["failed"], r["failures"][:5]))
+        fail("%d failed requests, e.g. %s" % (r["failed"], r["failures"][:5]))
     t = r["end"] - r["start"]
     # every node's counters, and what reached every node's origin
     time.sleep(0.2)
     after = {n: limit_decisions(f, n) for n in NODES}
     allowed = {n: after[n]["allowed"] - before[n]["allowed"] for n in NODES}
     rejected = sum(after[n]["rejected"] - before[n]["rejected"] for n in NODES)
-    at_origin = {n: f.origin_count(n, LIMIT_PATH) for n in NODES}
+    at_origin = {n: f.origin_count(n, LIMIT_PATH) - origin_before[n] for n in NODES}
     total = sum(allowed.values())
     one = LIMIT_BURST + LIMIT_RATE * t            # one limit over t
     # each node learns the others' admissions one interval late at most:
     # one interval's worth of the limit per node on top (docs/config.md)
     bound = one + len(NODES) * LIMIT_RATE * LIMIT_INTERVAL
     local = len(NODES) * one                      # three independent limits
-    figures.append("cluster limit (scope %s, %d/s burst %d, redis every %d ms): %.1f s of %d "
-                   "requests from %d clients through ECMP, %d admitted (nodes %s; origins %s; "
+    figures.append("cluster limit via %s (scope %s, %d/s burst %d, redis every %d ms): %.1f s of %d "
+                   "requests from %d clients, %d admitted (nodes %s; origins %s; "
                    "client %d), %d refused; bound burst + rate x t + interval = %.0f, "
                    "three local limits %.0f"
-                   % (f.scope, LIMIT_RATE, LIMIT_BURST, LIMIT_INTERVAL * 1000, t,
+                   % (via, f.scope, LIMIT_RATE, LIMIT_BURST, LIMIT_INTERVAL * 1000, t,
                       r["ok"] + r["limited"], len(r["clients"]), total,
                       "+".join("%d" % allowed[n] for n in NODES),
                       "+".join("%d" % at_origin[n] for n in NODES), r["ok"], rejected, bound, local))
     if sorted(r["clients"]) != sorted(CLIENT_SOURCES):
-        raise Failed("cluster limit: weir saw clients %s, not %s" % (r["clients"], CLIENT_SOURCES))
+        fail("weir saw clients %s, not %s" % (r["clients"], CLIENT_SOURCES))
     if total != sum(at_origin.values()) or total != r["ok"]:
-        raise Failed("cluster limit: nodes admitted %d, origins answered %d, client got %d"
-                     % (total, sum(at_origin.values()), r["ok"]))
+        fail("nodes admitted %d, origins answered %d, client got %d"
+             % (total, sum(at_origin.values()), r["ok"]))
     if rejected != r["limited"]:
-        raise Failed("cluster limit: nodes refused %d, client got %d 429s" % (rejected, r["limited"]))
+        fail("nodes refused %d, client got %d 429s" % (rejected, r["limited"]))
     for n in NODES:
         # every node saw the key, and limited it: the load reached all three
         if allowed[n] < 1 or after[n]["rejected"] - before[n]["rejected"] < 10:
-            raise Failed("cluster limit: %s admitted %d, refused %d: the key did not reach every "
-                         "node" % (n, allowed[n], after[n]["rejected"] - before[n]["rejected"]))
+            fail("%s admitted %d, refused %d: the key did not reach every node"
+                 % (n, allowed[n], after[n]["rejected"] - before[n]["rejected"]))
     if f.scope == "cluster":
         for n in NODES:
             # the node reconciled with redis (a sync is sent for an
@@ -661,16 +673,14 @@ def phase_cluster_limit(f, figures):
             ok = after[n]["sync_ok"] - before[n]["sync_ok"]
             bad = after[n]["sync_failed"] - before[n]["sync_failed"]
             if bad or ok < 3:
-                raise Failed("cluster limit: %s synced with redis %d times ok, %d failed in %.1f s"
-                             % (n, ok, bad, t))
+                fail("%s synced with redis %d times ok, %d failed in %.1f s" % (n, ok, bad, t))
     if total > bound:
-        raise Failed("cluster limit: %d admitted over the fleet, more than %.0f (burst + rate x t "
-                     "+ one interval per node): the nodes limit alone" % (total, bound))
+        fail("%d admitted over the fleet, more than %.0f (burst + rate x t + one interval "
+             "per node): the nodes limit alone" % (total, bound))
     if total > 0.5 * local:
-        raise Failed("cluster limit: %d admitted, not clearly below three local limits' %.0f"
-                     % (total, local))
+        fail("%d admitted, not clearly below three local limits' %.0f" % (total, local))
     if total < 0.8 * one:
-        raise Failed("cluster limit: only %d admitted, under 80%% of the limit's %.0f" % (total, one))
+        fail("only %d admitted, under 80%% of the limit's %.0f" % (total, one))
 
 
 def phase_rollout(f, figures):
