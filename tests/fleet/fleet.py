@@ -34,9 +34,9 @@ an operator would drive it (run as root; `make fleet`):
   6. A cluster-scoped rate limit (scope = "cluster", one redis-server in the
      balancer's netns that every node reaches): four client addresses send
      one API key through ECMP (then another through HAProxy), and the
-     three nodes together admit what one
-     limit allows (burst + rate x t, plus one sync interval's worth per
-     node), far below three local limits' sum (--scope local shows it).
+     three nodes together admit what one limit allows (burst + rate x t,
+     plus one sync interval's worth per node), far below three local
+     limits' sum (--scope local shows it).
 
 Everything lives in namespaces this script creates (names carry its pid) and
 is removed in a finally block; every wait is bounded. Figures (requests,
