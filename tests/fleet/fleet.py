@@ -7,7 +7,8 @@ an operator would drive it (run as root; `make fleet`):
     client netns "cl"               10.99.1.2       load.py
         |  veth
     balancer netns "lb"             10.99.1.1       router (ECMP), HAProxy,
-                                    10.99.0.1       Prometheus, the operator
+                                    10.99.0.1       Prometheus, redis-server,
+                                                    the operator
         |  veth
     bridge in netns "fab"
         |  veth (one per node)
@@ -30,15 +31,23 @@ an operator would drive it (run as root; `make fleet`):
      node; zero failed requests. HAProxy sends the PROXY protocol
      (send-proxy-v2) and weir sees the client's own address behind it
      (PROXY_PROTOCOL below; False shows HAProxy's address instead).
+  6. A cluster-scoped rate limit (scope = "cluster", one redis-server in the
+     balancer's netns that every node reaches): four client addresses send
+     one API key through ECMP (then another through HAProxy), and the
+     three nodes together admit what one limit allows (burst + rate x t,
+     plus one sync interval's worth per node), far below three local
+     limits' sum (--scope local shows it).
 
 Everything lives in namespaces this script creates (names carry its pid) and
 is removed in a finally block; every wait is bounded. Figures (requests,
 failures, Prometheus vs nodes) are printed at the end.
 
-    fleet.py [--weir build/weir] [--keep] [--unpinned]
+    fleet.py [--weir build/weir] [--keep] [--unpinned] [--scope local]
 
 --unpinned runs the ECMP drain without the conntrack pinning, to show what
 the pinning is for (it reports the failures and does not fail on them).
+--scope local gives the limit of 6 scope = "local" instead: each node then
+limits alone, and the phase must fail (its bound is the cluster's).
 """
 
 import argparse
@@ -74,6 +83,15 @@ HAPROXY_PORT = 8081        # HAProxy's frontend, on the client side
 PROM_ADDR = "127.0.0.1:9090"  # Prometheus, inside the lb netns
 TOKEN = "fleet-test-token-0123456789abcdef"
 NODES = ("n1", "n2", "n3")
+
+# The cluster rate limit (phase 6): one key (the X-Fleet-Key header) from
+# several client addresses, reconciled through redis every LIMIT_INTERVAL.
+REDIS_ADDR = "%s:6379" % LB_ADDR
+LIMIT_RATE = 50            # per second
+LIMIT_BURST = 20
+LIMIT_INTERVAL = 0.1       # redis.interval, seconds
+LIMIT_PATH = "/echo/limited"
+CLIENT_SOURCES = [CLIENT_NET + ".%d" % i for i in range(2, 6)]
 
 # True (weir reads the PROXY protocol, issue 15) makes HAProxy send it
 # (send-proxy-v2 on each server line), gives the nodes' HAProxy listener
@@ -170,6 +188,7 @@ class Fleet:
         self.weirs = {}            # node -> Popen of its master
         self.haproxy = None
         self.loads = 0
+        self.scope = "cluster"     # the limit's scope (--scope local: the failing case)
 
     # ---- plumbing ------------------------------------------------------
     def addr(self, node):
@@ -242,6 +261,8 @@ class Fleet:
         self.net.veth(self.ns_lb, "eth1", self.ns_lb, "eth0", self.ns_cl)
         self.net.address(self.ns_lb, "eth1", LB_CLIENT_ADDR + "/24")
         self.net.address(self.ns_cl, "eth0", CLIENT_ADDR + "/24")
+        for a in CLIENT_SOURCES[1:]:  # more clients, for the rate limit
+            run(["ip", "-n", self.ns_cl, "addr", "add", a + "/24", "dev", "eth0"])
         run(["ip", "-n", self.ns_cl, "route", "add", "default", "via", LB_CLIENT_ADDR])
         self.net.sysctl(self.ns_lb, "net.ipv4.ip_forward=1")
         for n in NODES:
@@ -282,7 +303,8 @@ class Fleet:
     def node_config(self, node, v2=False):
         d = self.node_dir(node)
         ups = ['{ name = "app"; keepalive = 16; servers = ( { address = "127.0.0.1:9000"; } ); }']
-        routes = ['{ path = "/"; upstream = "app"; }']
+        routes = ['{ path = "/"; upstream = "app"; }',
+                  '{ path = "%s"; upstream = "app"; rate_limits = [ "fleet" ]; }' % LIMIT_PATH]
         if v2:
             ups.append('{ name = "v2"; keepalive = 16; servers = ( { address = "127.0.0.1:9001"; } ); }')
             routes.insert(0, '{ path = "/echo/v2"; upstream = "v2"; }')
@@ -296,14 +318,43 @@ class Fleet:
             "upstreams = ( %s );" % ", ".join(ups),
             "routes = ( %s );" % ", ".join(routes),
             'timeouts = { drain = "10s"; upstream_read = "5s"; };',
+            'redis = { address = "%s"; interval = "%dms"; };' % (REDIS_ADDR, LIMIT_INTERVAL * 1000),
+            'rate_limits = ( { name = "fleet"; key = "header:X-Fleet-Key"; rate = "%d/s"; '
+            'burst = %d; scope = "%s"; } );' % (LIMIT_RATE, LIMIT_BURST, self.scope),
             "",
         ])
 
     def start_origins(self, node):
         ns = self.ns_node[node]
         for port, name in ((9000, node), (9001, node + "-v2")):
+            # the log: what reached the origin (phase 6 counts it)
             self.spawn("origin-%s" % name, [PY, ORIGIN, "--listen", "127.0.0.1:%d" % port,
-                                            "--name", name], ns)
+                                            "--name", name, "--log", self.origin_log(name)], ns)
+
+    def origin_log(self, name):
+        return os.path.join(self.tmp, "origin-%s.log" % name)
+
+    def origin_count(self, name, prefix):
+        """Requests for <prefix> the origin <name> answered (its log)."""
+        n = 0
+        with open(self.origin_log(name)) as fh:
+            for line in fh:
+                e = json.loads(line)
+                if e.get("target", "").startswith(prefix) and not (
+                        set(e) & {"error", "closed", "unread", "dropped"}):
+                    n += 1
+        return n
+
+    def start_redis(self):
+        d = os.path.join(self.tmp, "redis")
+        os.makedirs(d, exist_ok=True)
+        host, port = REDIS_ADDR.split(":")
+        self.spawn("redis", ["redis-server", "--bind", host, "--port", port, "--save", "",
+                             "--appendonly", "no", "--dir", d, "--protected-mode", "no"],
+                   self.ns_lb)
+        # asked from inside the balancer's netns: this script's cannot reach it
+        wait_until(lambda: run(["redis-cli", "-h", host, "-p", port, "ping"], ns=self.ns_lb,
+                               check=False).stdout.strip() == "PONG", 10, "redis-server ready")
 
     def wait_origins(self, node):
         # before weir: a connect refused by an origin not yet listening
@@ -431,7 +482,7 @@ scrape_configs:
         return float(r[0]["value"][1]) if r else None
 
     # ---- load ----------------------------------------------------------
-    def load_start(self, name, host, port, duration=20, hold=NODES):
+    def load_start(self, name, host, port, duration=20, hold=NODES, extra=()):
         self.loads += 1
         d = os.path.join(self.tmp, "load%d-%s" % (self.loads, name))
         os.makedirs(d)
@@ -440,7 +491,8 @@ scrape_configs:
                                         "--conns", "6", "--reuse", "10", "--duration",
                                         str(duration), "--stop-file", os.path.join(d, "stop"),
                                         "--out", os.path.join(d, "result.json"),
-                                        "--ready-file", ready, "--hold", ",".join(hold)],
+                                        "--ready-file", ready, "--hold", ",".join(hold)]
+                       + list(extra),
                        self.ns_cl)
         wait_until(lambda: os.path.exists(ready), 10, "load %s started" % name)
         return (p, d)
@@ -542,6 +594,93 @@ def phase_admin(f, figures):
     if code != 200:
         raise Failed("admin POST with the token answered %d: %s" % (code, body))
     figures.append("stats socket over the network: POST without token refused, with token 200")
+
+
+def limit_decisions(f, node):
+    m = f.metrics(node)
+    out = {r: m.get(("weir_rate_limit_decisions_total",
+                     frozenset([("limit", '"fleet"'), ("result", '"%s"' % r)])), 0)
+           for r in ("allowed", "rejected")}
+    for r in ("ok", "failed"):
+        out["sync_" + r] = m.get(("weir_rate_limit_redis_syncs_total",
+                                  frozenset([("result", '"%s"' % r)])), 0)
+    return out
+
+
+def phase_cluster_limit(f, figures):
+    """One key sent from several clients to all three nodes, through ECMP
+    and then through HAProxy: together they admit what one limit allows,
+    not three times it."""
+    for n in NODES:
+        if f.scope == "cluster":
+            wait_until(lambda: f.metrics(n).get(("weir_rate_limit_redis_up", frozenset())) == 1,
+                       10, "%s connected to redis" % n)
+    # a key of its own per balancer: each run starts from a key at rest
+    cluster_limit_run(f, figures, "ECMP", VIP, PORT, "ecmp", 3.0)
+    cluster_limit_run(f, figures, "HAProxy", LB_CLIENT_ADDR, HAPROXY_PORT, "haproxy", 2.0)
+
+
+def cluster_limit_run(f, figures, via, host, port, key, seconds):
+    def fail(msg):
+        raise Failed("cluster limit via %s: %s" % (via, msg))
+
+    before = {n: limit_decisions(f, n) for n in NODES}
+    origin_before = {n: f.origin_count(n, LIMIT_PATH) for n in NODES}
+    load = f.load_start("limit-" + key, host, port, hold=(),
+                        extra=["--path", LIMIT_PATH, "--header", "X-Fleet-Key: " + key,
+                               "--allow-429", "--sources", ",".join(CLIENT_SOURCES)])
+    time.sleep(seconds)
+    r = f.load_stop(load)
+    if r["failed"]:
+        fail("%d failed requests, e.g. %s" % (r["failed"], r["failures"][:5]))
+    t = r["end"] - r["start"]
+    # every node's counters, and what reached every node's origin
+    time.sleep(0.2)
+    after = {n: limit_decisions(f, n) for n in NODES}
+    allowed = {n: after[n]["allowed"] - before[n]["allowed"] for n in NODES}
+    rejected = sum(after[n]["rejected"] - before[n]["rejected"] for n in NODES)
+    at_origin = {n: f.origin_count(n, LIMIT_PATH) - origin_before[n] for n in NODES}
+    total = sum(allowed.values())
+    one = LIMIT_BURST + LIMIT_RATE * t            # one limit over t
+    # each node learns the others' admissions one interval late at most:
+    # one interval's worth of the limit per node on top (docs/config.md)
+    bound = one + len(NODES) * LIMIT_RATE * LIMIT_INTERVAL
+    local = len(NODES) * one                      # three independent limits
+    figures.append("cluster limit via %s (scope %s, %d/s burst %d, redis every %d ms): %.1f s of %d "
+                   "requests from %d clients, %d admitted (nodes %s; origins %s; "
+                   "client %d), %d refused; bound burst + rate x t + interval = %.0f, "
+                   "three local limits %.0f"
+                   % (via, f.scope, LIMIT_RATE, LIMIT_BURST, LIMIT_INTERVAL * 1000, t,
+                      r["ok"] + r["limited"], len(r["clients"]), total,
+                      "+".join("%d" % allowed[n] for n in NODES),
+                      "+".join("%d" % at_origin[n] for n in NODES), r["ok"], rejected, bound, local))
+    if sorted(r["clients"]) != sorted(CLIENT_SOURCES):
+        fail("weir saw clients %s, not %s" % (r["clients"], CLIENT_SOURCES))
+    if total != sum(at_origin.values()) or total != r["ok"]:
+        fail("nodes admitted %d, origins answered %d, client got %d"
+             % (total, sum(at_origin.values()), r["ok"]))
+    if rejected != r["limited"]:
+        fail("nodes refused %d, client got %d 429s" % (rejected, r["limited"]))
+    for n in NODES:
+        # every node saw the key, and limited it: the load reached all three
+        if allowed[n] < 1 or after[n]["rejected"] - before[n]["rejected"] < 10:
+            fail("%s admitted %d, refused %d: the key did not reach every node"
+                 % (n, allowed[n], after[n]["rejected"] - before[n]["rejected"]))
+    if f.scope == "cluster":
+        for n in NODES:
+            # the node reconciled with redis (a sync is sent for an
+            # interval in which the node admitted some), never failing
+            ok = after[n]["sync_ok"] - before[n]["sync_ok"]
+            bad = after[n]["sync_failed"] - before[n]["sync_failed"]
+            if bad or ok < 3:
+                fail("%s synced with redis %d times ok, %d failed in %.1f s" % (n, ok, bad, t))
+    if total > bound:
+        fail("%d admitted over the fleet, more than %.0f (burst + rate x t + one interval "
+             "per node): the nodes limit alone" % (total, bound))
+    if total > 0.5 * local:
+        fail("%d admitted, not clearly below three local limits' %.0f" % (total, local))
+    if total < 0.8 * one:
+        fail("only %d admitted, under 80%% of the limit's %.0f" % (total, one))
 
 
 def phase_rollout(f, figures):
@@ -674,13 +813,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--weir", default=os.path.join(ROOT, "build", "weir"))
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--scope", choices=("cluster", "local"), default="cluster",
+                    help="the limit's scope in phase 6 (local: shows that phase failing)")
     ap.add_argument("--unpinned", action="store_true",
                     help="also drain an ECMP node without conntrack pinning (shows failures)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("fleet: needs root (network namespaces)", file=sys.stderr)
         return 2
-    for tool in ("ip", "nft", "haproxy", "prometheus", "promtool", "curl"):
+    for tool in ("ip", "nft", "haproxy", "prometheus", "promtool", "curl", "redis-server",
+                 "redis-cli"):
         if shutil.which(tool) is None:
             print("fleet: %s is missing (tests/install-deps fleet installs it)" % tool,
                   file=sys.stderr)
@@ -697,11 +839,13 @@ def main():
     t0 = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="weir-fleet.")
     f = Fleet(a.weir, tmp)
+    f.scope = a.scope
     figures = []
     ok = False
     try:
         f.build_network()
         f.pin(True)
+        f.start_redis()
         for n in NODES:
             f.start_origins(n)
         for n in NODES:
@@ -712,6 +856,7 @@ def main():
         log("set up in %.1f s (%s)" % (time.monotonic() - t0, tmp))
         for name, phase in (("ECMP spread", phase_ecmp_spread), ("Prometheus", phase_prometheus),
                             ("admin over the network", phase_admin),
+                            ("cluster rate limit", phase_cluster_limit),
                             ("rollout", phase_rollout), ("ECMP drain", phase_ecmp_drain),
                             ("HAProxy drain", phase_haproxy_drain)):
             t = time.monotonic()

@@ -8,6 +8,10 @@ one, so new connections keep being spread by the balancer. Every request
 must come back 200 with the /echo JSON of an origin; anything else (refused,
 reset, timeout, short body, other status) is a failure, kept with its time.
 
+--sources a,b,c connects from those addresses in turn (several clients).
+--header adds a header to every request; with --allow-429 a 429 (a rate
+limit's refusal) is counted in "limited" rather than as a failure.
+
 --hold n1,n2,n3 adds one connection per named origin: the thread reconnects
 until the balancer hands it to that origin, then keeps it, always with a
 slow request (--hold-path) in flight, until the server closes it; so when
@@ -70,6 +74,8 @@ class Loader:
         self.closes_by_server = 0
         self.held = 0
         self.clients = set()  # the client addresses weir saw (X-Forwarded-For)
+        self.next_source = 0
+        self.limited = 0  # 429s, when --allow-429 makes them answers, not failures
 
     def stopped(self, deadline):
         return time.monotonic() >= deadline or os.path.exists(self.a.stop_file)
@@ -98,6 +104,12 @@ class Loader:
         if closes:
             with self.lock:
                 self.closes_by_server += 1
+        if status == 429 and self.a.allow_429:
+            # a rate limit's refusal, under test: counted, the connection
+            # goes on ("" is an answer that came from no origin)
+            with self.lock:
+                self.limited += 1
+            return "", closes
         if status != 200:
             self.fail("status %d" % status)
             return None, closes
@@ -112,8 +124,15 @@ class Loader:
         return origin, closes
 
     def connect(self):
+        src = None
+        if self.a.sources:
+            # several clients: each new connection from the next address
+            with self.lock:
+                self.next_source += 1
+                src = (self.a.sources[self.next_source % len(self.a.sources)], 0)
         try:
-            sock = socket.create_connection((self.a.host, self.a.port), timeout=self.a.timeout)
+            sock = socket.create_connection((self.a.host, self.a.port), timeout=self.a.timeout,
+                                            source_address=src)
         except OSError as e:
             self.fail("connect: %s" % e)
             time.sleep(0.05)
@@ -123,8 +142,9 @@ class Loader:
         return sock
 
     def req(self, path):
-        return ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: weir-fleet-load\r\n\r\n"
-                % (path, self.a.host_header)).encode()
+        extra = "".join("%s\r\n" % h for h in self.a.header)
+        return ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: weir-fleet-load\r\n%s\r\n"
+                % (path, self.a.host_header, extra)).encode()
 
     def thread(self, deadline):
         """New connections all along: REUSE requests each."""
@@ -205,7 +225,7 @@ class Loader:
             "connections": self.connections, "closes_by_server": self.closes_by_server,
             "slots": {o: {str(k): v for k, v in s.items()} for o, s in self.slots.items()},
             "hit_deadline": time.monotonic() >= deadline,
-            "clients": sorted(self.clients),
+            "clients": sorted(self.clients), "limited": self.limited,
         }
         tmp = a.out + ".tmp"
         with open(tmp, "w") as f:
@@ -229,6 +249,11 @@ def main():
     p.add_argument("--ready-file", help="made once the held connections are there")
     p.add_argument("--hold", default="", help="origins to hold a connection on (n1,n2)")
     p.add_argument("--hold-path", default="/echo/slow/200")
+    p.add_argument("--sources", type=lambda v: v.split(","), default=[],
+                   help="client addresses to connect from, in turn (a,b,c)")
+    p.add_argument("--header", action="append", default=[], help="'Name: value' on every request")
+    p.add_argument("--allow-429", action="store_true",
+                   help="a 429 is counted as limited, not as a failure (rate limit phases)")
     a = p.parse_args()
     Loader(a).run()
 
