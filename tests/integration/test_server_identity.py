@@ -193,12 +193,16 @@ def test_a_request_in_flight_to_a_server_a_reload_removed_finishes_and_is_not_po
 
 def churn_config(w, origin, n, per=8):
     """Route "/" to the origin (group "stay"), and a route "/gN/" to group
-    "churn" of <per> refusing servers, new addresses at every N."""
-    base = 20000 + (n * per) % 40000
+    "churn" of <per> refusing servers, new addresses at every N. They are
+    on 127.77.0.0/16, where no test listens: on 127.0.0.1 a port of this
+    range could be another test's listener when the suites run side by
+    side (a 404 from a stats listener came back instead of the 502)."""
+    def addr(k):
+        return "127.77.%d.%d:9" % (k // 250, k % 250 + 1)
     return render_config(
         w.dir, w.port, w.stats_port, workers=1,
         upstreams=[{"name": "stay", "servers": [origin.addr]},
-                   {"name": "churn", "servers": ["127.0.0.1:%d" % (base + i) for i in range(per)],
+                   {"name": "churn", "servers": [addr(n * per + i) for i in range(per)],
                     }],
         routes=[{"path": "/g%d/" % n, "upstream": "churn"}, {"path": "/", "upstream": "stay"}],
         timeouts={"upstream_connect": "1s"})
