@@ -274,7 +274,9 @@ def test_a_prometheus_server_scrapes_exactly_the_requests_sent_per_route(weir_fa
     # the histogram is usable as one: a quantile over the route's buckets
     q = prom.value('histogram_quantile(0.5, sum by (le) (weir_route_request_duration_seconds_bucket'
                    '{path="/one/"}))')
-    assert q is not None and 0 < q <= 0.005, q
+    # (the median of seven loopback requests: well under 0.1 s even with
+    # both suites running side by side, where 6 ms was seen)
+    assert q is not None and 0 < q <= 0.1, q
 
 
 # ---------------------------------------------------------------------------

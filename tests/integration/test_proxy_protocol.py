@@ -204,7 +204,9 @@ def test_a_late_header_times_out_and_a_silent_connection_closes_quietly(weir_fac
     assert 0.8 <= took < slack(3.0), took
     # the partial one is a failure; the silent one is a port probe
     assert w.metrics().error("proxy_protocol") == before + 1
-    assert any("timed out in the header" in l for l in w.error_lines())
+    # the log is written from the worker's buffer a moment later
+    wait_until(lambda: any("timed out in the header" in l for l in w.error_lines()), slack(3),
+               what="the timed-out line in the error log")
 
 
 def test_a_balancer_health_check_that_connects_and_closes_is_not_counted(ppw):
