@@ -403,10 +403,16 @@ const struct route_entry *route_lookup(const struct route_table *t, const char *
 	const struct route_host *h;
 	uint32_t lo, hi, at;
 
-	host_len = route_host_len(host, host_len);
-	if (host_len && host[host_len - 1] == '.') /* "example.com." is "example.com" */
-		host_len--;
-	h = route_find_host(t, host, host_len);
+	if (!t->nwild && t->nhosts == (t->any_host != ROUTE_NONE)) {
+		/* no host patterns but "*" (the common table): every host is
+		 * that one, so the Host value is neither cut nor hashed */
+		h = t->any_host == ROUTE_NONE ? NULL : &route_hosts(t)[t->any_host];
+	} else {
+		host_len = route_host_len(host, host_len);
+		if (host_len && host[host_len - 1] == '.') /* "example.com." is "example.com" */
+			host_len--;
+		h = route_find_host(t, host, host_len);
+	}
 	if (!h)
 		return NULL;
 	/* the greatest path at most <path>: every route path that is a prefix

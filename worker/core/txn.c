@@ -1,6 +1,7 @@
 #include "worker/core/core.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -26,7 +27,17 @@ struct txn *txn_new(struct conn *c)
 
 	if (!t)
 		return NULL;
-	memset(t, 0, sizeof(*t));
+	/* all zero but the request and its parse state, which
+	 * http_request_init() below zeroes itself (320 bytes not written
+	 * twice); the response's stay zeroed: txn_response_head() reads
+	 * resp_p.st.start to know it has not begun */
+	_Static_assert(offsetof(struct txn, req) < offsetof(struct txn, resp) &&
+	                   offsetof(struct txn, resp) < offsetof(struct txn, req_p) &&
+	                   offsetof(struct txn, req_p) < offsetof(struct txn, resp_p),
+	               "txn_new zeroes around req and req_p");
+	memset(t, 0, offsetof(struct txn, req));
+	memset(&t->resp, 0, offsetof(struct txn, req_p) - offsetof(struct txn, resp));
+	memset(&t->resp_p, 0, sizeof(*t) - offsetof(struct txn, resp_p));
 	t->c = c;
 	t->down.c = c;
 	t->down.ops = c->codec;

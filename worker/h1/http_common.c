@@ -40,15 +40,20 @@ int http_span_ieq(const char *p, size_t len, const char *lower)
 {
 	size_t i;
 
+	/* the length first: inlined with a literal, strlen() is a constant,
+	 * and a span of another length ("keep-alive" against "close") costs
+	 * one compare instead of a walk to the first difference */
+	if (len != strlen(lower))
+		return 0;
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)p[i];
 
 		if (c >= 'A' && c <= 'Z')
 			c |= 0x20;
-		if (lower[i] == '\0' || c != (unsigned char)lower[i])
+		if (c != (unsigned char)lower[i])
 			return 0;
 	}
-	return lower[len] == '\0';
+	return 1;
 }
 
 int http_name_same_var(const char *a, const char *b, size_t len)
