@@ -306,6 +306,8 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 		u->proxy_protocol = (uint8_t)cu->proxy_protocol;
 		u->max_fails = (uint32_t)cu->max_fails;
 		u->fail_timeout = cu->fail_timeout;
+		u->balance = (uint8_t)cu->balance;
+		u->choices = (uint8_t)cu->choices;
 		u->settings = group_settings[i];
 		u->tls = (uint8_t)cu->tls;
 		u->tls_verify = (uint8_t)cu->tls_verify;

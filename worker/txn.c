@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "worker/accesslog.h"
+#include "worker/balance.h"
 #include "worker/conn.h"
 #include "worker/outlier.h"
 #include "worker/respond.h"
@@ -56,6 +57,7 @@ void txn_free(struct txn *t)
 	ratelimit_end(t);
 	retry_release(t);
 	breaker_release(t);
+	balance_end(&t->bal_held);
 	if (t->tun.on)
 		tunnel_free(t);
 	if (t->table)
@@ -355,6 +357,7 @@ static int txn_connect(struct txn *t, int last_rc)
 			return t->tried ? last_rc : WEIR_ERR(NO_SERVER);
 		t->tried |= 1ull << ((uint32_t)s - up->first_server);
 		t->server = s;
+		balance_begin(t->table, (uint32_t)s, &t->bal_held);
 		u = upstream_pool_get(t->table, (uint32_t)s);
 		while (u && !txn_idempotent(t) && !upstream_pool_alive(u)) {
 			/* closed as it idled, its event not seen yet: such a request

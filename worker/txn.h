@@ -112,6 +112,7 @@ struct txn {
 	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
+	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (balance.h) */
 
 	struct http_header headers[]; /* limits.headers entries, shared by the
 	                               * request and then the response */
