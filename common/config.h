@@ -170,7 +170,7 @@ struct config_upstream {
 	 * of the one before, skip a server for fail_timeout */
 	int max_fails;
 	uint32_t fail_timeout;
-	/* balance = "rr" | "random" | "least_request" (worker/balance.h);
+	/* balance = "rr" | "random" | "least_request" (worker/up/up.h: balance);
 	 * choices: candidates least_request draws (2..8) */
 	int balance;
 	int choices;

@@ -171,7 +171,7 @@ static const char *const verify_names[] = {
 };
 
 static const char *const upstream_pp_names[] = {"off", "v1", "v2"};
-/* in enum balance_kind's order (worker/balance.h) */
+/* in enum balance_kind's order (shm/balance.h) */
 static const char *const upstream_balance_names[] = {"rr", "random", "least_request"};
 
 /* ---- the tables -------------------------------------------------------- */

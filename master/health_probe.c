@@ -33,7 +33,7 @@
 #include "common/log.h"
 #include "shm/route.h"
 #include "shm/shm.h"
-#include "worker/upproxy.h"
+#include "worker/net/proxy_local.h"
 
 enum probe_phase {
 	PROBE_IDLE,
@@ -260,7 +260,7 @@ static void probe_step(struct probe *p)
 			return;
 		}
 		if (p->cu->proxy_protocol && upproxy_send_local(p->fd, p->cu->proxy_protocol) < 0) {
-			/* the server expects a PROXY header first (worker/upproxy.h) */
+			/* the server expects a PROXY header first (worker/net/proxy_local.h) */
 			probe_done(p, HEALTH_RESULT_CLOSED, 0, "the PROXY header could not be written");
 			return;
 		}

@@ -1,6 +1,6 @@
 /*
  * balance.h: node-wide per-server state of the load-balancing algorithms
- * (worker/balance.h), in the shared segment, one entry per server stat
+ * (worker/up/up.h: balance), in the shared segment, one entry per server stat
  * index.
  *
  * Principle: least_request compares requests in flight to a server across

@@ -108,7 +108,7 @@ struct route_upstream {
 	uint8_t tls;
 	uint8_t tls_verify;
 	uint8_t proxy_protocol; /* 0 off, 1 v1, 2 v2 (worker/upproxy.h) */
-	uint8_t balance;        /* enum balance_kind (worker/balance.h) */
+	uint8_t balance;        /* enum balance_kind (shm/balance.h) */
 	uint8_t choices;        /* least_request: candidates drawn */
 	char tls_sni[CONFIG_HOST_MAX];
 	struct config_resil resil; /* its traffic controls, as configured */

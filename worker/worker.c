@@ -1,4 +1,4 @@
-#include "worker/worker.h"
+#include "worker/base/base.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -11,147 +11,19 @@
 #include "common/log.h"
 #include "common/secmem.h"
 #include "common/process.h"
-#include "worker/accesslog.h"
-#include "worker/auth.h"
-#include "worker/conn.h"
-#include "worker/tls.h"
-#include "worker/tls_bio.h"
-#include "worker/tls_client.h"
-#include "worker/txn.h"
-#include "worker/upstream.h"
+#include "worker/h1/h1.h"
+#include "worker/net/net.h"
+#include "worker/up/up.h"
+#include "worker/core/core.h"
 
 /* A worker never maps more than this for connections and buffers; past it
  * new requests are answered 503 and counted as no_memory. */
 #define WORKER_SLAB_LIMIT (2048ul * 1024 * 1024)
 #define ACCEPT_BATCH 64
 
-struct worker wk;
 static ev_prepare log_prepare;
 _Static_assert(sizeof(((struct shm_counters *)0)->log_dropped) / sizeof(uint64_t) == LOG_DROP_COUNT,
                "shm_counters.log_dropped has one counter per enum log_drop");
-
-void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at)
-{
-	/* a deadline moved later is only a store, so the timer may be armed
-	 * before the deadline it serves: re-arm only when the new deadline
-	 * comes before the timer fires (a request's "no deadline" followed by
-	 * the keep-alive one then costs nothing) */
-	if (!ev_is_active(tm) || at < ev_now(wk.loop) + ev_timer_remaining(wk.loop, tm)) {
-		ev_timer_stop(wk.loop, tm);
-		ev_timer_set(tm, at - ev_now(wk.loop), 0);
-		ev_timer_start(wk.loop, tm);
-	}
-	*dl = at;
-}
-
-int worker_deadline_early(ev_timer *tm, ev_tstamp dl)
-{
-	ev_tstamp now = ev_now(wk.loop);
-
-	if (dl <= now + 0.001)
-		return 0;
-	ev_timer_set(tm, dl - now, 0);
-	ev_timer_start(wk.loop, tm);
-	return 1;
-}
-
-ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags)
-{
-	struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
-
-	if (cnt == 1)
-		return send(fd, iov[0].iov_base, iov[0].iov_len, flags);
-	return sendmsg(fd, &mh, flags);
-}
-
-static struct buf *buf_get_class(int cls)
-{
-	struct buf *b = slab_alloc(&wk.slab, cls);
-	if (b) {
-		b->start = b->end = 0;
-		b->cls = (uint32_t)cls;
-	}
-	return b;
-}
-
-struct buf *buf_get(void)
-{
-	return buf_get_class(wk.cls_buf);
-}
-
-struct buf *buf_get_fit(uint32_t len)
-{
-	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
-		if (len <= (WORKER_SMALL_MIN << i) - sizeof(struct buf))
-			return buf_get_class(wk.cls_small[i]);
-	return len <= wk.buf_size ? buf_get_class(wk.cls_buf) : NULL;
-}
-
-void buf_put(struct buf *b)
-{
-	slab_free(&wk.slab, (int)b->cls, b);
-}
-
-static void worker_table_publish_min(void)
-{
-	uint64_t min = 0;
-
-	for (int i = 0; i < SHM_GENS; i++)
-		if (wk.held[i].refs && (min == 0 || wk.held[i].id < min))
-			min = wk.held[i].id;
-	if (atomic_load_explicit(&wk.seg->slots[wk.slot].gen_min, memory_order_relaxed) != min)
-		atomic_store_explicit(&wk.seg->slots[wk.slot].gen_min, min, memory_order_seq_cst);
-}
-
-void worker_table_hold(const struct route_table *t)
-{
-	int free_i = -1;
-
-	for (int i = 0; i < SHM_GENS; i++) {
-		if (wk.held[i].refs && wk.held[i].id == t->id) {
-			wk.held[i].refs++; /* the common case: no store to the segment */
-			return;
-		}
-		if (!wk.held[i].refs && free_i < 0)
-			free_i = i;
-	}
-	/* a table we do not hold yet: at most SHM_GENS can exist at once */
-	wk.held[free_i].id = t->id;
-	wk.held[free_i].refs = 1;
-	worker_table_publish_min();
-}
-
-void worker_table_release(const struct route_table *t)
-{
-	for (int i = 0; i < SHM_GENS; i++)
-		if (wk.held[i].refs && wk.held[i].id == t->id) {
-			if (--wk.held[i].refs == 0)
-				worker_table_publish_min();
-			return;
-		}
-}
-
-void buf_compact(struct buf *b)
-{
-	if (b->start == 0)
-		return;
-	memmove(b->data, b->data + b->start, b->end - b->start);
-	b->end -= b->start;
-	b->start = 0;
-}
-
-void worker_io_set(ev_io *w, int events)
-{
-	if (ev_is_active(w) && (w->events & (EV_READ | EV_WRITE)) == events)
-		return;
-	if (!ev_is_active(w) && events == 0)
-		return;
-	ev_io_stop(wk.loop, w);
-	if (events) {
-		ev_io_set(w, w->fd, events);
-		ev_io_start(wk.loop, w);
-	}
-}
 
 /*
  * Out of descriptors or kernel memory, accept4 fails while the connection
@@ -242,11 +114,6 @@ static void worker_stop_accepting(void)
 	wk.nlisten = 0;
 }
 
-void worker_check_drained(void)
-{
-	if (wk.draining && wk.nconns == 0)
-		ev_break(wk.loop, EVBREAK_ALL);
-}
 
 static void worker_drain(void)
 {
@@ -451,6 +318,7 @@ static int worker_setup(const struct worker_start *ws)
 		return -1;
 	upstream_sync_table(route_acquire(wk.seg, wk.slot));
 	head_init(cfg);
+	auth_vouch_names(cfg, head_vouch); /* routes.auth's header names, too */
 	realip_init();
 	if (accesslog_init(cfg) < 0)
 		return -1;

@@ -1,5 +1,5 @@
 /*
- * fuzz_chunked.c: the strict chunked decoder (worker/http_chunked.c) on a
+ * fuzz_chunked.c: the strict chunked decoder (worker/h1/http_chunked.c) on a
  * body as it comes off the wire.
  *
  * The input is decoded three times: in one buffer, in two pieces cut at a
@@ -11,7 +11,7 @@
 
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 
 #define MAX_INPUT 65536
 

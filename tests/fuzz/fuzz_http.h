@@ -8,15 +8,15 @@
 
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
-#include "worker/http.h"
-#include "worker/http_internal.h"
+#include "worker/h1/h1.h"
+#include "worker/h1/http_internal.h"
 
 /* Every header of a complete head: a tchar name and a trimmed value of
  * field bytes, both inside the head <p>[0..head_len). */
-static inline void fuzz_check_headers(const struct http_header *hs, uint32_t n, const char *p, size_t head_len)
+static inline void fuzz_check_headers(const struct hdr *hs, uint32_t n, const char *p, size_t head_len)
 {
 	for (uint32_t i = 0; i < n; i++) {
-		const struct http_header *h = &hs[i];
+		const struct hdr *h = &hs[i];
 
 		FUZZ_CHECK(h->name_len > 0 && fuzz_within(h->name, h->name_len, p, head_len));
 		FUZZ_CHECK(h->value && fuzz_within(h->value, h->value_len, p, head_len));

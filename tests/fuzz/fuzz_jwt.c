@@ -1,5 +1,5 @@
 /*
- * fuzz_jwt.c: a bearer token through worker/auth_jwt.c's checks, as a
+ * fuzz_jwt.c: a bearer token through worker/core/auth_jwt.c's checks, as a
  * route of type "jwt" runs them before the cache.
  *
  * The first byte picks what the rest is. Even: the token as a client sends
@@ -15,7 +15,7 @@
  * The source is included to reach its static functions (as h2o's unit
  * tests do); the library's copy of auth_jwt.o is then never linked.
  */
-#include "worker/auth_jwt.c"
+#include "worker/core/auth_jwt.c"
 
 #include <openssl/ec_key.h>
 #include <openssl/hmac.h>

@@ -1,5 +1,5 @@
 /*
- * fuzz_proxy_proto.c: the PROXY protocol header parser (worker/proxy_proto.c)
+ * fuzz_proxy_proto.c: the PROXY protocol header parser (worker/net/proxy_proto.c)
  * on the first bytes of a connection.
  *
  * What it promises, checked here: one of done, need more or refused; a
@@ -16,7 +16,7 @@
 
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
-#include "worker/proxy_proto.h"
+#include "worker/net/net.h"
 
 #define REFUSED WEIR_ERR(PROXY_PROTOCOL)
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_request.c: request heads and their body framing, as the worker reads
- * a keep-alive connection: a head (worker/http_request.c and
+ * a keep-alive connection: a head (worker/h1/http_request.c and
  * http_common.c), its body (Content-Length counted, chunked through
  * http_chunked.c), then the next head in the same bytes, up to four.
  *
@@ -14,7 +14,7 @@
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/fuzz_http.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 
 /* Small limits, so that inputs of a few kB reach every limit check. */
 static const struct config_limits limits = {
@@ -24,40 +24,49 @@ static const struct config_limits limits = {
 	.body_size = 100000,
 };
 
-static struct http_header hdrs[3][HTTP_MAX_HEADERS];
-static struct http_request reqs[3];
+static struct hdr hdrs[3][HTTP_MAX_HEADERS];
+static struct msg reqs[3];
+static struct http_request rp;
+static struct arena arena;
 
-static int parse_whole(struct http_request *r, struct http_header *h, const char *p, size_t len)
+/* A new head into <m>, its list in <h> (as a stream's arena holds it). */
+static void req_init(struct msg *m, struct hdr *h)
 {
-	http_request_init(r, h, &limits);
-	return http_request_parse(r, p, len);
+	arena_init(&arena, h, HTTP_MAX_HEADERS * sizeof(*h));
+	http_request_init(&rp, m, &arena, &limits);
 }
 
-static int parse_split(struct http_request *r, struct http_header *h, const char *p, size_t len, size_t cut)
+static int parse_whole(struct msg *r, struct hdr *h, const char *p, size_t len)
+{
+	req_init(r, h);
+	return http_request_parse(&rp, p, len);
+}
+
+static int parse_split(struct msg *r, struct hdr *h, const char *p, size_t len, size_t cut)
 {
 	int rc;
 
-	http_request_init(r, h, &limits);
-	rc = http_request_parse(r, p, cut);
+	req_init(r, h);
+	rc = http_request_parse(&rp, p, cut);
 	if (rc == WEIR_EAGAIN)
-		rc = http_request_parse(r, p, len);
+		rc = http_request_parse(&rp, p, len);
 	return rc;
 }
 
-static int parse_bytes(struct http_request *r, struct http_header *h, const char *p, size_t len)
+static int parse_bytes(struct msg *r, struct hdr *h, const char *p, size_t len)
 {
 	int rc = WEIR_EAGAIN;
 
-	http_request_init(r, h, &limits);
+	req_init(r, h);
 	for (size_t n = 1; n <= len && rc == WEIR_EAGAIN; n++)
-		rc = http_request_parse(r, p, n);
+		rc = http_request_parse(&rp, p, n);
 	if (len == 0)
-		rc = http_request_parse(r, p, 0);
+		rc = http_request_parse(&rp, p, 0);
 	return rc;
 }
 
 /* What a complete head must look like: every span inside the head. */
-static void check_head(const struct http_request *r, const char *p, size_t len)
+static void check_head(const struct msg *r, const char *p, size_t len)
 {
 	FUZZ_CHECK(r->head_len > 0 && r->head_len <= len && r->head_len <= limits.header_size);
 	FUZZ_CHECK(r->method && r->method_len > 0);
@@ -71,8 +80,8 @@ static void check_head(const struct http_request *r, const char *p, size_t len)
 		FUZZ_CHECK(fuzz_within(r->host, r->host_len, p, r->head_len) && r->host_len > 0);
 	else
 		FUZZ_CHECK(r->version_minor == 0);
-	FUZZ_CHECK(r->nheaders <= limits.headers);
-	fuzz_check_headers(r->headers, r->nheaders, p, r->head_len);
+	FUZZ_CHECK(r->hl.n <= limits.headers);
+	fuzz_check_headers(r->hl.v, r->hl.n, p, r->head_len);
 	if (r->body == HTTP_BODY_LENGTH)
 		FUZZ_CHECK(r->content_length <= limits.body_size);
 	else
@@ -82,16 +91,16 @@ static void check_head(const struct http_request *r, const char *p, size_t len)
 }
 
 /* Same answer from two parses of the same bytes (spans compared by offset). */
-static void check_same(const struct http_request *a, const struct http_request *b)
+static void check_same(const struct msg *a, const struct msg *b)
 {
-	FUZZ_CHECK(a->head_len == b->head_len && a->nheaders == b->nheaders && a->body == b->body);
+	FUZZ_CHECK(a->head_len == b->head_len && a->hl.n == b->hl.n && a->body == b->body);
 	FUZZ_CHECK(a->content_length == b->content_length && a->method_id == b->method_id);
 	FUZZ_CHECK(a->target_len == b->target_len && a->host_len == b->host_len);
 	FUZZ_CHECK(a->keep_alive == b->keep_alive && a->expect_continue == b->expect_continue);
-	for (uint32_t i = 0; i < a->nheaders; i++) {
-		FUZZ_CHECK(a->headers[i].name_len == b->headers[i].name_len);
-		FUZZ_CHECK(a->headers[i].value_len == b->headers[i].value_len);
-		FUZZ_CHECK(a->headers[i].flags == b->headers[i].flags);
+	for (uint32_t i = 0; i < a->hl.n; i++) {
+		FUZZ_CHECK(a->hl.v[i].name_len == b->hl.v[i].name_len);
+		FUZZ_CHECK(a->hl.v[i].value_len == b->hl.v[i].value_len);
+		FUZZ_CHECK(a->hl.v[i].flags == b->hl.v[i].flags);
 	}
 }
 

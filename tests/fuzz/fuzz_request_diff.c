@@ -1,6 +1,6 @@
 /*
  * fuzz_request_diff.c: weir's accept or reject decision on a request head
- * (worker/http_request.c) against the reference checker written from the
+ * (worker/h1/http_request.c) against the reference checker written from the
  * RFCs (tests/fuzz/ref_http1.c). Aborts when one accepts what the other
  * refuses, or when both accept but see a different head length or body
  * framing: weir must neither accept what HTTP/1.1 forbids nor refuse what
@@ -17,7 +17,7 @@
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/ref_http1.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 
 static const struct config_limits limits = {
 	.header_size = 4096,
@@ -32,13 +32,16 @@ static const struct ref_limits rlimits = {
 	.body = 1000000,
 };
 
-static struct http_header hdrs[HTTP_MAX_HEADERS];
-static struct http_request req;
+static struct hdr hdrs[HTTP_MAX_HEADERS];
+static struct arena arena;
+static struct msg req;
+static struct http_request req_p;
 
 static int weir_parse(const uint8_t *p, size_t len)
 {
-	http_request_init(&req, hdrs, &limits);
-	return http_request_parse(&req, (const char *)p, len);
+	arena_init(&arena, hdrs, sizeof(hdrs));
+	http_request_init(&req_p, &req, &arena, &limits);
+	return http_request_parse(&req_p, (const char *)p, len);
 }
 
 static void disagree(const char *what, const uint8_t *p, size_t len, int rc, const struct ref_result *ref)

@@ -1,6 +1,6 @@
 /*
  * fuzz_response.c: response heads from an upstream and their body framing
- * (worker/http_response.c, http_common.c, http_chunked.c), as the worker
+ * (worker/h1/http_response.c, http_common.c, http_chunked.c), as the worker
  * reads an upstream connection: interim 1xx heads skipped, then the final
  * head, its body, and the next response in the same bytes, up to four
  * heads. Every input is read twice, as the answer to a GET and to a HEAD.
@@ -13,39 +13,42 @@
 #include "common/err.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/fuzz_http.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 
 #define MAX_HEADERS 24
 #define MAX_HEAD 2048
 
-static struct http_header hdrs[3][MAX_HEADERS];
-static struct http_response resps[3];
+static struct hdr hdrs[3][MAX_HEADERS];
+static struct msg resps[3];
 
-static int parse_cuts(struct http_response *r, struct http_header *h, enum http_method m, const char *p,
-                      size_t len, size_t cut, int bytewise)
+static int parse_cuts(struct msg *r, struct hdr *h, enum http_method m, const char *p, size_t len,
+                      size_t cut, int bytewise)
 {
+	struct http_response rp;
+	struct arena a;
 	int rc = WEIR_EAGAIN;
 
-	http_response_init(r, h, MAX_HEADERS, MAX_HEAD, m);
+	arena_init(&a, h, MAX_HEADERS * sizeof(*h));
+	http_response_init(&rp, r, &a, MAX_HEADERS, MAX_HEAD, m);
 	if (bytewise) {
 		for (size_t n = 1; n <= len && rc == WEIR_EAGAIN; n++)
-			rc = http_response_parse(r, p, n);
-		return len ? rc : http_response_parse(r, p, 0);
+			rc = http_response_parse(&rp, p, n);
+		return len ? rc : http_response_parse(&rp, p, 0);
 	}
-	rc = http_response_parse(r, p, cut);
+	rc = http_response_parse(&rp, p, cut);
 	if (rc == WEIR_EAGAIN && cut < len)
-		rc = http_response_parse(r, p, len);
+		rc = http_response_parse(&rp, p, len);
 	return rc;
 }
 
-static void check_head(const struct http_response *r, const char *p, size_t len, enum http_method m)
+static void check_head(const struct msg *r, const char *p, size_t len, enum http_method m)
 {
 	FUZZ_CHECK(r->head_len > 0 && r->head_len <= len && r->head_len <= MAX_HEAD);
 	FUZZ_CHECK(r->status >= 100 && r->status <= 599);
 	FUZZ_CHECK(r->version_minor == 0 || r->version_minor == 1);
 	FUZZ_CHECK(r->reason && fuzz_within(r->reason, r->reason_len, p, r->head_len));
-	FUZZ_CHECK(r->nheaders <= MAX_HEADERS);
-	fuzz_check_headers(r->headers, r->nheaders, p, r->head_len);
+	FUZZ_CHECK(r->hl.n <= MAX_HEADERS);
+	fuzz_check_headers(r->hl.v, r->hl.n, p, r->head_len);
 	if (m == HTTP_HEAD || r->status < 200 || r->status == 204 || r->status == 304)
 		FUZZ_CHECK(r->body == HTTP_BODY_NONE);
 	if (r->body == HTTP_BODY_CHUNKED)
@@ -54,15 +57,15 @@ static void check_head(const struct http_response *r, const char *p, size_t len,
 		FUZZ_CHECK(!r->keep_alive);
 }
 
-static void check_same(const struct http_response *a, const struct http_response *b)
+static void check_same(const struct msg *a, const struct msg *b)
 {
 	FUZZ_CHECK(a->head_len == b->head_len && a->status == b->status && a->body == b->body);
 	FUZZ_CHECK(a->content_length == b->content_length && a->keep_alive == b->keep_alive);
-	FUZZ_CHECK(a->nheaders == b->nheaders && a->reason_len == b->reason_len);
-	for (uint32_t i = 0; i < a->nheaders; i++) {
-		FUZZ_CHECK(a->headers[i].name_len == b->headers[i].name_len);
-		FUZZ_CHECK(a->headers[i].value_len == b->headers[i].value_len);
-		FUZZ_CHECK(a->headers[i].flags == b->headers[i].flags);
+	FUZZ_CHECK(a->hl.n == b->hl.n && a->reason_len == b->reason_len);
+	for (uint32_t i = 0; i < a->hl.n; i++) {
+		FUZZ_CHECK(a->hl.v[i].name_len == b->hl.v[i].name_len);
+		FUZZ_CHECK(a->hl.v[i].value_len == b->hl.v[i].value_len);
+		FUZZ_CHECK(a->hl.v[i].flags == b->hl.v[i].flags);
 	}
 }
 

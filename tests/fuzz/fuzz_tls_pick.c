@@ -1,11 +1,11 @@
 /*
  * fuzz_tls_pick.c: the ClientHello reader that picks a listener's
- * certificate (worker/tls_pick.c, worker/tls_names.c).
+ * certificate (worker/net/tls_pick.c, worker/net/tls_names.c).
  *
  * The input is the body of a ClientHello handshake message. The target
  * wraps it in a handshake header and TLS records and hands it to a BoringSSL
  * server, whose select-certificate callback reads the extensions with
- * worker/tls.c's tls_hello_raw(), as the worker does, and runs the choice
+ * worker/net/tls.c's tls_hello_raw(), as the worker does, and runs the choice
  * against a fixed listener of six certificates: an ECDSA/RSA pair for the
  * same names, wildcards and a key type weir never prefers. So the bytes tls_pick sees
  * are those BoringSSL lets through, as in the worker, while the fuzzer
@@ -19,8 +19,7 @@
 #include <openssl/ssl.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "worker/tls.h"
-#include "worker/tls_pick.h"
+#include "worker/net/net.h"
 
 static const struct tls_name names[] = {
 	{"example.com", 11, 0},   {"www.example.com", 15, 0}, {"example.com", 11, 1},
@@ -55,7 +54,7 @@ static void check_choice(const struct tls_pick_hello *h, const uint8_t *hello, s
 	}
 }
 
-/* What worker/tls.c's tls_select_cert_cb does with the hello, then stop. */
+/* What worker/net/tls.c's tls_select_cert_cb does with the hello, then stop. */
 static enum ssl_select_cert_result_t select_cb(const SSL_CLIENT_HELLO *ch)
 {
 	struct tls_pick_raw raw;

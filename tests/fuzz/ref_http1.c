@@ -97,7 +97,7 @@ static struct span trim_ows(struct span s)
  * SHOULD get 400; refusing them is as right as taking them, so such a byte
  * sets *tolerated instead of failing. "#" and bytes outside VCHAR are
  * checked before this and always refused. (weir's 400 for a '\' in the
- * path comes after the parse, in worker/http_path.c, which this diff does
+ * path comes after the parse, in worker/h1/http_path.c, which this diff does
  * not call: the parser takes it, as "either" allows.)
  */
 static void note_non_pchar(struct span s, const char *extra, int *tolerated)

@@ -1,4 +1,4 @@
-"""WebSocket and other Upgrade tunnels (worker/tunnel.h).
+"""WebSocket and other Upgrade tunnels (worker/core/tunnel.c).
 
 Against a real WebSocket origin (tests/origin/ws_origin.py, Debian's
 python3-websockets) for the protocol, and against raw socket origins for

@@ -605,7 +605,7 @@ static void test_bad_route_hosts_and_paths(void)
 	CU_ASSERT(has_error(13, "routes.upstream is required", NULL));
 }
 
-/* Requests are routed on their normalised path (worker/http_path.c): a
+/* Requests are routed on their normalised path (worker/h1/http_path.c): a
  * prefix no normalised path can start with is a mistake, named here. */
 static void test_route_paths_that_no_normalised_path_matches(void)
 {

@@ -1,6 +1,6 @@
 /*
- * Unit tests for worker/http_chunked.c, and for the character classes in
- * worker/http_common.c that it and the head parser share.
+ * Unit tests for worker/h1/http_chunked.c, and for the character classes in
+ * worker/h1/http_common.c that it and the head parser share.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "worker/http.h"
-#include "worker/http_internal.h"
+#include "worker/h1/h1.h"
+#include "worker/h1/http_internal.h"
 #include "tests/unit/unit.h"
 
 #define SMUG WEIR_ERR(SMUGGLING)

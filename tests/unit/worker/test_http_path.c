@@ -1,5 +1,5 @@
 /*
- * Unit tests for worker/http_path.c: the path weir routes on and forwards.
+ * Unit tests for worker/h1/http_path.c: the path weir routes on and forwards.
  * The dot-segment cases are RFC 3986 5.4's examples, resolved against its
  * base "http://a/b/c/d;p?q" up to the merge (5.2.3), so that what is left
  * is 5.2.4's work; except that a path above the root is refused where the
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 #include "tests/unit/unit.h"
 
 static char buf[512];

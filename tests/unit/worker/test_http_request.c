@@ -1,17 +1,27 @@
 /*
- * Unit tests for worker/http_request.c (and the shared head checks in
- * worker/http_common.c).
+ * Unit tests for worker/h1/http_request.c (and the shared head checks in
+ * worker/h1/http_common.c).
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
-#include "worker/http.h"
+#include "worker/h1/h1.h"
 #include "tests/unit/unit.h"
 
-static struct http_header hdrs[HTTP_MAX_HEADERS];
-static struct http_request req;
+static struct hdr hdrs[HTTP_MAX_HEADERS];
+static struct arena arena;
+static struct msg req;
+static struct http_request req_p;
+
+/* A new head: the list goes at the bottom of an arena of HTTP_MAX_HEADERS
+ * entries (the limits decide how many it takes). */
+static void req_init(const struct config_limits *lim)
+{
+	arena_init(&arena, hdrs, sizeof(hdrs));
+	http_request_init(&req_p, &req, &arena, lim);
+}
 static char buf[70000];
 
 static struct config_limits limits(void)
@@ -30,8 +40,8 @@ static struct config_limits limits(void)
 static int parse_lim(const char *s, size_t n, const struct config_limits *lim)
 {
 	memcpy(buf, s, n);
-	http_request_init(&req, hdrs, lim);
-	return http_request_parse(&req, buf, n);
+	req_init(lim);
+	return http_request_parse(&req_p, buf, n);
 }
 
 static int parse_n(const char *s, size_t n)
@@ -47,14 +57,14 @@ static int parse(const char *s)
 }
 
 /* The header named <name> (exact case), or NULL. */
-static const struct http_header *hdr(const char *name)
+static const struct hdr *hdr(const char *name)
 {
 	uint32_t i;
 
-	for (i = 0; i < req.nheaders; i++)
-		if (req.headers[i].name_len == strlen(name) &&
-		    memcmp(req.headers[i].name, name, strlen(name)) == 0)
-			return &req.headers[i];
+	for (i = 0; i < req.hl.n; i++)
+		if (req.hl.v[i].name_len == strlen(name) &&
+		    memcmp(req.hl.v[i].name, name, strlen(name)) == 0)
+			return &req.hl.v[i];
 	return NULL;
 }
 
@@ -105,13 +115,13 @@ static void take(struct snap *s, int rc)
 	s->host_len = req.host_len;
 	s->cl = req.content_length;
 	s->head_len = req.head_len;
-	s->n = req.nheaders;
-	for (i = 0; i < req.nheaders && i < 8; i++) {
-		s->hn[i] = off(req.headers[i].name);
-		s->hnl[i] = req.headers[i].name_len;
-		s->hv[i] = req.headers[i].value_len ? off(req.headers[i].value) : 0;
-		s->hvl[i] = req.headers[i].value_len;
-		s->hf[i] = req.headers[i].flags;
+	s->n = req.hl.n;
+	for (i = 0; i < req.hl.n && i < 8; i++) {
+		s->hn[i] = off(req.hl.v[i].name);
+		s->hnl[i] = req.hl.v[i].name_len;
+		s->hv[i] = req.hl.v[i].value_len ? off(req.hl.v[i].value) : 0;
+		s->hvl[i] = req.hl.v[i].value_len;
+		s->hf[i] = req.hl.v[i].flags;
 	}
 }
 
@@ -133,11 +143,11 @@ static void test_simple_get_is_parsed_into_spans(void)
 	CU_ASSERT_EQUAL(req.keep_alive, 1);
 	CU_ASSERT_EQUAL(req.expect_continue, 0);
 	CU_ASSERT_EQUAL(req.head_len, strlen(s));
-	CU_ASSERT_EQUAL(req.nheaders, 3);
-	CU_ASSERT(span_is(req.headers[1].name, req.headers[1].name_len, "User-Agent"));
-	CU_ASSERT(span_is(req.headers[1].value, req.headers[1].value_len, "curl/8"));
-	CU_ASSERT_EQUAL(req.headers[0].flags, HTTP_HDR_HOST);
-	CU_ASSERT_EQUAL(req.headers[1].flags, 0);
+	CU_ASSERT_EQUAL(req.hl.n, 3);
+	CU_ASSERT(span_is(req.hl.v[1].name, req.hl.v[1].name_len, "User-Agent"));
+	CU_ASSERT(span_is(req.hl.v[1].value, req.hl.v[1].value_len, "curl/8"));
+	CU_ASSERT_EQUAL(req.hl.v[0].flags, HDR_HOST);
+	CU_ASSERT_EQUAL(req.hl.v[1].flags, 0);
 	CU_ASSERT_PTR_EQUAL(req.target, buf + 4); /* spans point into the buffer */
 }
 
@@ -182,10 +192,10 @@ static void test_a_head_split_at_every_byte_boundary_parses_the_same(void)
 		take(&whole, parse_n(s, n));
 		for (k = 0; k <= n; k++) {
 			memcpy(buf, s, n);
-			http_request_init(&req, hdrs, &l);
-			rc = http_request_parse(&req, buf, k);
+			req_init(&l);
+			rc = http_request_parse(&req_p, buf, k);
 			if (rc == WEIR_EAGAIN)
-				rc = http_request_parse(&req, buf, n);
+				rc = http_request_parse(&req_p, buf, n);
 			take(&part, rc);
 			if (memcmp(&whole, &part, sizeof(whole)) != 0) {
 				printf("\ncase %zu split at %zu differs (rc %d vs %d)\n", c, k, whole.rc,
@@ -209,9 +219,9 @@ static void test_a_head_fed_one_byte_at_a_time_parses_the_same(void)
 
 		take(&whole, parse_n(s, n));
 		memcpy(buf, s, n);
-		http_request_init(&req, hdrs, &l);
+		req_init(&l);
 		for (k = 1; k <= n && rc == WEIR_EAGAIN; k++)
-			rc = http_request_parse(&req, buf, k);
+			rc = http_request_parse(&req_p, buf, k);
 		if (rc == WEIR_EAGAIN)
 			CU_FAIL("head never completed");
 		take(&part, rc);
@@ -229,7 +239,7 @@ static void test_a_pipelined_second_request_is_not_consumed(void)
 	CU_ASSERT_EQUAL(req.head_len, strlen(a));
 	CU_ASSERT(span_is(req.target, req.target_len, "/one"));
 	/* calling again is harmless and changes nothing */
-	CU_ASSERT_EQUAL(http_request_parse(&req, buf, strlen(two)), 0);
+	CU_ASSERT_EQUAL(http_request_parse(&req_p, buf, strlen(two)), 0);
 	CU_ASSERT_EQUAL(req.head_len, strlen(a));
 	/* the body of a request with Content-Length is not consumed either */
 	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET"), 0);
@@ -385,7 +395,8 @@ static void test_chunked_in_any_case_with_ows_is_accepted(void)
 {
 	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \t ChUnKeD \r\n\r\n"), 0);
 	CU_ASSERT_EQUAL(req.body, HTTP_BODY_CHUNKED);
-	CU_ASSERT(hdr("Transfer-Encoding")->flags & HTTP_HDR_HOP);
+	/* framing is a field of the message, not a header of its list */
+	CU_ASSERT_PTR_NULL(hdr("Transfer-Encoding"));
 }
 
 /* http-parser 2.9.4 takes any name that starts with "Transfer-Encoding" for
@@ -583,9 +594,9 @@ static void test_a_long_head_is_431_complete_or_not(void)
 	CU_ASSERT_EQUAL(req.head_len, 1024);
 	/* also when it arrives in pieces */
 	memcpy(buf, s, n);
-	http_request_init(&req, hdrs, &l);
-	CU_ASSERT_EQUAL(http_request_parse(&req, buf, 500), WEIR_EAGAIN);
-	CU_ASSERT_EQUAL(http_request_parse(&req, buf, n), 0);
+	req_init(&l);
+	CU_ASSERT_EQUAL(http_request_parse(&req_p, buf, 500), WEIR_EAGAIN);
+	CU_ASSERT_EQUAL(http_request_parse(&req_p, buf, n), 0);
 	/* a stream of bytes with no line end at all */
 	memset(s, 'a', 2000);
 	memcpy(s, "GET /", 5);
@@ -608,7 +619,7 @@ static void test_too_many_headers_is_431_complete_or_not(void)
 		n += (size_t)snprintf(s + n, sizeof(s) - n, "X-%d: v\r\n", i);
 	n += (size_t)snprintf(s + n, sizeof(s) - n, "\r\n");
 	CU_ASSERT_EQUAL(parse_lim(s, n, &l), 0);
-	CU_ASSERT_EQUAL(req.nheaders, 5);
+	CU_ASSERT_EQUAL(req.hl.n, 5);
 	n -= 2;
 	n += (size_t)snprintf(s + n, sizeof(s) - n, "X-5: v\r\n\r\n");
 	CU_ASSERT_EQUAL(parse_lim(s, n, &l), WEIR_ERR(HEADERS_TOO_LARGE));
@@ -625,21 +636,22 @@ static void test_headers_get_their_flags(void)
 	                      "X-Forwarded-For: 1.2.3.4\r\nx-forwarded-proto: http\r\n"
 	                      "Expect: 100-continue\r\nVia: 1.1 p\r\nX-Other: y\r\n\r\n"),
 	                0);
-	CU_ASSERT_EQUAL(hdr("Host")->flags, HTTP_HDR_HOST);
-	CU_ASSERT_EQUAL(hdr("Connection")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("Keep-Alive")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("TE")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("Trailer")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("Upgrade")->flags, HTTP_HDR_HOP | HTTP_HDR_UPGRADE);
+	CU_ASSERT_EQUAL(hdr("Host")->flags, HDR_HOST);
+	CU_ASSERT_EQUAL(hdr("Connection")->flags, HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Keep-Alive")->flags, HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("TE")->flags, HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Trailer")->flags, HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("Upgrade")->flags, HDR_HOP | HDR_UPGRADE);
 	CU_ASSERT_PTR_EQUAL(req.upgrade, hdr("Upgrade"));
 	CU_ASSERT_EQUAL(req.conn_upgrade, 0); /* Connection does not list it */
-	CU_ASSERT_EQUAL(hdr("Proxy-Authorization")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("PROXY-CONNECTION")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("Content-Length")->flags, HTTP_HDR_LENGTH);
-	CU_ASSERT_EQUAL(hdr("X-Forwarded-For")->flags, HTTP_HDR_XFF);
-	CU_ASSERT_EQUAL(hdr("x-forwarded-proto")->flags, HTTP_HDR_XFP);
-	CU_ASSERT_EQUAL(hdr("Expect")->flags, HTTP_HDR_EXPECT);
-	CU_ASSERT_EQUAL(hdr("Via")->flags, HTTP_HDR_VIA);
+	CU_ASSERT_EQUAL(hdr("Proxy-Authorization")->flags, HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("PROXY-CONNECTION")->flags, HDR_HOP);
+	CU_ASSERT_PTR_NULL(hdr("Content-Length")); /* framing: out of the list */
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(hdr("X-Forwarded-For")->flags, HDR_XFF);
+	CU_ASSERT_EQUAL(hdr("x-forwarded-proto")->flags, HDR_XFP);
+	CU_ASSERT_EQUAL(hdr("Expect")->flags, HDR_EXPECT);
+	CU_ASSERT_EQUAL(hdr("Via")->flags, HDR_VIA);
 	CU_ASSERT_EQUAL(hdr("X-Other")->flags, 0);
 	CU_ASSERT_EQUAL(req.expect_continue, 1);
 }
@@ -652,7 +664,7 @@ static void test_an_upgrade_request_is_noted(void)
 	CU_ASSERT_EQUAL(req.conn_upgrade, 1);
 	CU_ASSERT(req.upgrade && req.upgrade->value_len == 9);
 	/* HTTP2-Settings belongs to h2c, never forwarded: hop-by-hop always */
-	CU_ASSERT_EQUAL(hdr("HTTP2-Settings")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("HTTP2-Settings")->flags, HDR_HOP);
 	CU_ASSERT_EQUAL(parse("GET /ws HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n"
 	                      "Upgrade: websocket\r\nUpgrade: foo\r\n\r\n"),
 	                0);
@@ -666,15 +678,15 @@ static void test_underscore_lookalikes_of_framing_and_hop_by_hop_names_are_flagg
 	                      "content_LENGTH: 5\r\nKeep_Alive: 1\r\nProxy_Connection: c\r\n"
 	                      "PROXY_X: 1\r\nProxy-A_b: 1\r\nX_Api_Key: k\r\nConnection_: x\r\n\r\n"),
 	                0);
-	CU_ASSERT_EQUAL(hdr("Transfer_Encoding")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
-	CU_ASSERT_EQUAL(hdr("content_LENGTH")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
-	CU_ASSERT_EQUAL(hdr("Keep_Alive")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
-	CU_ASSERT_EQUAL(hdr("Proxy_Connection")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
-	CU_ASSERT_EQUAL(hdr("PROXY_X")->flags, HTTP_HDR_LOOKALIKE | HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Transfer_Encoding")->flags, HDR_LOOKALIKE | HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("content_LENGTH")->flags, HDR_LOOKALIKE | HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Keep_Alive")->flags, HDR_LOOKALIKE | HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Proxy_Connection")->flags, HDR_LOOKALIKE | HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("PROXY_X")->flags, HDR_LOOKALIKE | HDR_UNDERSCORE);
 	/* a real Proxy-* name is hop-by-hop, a '_' further on or not */
-	CU_ASSERT_EQUAL(hdr("Proxy-A_b")->flags, HTTP_HDR_HOP | HTTP_HDR_UNDERSCORE);
-	CU_ASSERT_EQUAL(hdr("X_Api_Key")->flags, HTTP_HDR_UNDERSCORE);
-	CU_ASSERT_EQUAL(hdr("Connection_")->flags, HTTP_HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Proxy-A_b")->flags, HDR_HOP | HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("X_Api_Key")->flags, HDR_UNDERSCORE);
+	CU_ASSERT_EQUAL(hdr("Connection_")->flags, HDR_UNDERSCORE);
 	CU_ASSERT_EQUAL(req.body, HTTP_BODY_NONE);
 }
 
@@ -684,9 +696,9 @@ static void test_a_header_named_in_connection_is_hop_by_hop(void)
 	                      "Connection: , x-before ,X-AFTER,, \r\nConnection: x-third\r\n"
 	                      "X-After: 2\r\nX-Third: 3\r\nX-Kept: 4\r\n\r\n"),
 	                0);
-	CU_ASSERT_EQUAL(hdr("X-Before")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("X-After")->flags, HTTP_HDR_HOP);
-	CU_ASSERT_EQUAL(hdr("X-Third")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("X-Before")->flags, HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("X-After")->flags, HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("X-Third")->flags, HDR_HOP);
 	CU_ASSERT_EQUAL(hdr("X-Kept")->flags, 0);
 	CU_ASSERT_EQUAL(req.keep_alive, 1);
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: a b\r\n\r\n"), BAD);
@@ -700,7 +712,7 @@ static void test_connection_tokens_are_bounded(void)
 	                      "Connection: t1, t2, t3, t4, t5, t6, t7, t8,,,\r\n"
 	                      "Connection: t9, t10, t11, t12, t13, t14, t15, close\r\nT15: x\r\n\r\n"),
 	                0);
-	CU_ASSERT_EQUAL(hdr("T15")->flags, HTTP_HDR_HOP);
+	CU_ASSERT_EQUAL(hdr("T15")->flags, HDR_HOP);
 	CU_ASSERT_EQUAL(req.keep_alive, 0);
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n"
 	                      "Connection: t1, t2, t3, t4, t5, t6, t7, t8\r\n"
@@ -734,7 +746,7 @@ static void test_expect_continue_needs_the_exact_value_and_http_1_1(void)
 	CU_ASSERT_EQUAL(req.expect_continue, 1);
 	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue-x\r\n\r\n"), 0);
 	CU_ASSERT_EQUAL(req.expect_continue, 0);
-	CU_ASSERT(hdr("Expect")->flags & HTTP_HDR_EXPECT);
+	CU_ASSERT(hdr("Expect")->flags & HDR_EXPECT);
 	CU_ASSERT_EQUAL(parse("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n"), 0);
 	CU_ASSERT_EQUAL(req.expect_continue, 0);
 }
@@ -744,10 +756,10 @@ static void test_an_error_stays_an_error(void)
 	const char *s = "GET / HTTP/1.1\r\nHost : a\r\n\r\n";
 
 	CU_ASSERT_EQUAL(parse(s), BAD);
-	CU_ASSERT_EQUAL(http_request_parse(&req, buf, strlen(s)), BAD);
+	CU_ASSERT_EQUAL(http_request_parse(&req_p, buf, strlen(s)), BAD);
 	s = "GET / HTTP/1.1\r\n\r\n";
 	CU_ASSERT_EQUAL(parse(s), BAD);
-	CU_ASSERT_EQUAL(http_request_parse(&req, buf, strlen(s)), BAD);
+	CU_ASSERT_EQUAL(http_request_parse(&req_p, buf, strlen(s)), BAD);
 }
 
 static const struct unit_test tests[] = {

@@ -1,5 +1,5 @@
 /*
- * Unit tests for worker/proxy_proto.c: the PROXY protocol header parser,
+ * Unit tests for worker/net/proxy_proto.c: the PROXY protocol header parser,
  * versions 1 and 2, on whole headers, on every prefix of them (a header
  * that arrives a byte at a time), and on the malformed ones the spec says
  * to refuse.
@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 
 #include "common/err.h"
-#include "worker/proxy_proto.h"
+#include "worker/net/net.h"
 #include "tests/unit/unit.h"
 
 #define REFUSED WEIR_ERR(PROXY_PROTOCOL)

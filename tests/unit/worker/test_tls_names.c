@@ -1,12 +1,12 @@
 /*
  * test_tls_names.c: matching an SNI host name against a certificate's
- * names (worker/tls_names.c): exact names, one-label wildcards, case and
+ * names (worker/net/tls_names.c): exact names, one-label wildcards, case and
  * the trailing dot. The choice among certificates is test_tls_pick.c's.
  */
 #include <string.h>
 
 #include "tests/unit/unit.h"
-#include "worker/tls_names.h"
+#include "worker/net/net.h"
 
 static int match(const char *pattern, const char *host)
 {

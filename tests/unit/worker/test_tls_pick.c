@@ -1,6 +1,6 @@
 /*
  * test_tls_pick.c: choosing between certificates by SNI name and key type
- * (worker/tls_pick.c): parsing the ClientHello's server_name,
+ * (worker/net/tls_pick.c): parsing the ClientHello's server_name,
  * signature_algorithms and supported_versions extensions and cipher list
  * strictly, deciding which key types a client can verify, and choosing
  * among certificates of equal name match.
@@ -11,7 +11,7 @@
 #include <openssl/nid.h>
 
 #include "tests/unit/unit.h"
-#include "worker/tls_pick.h"
+#include "worker/net/net.h"
 
 /* ---- ClientHello pieces ------------------------------------------------ */
 

@@ -1,6 +1,6 @@
 /*
  * test_upstream_state.c: a worker's per-server state by identity
- * (worker/upstream_state.c): a table generation's servers map to states
+ * (worker/up/upstream_state.c): a table generation's servers map to states
  * keyed by group name and address, so a reload that reorders, adds or
  * removes servers keeps the state of those that stay and never hands one
  * server's state to another, even at the same index; states of servers
@@ -16,7 +16,7 @@
 #include "shm/shm.h"
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_config.h"
-#include "worker/upstream.h"
+#include "worker/up/up.h"
 
 static int fd;
 

@@ -1,0 +1,141 @@
+/*
+ * loop.c: the bottom layer of a worker (worker/base/base.h): the one
+ * struct worker, deadlines on the loop, I/O buffers from the slab, the
+ * routing tables held by requests in flight, and the watcher helper
+ * every layer above uses.
+ */
+#include "worker/base/base.h"
+
+#include <string.h>
+#include <sys/socket.h>
+
+struct worker wk;
+
+void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at)
+{
+	/* a deadline moved later is only a store, so the timer may be armed
+	 * before the deadline it serves: re-arm only when the new deadline
+	 * comes before the timer fires (a request's "no deadline" followed by
+	 * the keep-alive one then costs nothing) */
+	if (!ev_is_active(tm) || at < ev_now(wk.loop) + ev_timer_remaining(wk.loop, tm)) {
+		ev_timer_stop(wk.loop, tm);
+		ev_timer_set(tm, at - ev_now(wk.loop), 0);
+		ev_timer_start(wk.loop, tm);
+	}
+	*dl = at;
+}
+
+int worker_deadline_early(ev_timer *tm, ev_tstamp dl)
+{
+	ev_tstamp now = ev_now(wk.loop);
+
+	if (dl <= now + 0.001)
+		return 0;
+	ev_timer_set(tm, dl - now, 0);
+	ev_timer_start(wk.loop, tm);
+	return 1;
+}
+
+ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags)
+{
+	struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
+
+	if (cnt == 1)
+		return send(fd, iov[0].iov_base, iov[0].iov_len, flags);
+	return sendmsg(fd, &mh, flags);
+}
+
+static struct buf *buf_get_class(int cls)
+{
+	struct buf *b = slab_alloc(&wk.slab, cls);
+	if (b) {
+		b->start = b->end = 0;
+		b->cls = (uint32_t)cls;
+	}
+	return b;
+}
+
+struct buf *buf_get(void)
+{
+	return buf_get_class(wk.cls_buf);
+}
+
+struct buf *buf_get_fit(uint32_t len)
+{
+	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
+		if (len <= (WORKER_SMALL_MIN << i) - sizeof(struct buf))
+			return buf_get_class(wk.cls_small[i]);
+	return len <= wk.buf_size ? buf_get_class(wk.cls_buf) : NULL;
+}
+
+void buf_put(struct buf *b)
+{
+	slab_free(&wk.slab, (int)b->cls, b);
+}
+
+static void worker_table_publish_min(void)
+{
+	uint64_t min = 0;
+
+	for (int i = 0; i < SHM_GENS; i++)
+		if (wk.held[i].refs && (min == 0 || wk.held[i].id < min))
+			min = wk.held[i].id;
+	if (atomic_load_explicit(&wk.seg->slots[wk.slot].gen_min, memory_order_relaxed) != min)
+		atomic_store_explicit(&wk.seg->slots[wk.slot].gen_min, min, memory_order_seq_cst);
+}
+
+void worker_table_hold(const struct route_table *t)
+{
+	int free_i = -1;
+
+	for (int i = 0; i < SHM_GENS; i++) {
+		if (wk.held[i].refs && wk.held[i].id == t->id) {
+			wk.held[i].refs++; /* the common case: no store to the segment */
+			return;
+		}
+		if (!wk.held[i].refs && free_i < 0)
+			free_i = i;
+	}
+	/* a table we do not hold yet: at most SHM_GENS can exist at once */
+	wk.held[free_i].id = t->id;
+	wk.held[free_i].refs = 1;
+	worker_table_publish_min();
+}
+
+void worker_table_release(const struct route_table *t)
+{
+	for (int i = 0; i < SHM_GENS; i++)
+		if (wk.held[i].refs && wk.held[i].id == t->id) {
+			if (--wk.held[i].refs == 0)
+				worker_table_publish_min();
+			return;
+		}
+}
+
+void buf_compact(struct buf *b)
+{
+	if (b->start == 0)
+		return;
+	memmove(b->data, b->data + b->start, b->end - b->start);
+	b->end -= b->start;
+	b->start = 0;
+}
+
+void worker_io_set(ev_io *w, int events)
+{
+	if (ev_is_active(w) && (w->events & (EV_READ | EV_WRITE)) == events)
+		return;
+	if (!ev_is_active(w) && events == 0)
+		return;
+	ev_io_stop(wk.loop, w);
+	if (events) {
+		ev_io_set(w, w->fd, events);
+		ev_io_start(wk.loop, w);
+	}
+}
+
+void worker_check_drained(void)
+{
+	if (wk.draining && wk.nconns == 0)
+		ev_break(wk.loop, EVBREAK_ALL);
+}

@@ -1,0 +1,1012 @@
+#include "worker/core/core.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/h1/h1.h"
+#include "worker/up/up.h"
+#include "worker/net/net.h"
+
+static int txn_fill_up(struct txn *t);
+static int txn_fill_down(struct txn *t);
+static int txn_idempotent(const struct txn *t);
+
+size_t txn_size(uint32_t nheaders)
+{
+	return sizeof(struct txn) + (size_t)nheaders * sizeof(struct hdr);
+}
+
+struct txn *txn_new(struct conn *c)
+{
+	struct txn *t = slab_alloc(&wk.slab, wk.cls_txn);
+
+	if (!t)
+		return NULL;
+	memset(t, 0, sizeof(*t));
+	t->c = c;
+	t->down.c = c;
+	t->down.ops = c->codec;
+	t->up.ops = &h1_client_codec; /* the route's protocol: HTTP/1 for now */
+	t->server = -1;
+	t->start = ev_now(wk.loop);
+	/* no client deadline of the transaction's own yet: the first pump sets
+	 * one whatever it waits for (the head's would otherwise stay) */
+	t->cl_wait = 0xff;
+	arena_init(&t->arena, t->arena_mem, wk.cfg->limits.headers * (uint32_t)sizeof(struct hdr));
+	http_request_init(&t->req_p, &t->req, &t->arena, &wk.cfg->limits);
+	/* a Content-Length is held against the body_size of the route the
+	 * request takes, once routed (txn_start): not the head's to judge */
+	t->req_p.st.max_body = 0;
+	c->txn = t;
+	return t;
+}
+
+void txn_free(struct txn *t)
+{
+	ratelimit_end(t);
+	retry_release(t);
+	breaker_release(t);
+	balance_end(&t->bal_held);
+	if (t->tun.on)
+		tunnel_free(t);
+	if (t->table)
+		worker_table_release(t->table);
+	if (t->up.head)
+		buf_put(t->up.head);
+	if (t->down.head)
+		buf_put(t->down.head);
+	txn_body_put(t);
+	t->c->txn = NULL;
+	slab_free(&wk.slab, wk.cls_txn, t);
+}
+
+/* ---- access log ------------------------------------------------------ */
+
+void txn_log_access(struct txn *t, int status)
+{
+	accesslog_write(t->c, t, status);
+}
+
+void txn_log_access_raw(struct conn *c, int status)
+{
+	accesslog_write(c, NULL, status);
+}
+
+/* ---- ending ---------------------------------------------------------- */
+
+static void txn_detach_upstream(struct txn *t, int reusable)
+{
+	struct upconn *u = t->u;
+
+	if (!u)
+		return;
+	t->u = NULL;
+	t->up.u = NULL;
+	u->txn = NULL;
+	if (reusable)
+		upstream_release(u);
+	else
+		upstream_close(u);
+}
+
+void txn_abort(struct txn *t, int rc)
+{
+	if (rc)
+		worker_count_error(rc);
+	txn_detach_upstream(t, 0);
+	txn_free(t);
+}
+
+void txn_count_end(struct txn *t, int status)
+{
+	struct shm_route_counters *rc;
+	ev_tstamp now;
+	uint64_t us;
+
+	if (!t->route)
+		return;
+	rc = &wk.rcnt[t->route->stat];
+	now = ev_now(wk.loop);
+	us = stat_us(now - t->start);
+	SHM_ADD(rc, duration[stat_bucket(us)], 1);
+	SHM_ADD(rc, duration_us, us);
+	if (!status)
+		return;
+	SHM_ADD(rc, responses[status / 100 - 1], 1); /* the parsers keep status in 100..599 */
+	if (t->resp_started && t->up_start > 0) { /* not weir's own answer (respond.h) */
+		us = stat_us(now - t->up_start);
+		SHM_ADD(rc, upstream[stat_bucket(us)], 1);
+		SHM_ADD(rc, upstream_us, us);
+	}
+	if (t->server >= 0)
+		SHM_ADD(&wk.scnt[route_servers(t->table)[t->server].stat], responses[status / 100 - 1], 1);
+	if (t->server >= 0 && t->resp_started)
+		outlier_answer(t->table, (uint32_t)t->server, status);
+	breaker_answer(t, status);
+	retry_end(t, status);
+}
+
+void txn_fail(struct txn *t, int rc)
+{
+	struct conn *c = t->c;
+
+	txn_detach_upstream(t, 0);
+	if (!t->resp_started) {
+		/* after an upgrade request the client may already be sending
+		 * the new protocol: never read on as the next request */
+		conn_answer_error(c, rc, !t->req_body_done || t->tun.proto_len);
+		return;
+	}
+	/* part of the answer is already out: the only honest signal left is
+	 * to cut the connection so the client sees it incomplete */
+	worker_count_error(WEIR_ERR(RESPONSE_CUT));
+	worker_count_error(rc);
+	log_warn("%s: %s after the response had started; cutting the connection", c->peer, weir_err_text(rc));
+	txn_log_phase(t, 0, t->status);
+	conn_close(c);
+}
+
+static void txn_finish(struct txn *t)
+{
+	struct conn *c = t->c;
+	struct upconn *u = t->u;
+	int up_keep = t->up_reusable && t->req_done && !t->up.q.count;
+	int keep;
+
+	if (u && u->in && buf_len(u->in)) {
+		/* bytes past the end of the response: the upstream and we disagree
+		 * on framing; never reuse that connection */
+		worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
+		log_warn("upstream %s sent %u bytes after the end of a response; closing it",
+		         route_servers(t->table)[t->server].text, buf_len(u->in));
+		up_keep = 0;
+	}
+	txn_detach_upstream(t, up_keep);
+	keep = t->req.keep_alive && t->req_body_done && !t->client_close && !wk.draining;
+	SHM_ADD(wk.cnt, responses[t->status / 100], 1);
+	txn_log_phase(t, t->status, t->status);
+	if (!t->req_body_done && !c->eof) {
+		/* answered before the body was read to its end: the client may
+		 * still be sending it, and a close now would reset the answer */
+		txn_free(t);
+		conn_linger(c);
+		return;
+	}
+	txn_free(t);
+	conn_txn_done(c, keep);
+}
+
+void txn_body_reset(struct txn *t)
+{
+	t->req_body_left = t->req.content_length;
+	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
+	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
+	t->req_body_total = 0;
+	http_chunked_init(&t->req_chunks);
+}
+
+/* ---- connecting ------------------------------------------------------ */
+
+/* Queues the request head for the upstream, and the buffered body when
+ * there is one (as one chunk, and the last, if it came chunked). */
+static void txn_queue_request(struct txn *t)
+{
+	t->up.ops->queue_head(&t->up);
+	if (t->body)
+		t->up.ops->send_body(&t->up, NULL, 0, t->body->data, t->body->end, t->body_buffered);
+	else if (t->body_buffered && t->req.body == HTTP_BODY_CHUNKED)
+		t->up.ops->send_body(&t->up, NULL, 0, NULL, 0, 1); /* an empty chunked body */
+}
+
+static int txn_replay_request(struct txn *t)
+{
+	struct conn *c = t->c;
+
+	if (!t->replayable)
+		return -1;
+	if (t->body) {
+		/* the body is held whole in t->body */
+		t->req_done = 0;
+		txn_queue_request(t);
+		return 0;
+	}
+	if (c->in) /* else it was given back holding no byte of this request */
+		c->in->start = t->req_head_start;
+	t->req_done = 0;
+	txn_body_reset(t);
+	t->up.ops->queue_head(&t->up);
+	return 0;
+}
+
+static void txn_attach(struct txn *t, struct upconn *u)
+{
+	t->u = u;
+	u->txn = t;
+	t->up.u = u;
+	/* a new connection speaks the route's protocol (t->up.ops); a pooled
+	 * one keeps the codec it was opened with */
+	if (!u->codec)
+		u->codec = t->up.ops;
+	t->up.ops = u->codec;
+	t->up.q.sent = 0;
+	t->up_wait = 0xff; /* a new connection: its timer is set anew */
+	t->up_start = ev_now(wk.loop);
+	SHM_ADD(&wk.scnt[route_servers(t->table)[t->server].stat], requests, 1);
+	upstream_set_deadline(u, worker_after(u->connecting ? TXN_SET(t)->timeouts.upstream_connect
+	                                                    : TXN_SET(t)->timeouts.upstream_send));
+}
+
+int txn_pick(struct txn *t)
+{
+	const struct route_upstream *up = breaker_upstream(t); /* a fallback group when open */
+	int s = upstream_pick(t->table, up, t->tried);
+
+	if (s < 0)
+		return -1;
+	t->tried |= 1ull << ((uint32_t)s - up->first_server);
+	t->server = s;
+	balance_begin(t->table, (uint32_t)s, &t->bal_held);
+	return s;
+}
+
+int txn_connect_server(struct txn *t)
+{
+	uint32_t s = (uint32_t)t->server;
+	struct upconn *u = upstream_pool_get(t->table, s);
+	int rc;
+
+	while (u && !txn_idempotent(t) && !upstream_pool_alive(u)) {
+		/* closed as it idled, its event not seen yet: such a request
+		 * is not sent again if the connection dies under it */
+		upstream_close(u);
+		u = upstream_pool_get(t->table, s);
+	}
+	if (u) {
+		SHM_ADD(wk.cnt, upstream_reuses, 1);
+		SHM_ADD(&wk.scnt[route_servers(t->table)[s].stat], reuses, 1);
+		txn_attach(t, u);
+		return 0;
+	}
+	u = upstream_connect(t->table, s, &rc);
+	if (u) {
+		txn_attach(t, u);
+		return 0;
+	}
+	if (rc != WEIR_ERR(NOMEM) && rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
+		log_warn("upstream %s refused the connection; trying another server", route_servers(t->table)[s].text);
+	return rc;
+}
+
+int txn_connect(struct txn *t, int last_rc)
+{
+	for (;;) {
+		int rc;
+
+		if (t->tried && !retry_connect_allowed(t))
+			return last_rc; /* the group's retry says no more */
+		if (txn_pick(t) < 0)
+			return t->tried ? last_rc : WEIR_ERR(NO_SERVER);
+		rc = txn_connect_server(t);
+		if (rc == 0)
+			return 0;
+		if (rc == WEIR_ERR(NOMEM) || rc == WEIR_ERR(LOCAL_CONNECT_ERROR))
+			return rc; /* ours: another server would fare no better */
+		last_rc = rc;
+	}
+}
+
+/* RFC 9110 9.2.2: methods whose effect, repeated, is that of one request
+ * (a mask: asked on every request taken from a pool). */
+int txn_method_idempotent(const struct txn *t)
+{
+	return txn_idempotent(t);
+}
+
+static int txn_idempotent(const struct txn *t)
+{
+	const uint64_t idempotent = 1ull << HTTP_GET | 1ull << HTTP_HEAD | 1ull << HTTP_OPTIONS |
+	                            1ull << HTTP_TRACE | 1ull << HTTP_PUT | 1ull << HTTP_DELETE;
+
+	return (unsigned)t->req.method_id < 64 && (idempotent >> t->req.method_id & 1);
+}
+
+/*
+ * The upstream connection failed before any answer came back. Tries a
+ * fresh connection (a stale pooled one, once), then the other servers.
+ *
+ * A pooled connection that closes under a request is either the race every
+ * keep-alive pool has (the server closed it idle as we sent) or a server
+ * that crashed or timed out running the request: the two look the same. So
+ * the request is sent again only if repeating it is harmless (an
+ * idempotent method) or none of it reached the server (the write failed
+ * before its first byte). A body read whole before a server was picked
+ * changes nothing here: it makes a replay possible, not safe.
+ */
+static void txn_upstream_lost(struct txn *t, int rc)
+{
+	struct upconn *u = t->u;
+	int was_reused = u->reused;
+	int server = t->server;
+	int sent = t->up.q.sent;
+
+	txn_detach_upstream(t, 0);
+	if (t->resp_started || t->up_first > 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	if (was_reused && !t->retried && sent && !txn_idempotent(t)) {
+		SHM_ADD(wk.cnt, upstream_replays_refused, 1);
+		txn_fail(t, rc);
+		return;
+	}
+	if (was_reused && !t->retried && txn_replay_request(t) == 0) {
+		/* the server closed a kept-alive connection as we sent on it:
+		 * nothing was answered, send it again on a new connection */
+		int crc;
+		struct upconn *nu = upstream_connect(t->table, (uint32_t)server, &crc);
+
+		t->retried = 1;
+		SHM_ADD(wk.cnt, upstream_retries, 1);
+		if (nu) {
+			txn_attach(t, nu);
+			txn_pump(t);
+			return;
+		}
+		rc = crc;
+	}
+	if (rc != WEIR_ERR(UPSTREAM_REFUSED) && retry_wanted(t, RETRY_ON_RESET, 0, sent)) {
+		retry_schedule(t, rc);
+		return;
+	}
+	if (rc == WEIR_ERR(UPSTREAM_REFUSED) && txn_replay_request(t) == 0) {
+		rc = txn_connect(t, rc);
+		if (rc == 0) {
+			txn_pump(t);
+			return;
+		}
+	}
+	txn_fail(t, rc);
+}
+
+void txn_answer_local(struct txn *t, int status)
+{
+	t->down.ops->queue_head(&t->down);
+	t->status = status;
+	t->resp_started = 1;
+	t->resp_done = 1;
+	if (!t->req_body_done) {
+		/* the body is not wanted: read and dropped while the answer
+		 * goes out, then the connection lingers and closes */
+		t->client_close = 1;
+		t->body_discard = 1;
+	}
+	txn_pump(t);
+}
+
+void txn_retry_send(struct txn *t, int rc)
+{
+	/* what the dropped try left: a response head half parsed, its clock */
+	memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
+	t->up_first = 0;
+	if (txn_replay_request(t) < 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	rc = txn_connect(t, rc);
+	if (rc < 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	txn_pump(t);
+}
+
+void txn_upstream_begin(struct txn *t)
+{
+	int rc;
+
+	if (txn_send_continue(t) < 0)
+		return;
+	txn_queue_request(t);
+	if (!t->body) {
+		/* the first body bytes leave with the head (a queued buffered
+		 * body fills the queue: the rest follows once it is written) */
+		rc = txn_fill_up(t);
+		if (rc < 0) {
+			txn_fail(t, rc);
+			return;
+		}
+	}
+	txn_pump(t);
+}
+
+/* ---- the two directions ---------------------------------------------- */
+
+/*
+ * Decodes the chunked body bytes in <in> (strictly: <ch> keeps the state
+ * across calls) into side <sd>, whose codec frames them for its peer (one
+ * chunk, or the bare data). The data of every chunk the buffer holds is gathered
+ * into one span by moving each chunk's data down over the framing before
+ * it (only bytes already decoded are overwritten), so a body of tiny
+ * chunks costs one write per buffer, not one per chunk; *<moved> says
+ * whether that happened. <total> counts decoded bytes against <limit>
+ * (0: none). Returns 1 if something was queued or the body ended, 0 if
+ * more input is needed, or a framing error (WEIR_ESMUGGLING) or
+ * WEIR_EBODY_TOO_LARGE.
+ */
+static int txn_fill_chunked(struct side *sd, struct http_chunked *ch, struct buf *in, uint64_t *total,
+                            uint64_t limit, int *moved)
+{
+	char *base = in->data + in->start, *span = NULL;
+	size_t avail = buf_len(in), off = 0, len = 0;
+
+	*moved = 0;
+	while (off < avail && !ch->done) {
+		size_t used, dlen;
+		const char *data;
+		int rc = http_chunked_feed(ch, base + off, avail - off, &used, &data, &dlen);
+
+		if (rc < 0)
+			return rc;
+		off += used;
+		*total += dlen;
+		if (limit && *total > limit)
+			return WEIR_ERR(BODY_TOO_LARGE);
+		if (dlen == 0)
+			continue;
+		if (!span) {
+			span = (char *)data;
+		} else if (data != span + len) {
+			memmove(span + len, data, dlen);
+			*moved = 1;
+		}
+		len += dlen;
+	}
+	/* framing only is consumed at once, unless the end must be written */
+	sd->ops->send_body(sd, in, (uint32_t)off, span, len, ch->done);
+	return len || (ch->done && sd->chunked) ? 1 : ch->done;
+}
+
+/* Queues the next piece of request body from c->in. Returns 1 if something
+ * was queued or state advanced, 0 if client bytes are needed, or an error. */
+static int txn_fill_up(struct txn *t)
+{
+	struct buf *in = t->c->in;
+	uint32_t avail = in ? buf_len(in) : 0;
+
+	if (t->req_body_done) {
+		t->req_done = 1;
+		return 1;
+	}
+	if (avail == 0)
+		return 0;
+	if (t->req.body == HTTP_BODY_LENGTH) {
+		uint32_t n = avail < t->req_body_left ? avail : (uint32_t)t->req_body_left;
+
+		t->req_body_left -= n;
+		t->req_body_done = t->req_body_left == 0;
+		t->up.ops->send_body(&t->up, in, n, in->data + in->start, n, t->req_body_done);
+		return 1;
+	}
+	/* chunked: decode strictly, encode anew */
+	int moved = 0;
+	int rc = txn_fill_chunked(&t->up, &t->req_chunks, in, &t->req_body_total, TXN_SET(t)->limits.body_size,
+	                          &moved);
+
+	if (moved)
+		t->replayable = 0; /* the body bytes sent are no longer as received */
+	t->req_body_done = t->req_chunks.done;
+	return rc;
+}
+
+/* Makes room in c->in for more request body. */
+static void txn_client_room(struct txn *t)
+{
+	struct buf *in = t->c->in;
+
+	if (in && in->end == wk.buf_size && in->start > 0 && !t->up.q.count) {
+		buf_compact(in);
+		t->replayable = 0; /* sent bytes are gone from the buffer */
+	}
+}
+
+int txn_upstream_read(struct txn *t)
+{
+	struct upconn *u = t->u;
+	int rc;
+
+	/* the response queued to the client may point into u->in */
+	if (u->in && u->in->end == wk.buf_size && u->in->start > 0 && !t->down.q.count)
+		buf_compact(u->in);
+	rc = t->up.ops->recv(&t->up);
+	if (rc > 0 && t->up_first == 0)
+		t->up_first = ev_now(wk.loop);
+	return rc;
+}
+
+/* The client's head of the response, and the framing and close it says. */
+static int txn_response_head_write(struct txn *t)
+{
+	struct head_resp hr = {
+		.req = &t->req,
+		.request_id = t->ident.id,
+		.request_id_len = t->ident.id_len,
+		.upgrade = t->tun.proto,
+		.upgrade_len = t->tun.proto_len,
+	};
+	int rc = head_write_response(&t->resp, &hr, &t->down.head);
+
+	t->client_close = hr.client_close;
+	t->down.chunked = hr.chunked;
+	return rc;
+}
+
+/* The response head goes to the client: the response filters, then the
+ * head written for the client and queued, the upstream's consumed. */
+static int txn_response_start(struct txn *t)
+{
+	int rc = txn_response_filters(t);
+
+	if (rc == 0)
+		rc = txn_response_head_write(t);
+	if (rc < 0)
+		return rc;
+	t->u->in->start += (uint32_t)t->resp.head_len;
+	t->resp_started = 1;
+	t->down.ops->queue_head(&t->down);
+	return 0;
+}
+
+/* Parses the response head in u->in. Returns 1 when the head is queued for
+ * the client, 0 when more bytes are needed, TXN_RETRYING when the answer
+ * was dropped for a retry (t->u is gone), or an error. */
+#define TXN_RETRYING 2
+static int txn_response_head(struct txn *t)
+{
+	struct upconn *u = t->u;
+
+	for (;;) {
+		int rc;
+
+		if (!u->in || buf_len(u->in) == 0)
+			return 0;
+		if (t->resp_p.st.start == NULL) {
+			buf_compact(u->in);
+			/* the request's list is dead: its head was written */
+			t->req.hl.n = 0;
+			t->req.upgrade = NULL;
+			http_response_init(&t->resp_p, &t->resp, &t->arena, TXN_SET(t)->limits.headers,
+			                   TXN_SET(t)->limits.response_header_size, t->req.method_id);
+		}
+		rc = http_response_parse(&t->resp_p, u->in->data, u->in->end);
+		if (rc == WEIR_EAGAIN && u->in->end == wk.buf_size)
+			return WEIR_ERR(UPSTREAM_BAD_RESPONSE); /* a head larger than any we take */
+		if (rc == WEIR_EAGAIN)
+			return 0;
+		if (rc < 0)
+			return rc;
+		if (t->resp.status == 101) {
+			/* only a switch to the protocol asked for makes a tunnel */
+			rc = tunnel_check_switch(t);
+			if (rc < 0) {
+				log_warn("upstream %s switched protocols %s; answering 502",
+				         route_servers(t->table)[t->server].text,
+				         t->tun.proto_len ? "to another protocol" : "unasked");
+				return rc;
+			}
+			t->status = 101;
+			rc = txn_response_start(t);
+			if (rc < 0)
+				return rc;
+			tunnel_start(t);
+			return 1;
+		}
+		if (t->resp.status >= 100 && t->resp.status < 200) {
+			/* interim answers (102, 103) are the upstream's business:
+			 * we answered Expect ourselves */
+			u->in->start += (uint32_t)t->resp.head_len;
+			memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
+			continue;
+		}
+		if (retry_wanted(t, 0, t->resp.status, 1)) {
+			/* answered, but with a status the group retries on: that
+			 * answer is dropped with its connection */
+			log_info("upstream %s answered %d; trying again", route_servers(t->table)[t->server].text,
+			         t->resp.status);
+			outlier_answer(t->table, (uint32_t)t->server, t->resp.status);
+			txn_detach_upstream(t, 0);
+			retry_schedule(t, WEIR_ERR(UPSTREAM_REFUSED));
+			return TXN_RETRYING;
+		}
+		t->status = t->resp.status;
+		rc = txn_response_start(t);
+		if (rc < 0)
+			return rc;
+		t->resp_body_left = t->resp.content_length;
+		http_chunked_init(&t->resp_chunks);
+		/* an upgrade offered and declined: the upstream may have read
+		 * what followed the request as its new protocol */
+		t->up_reusable = t->resp.keep_alive && t->resp.body != HTTP_BODY_CLOSE && !t->tun.proto_len;
+		if (t->resp.body == HTTP_BODY_NONE || (t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left == 0))
+			t->resp_done = 1;
+		else
+			return txn_fill_down(t) < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : 1;
+		return 1;
+	}
+}
+
+/* Queues the next piece of response body from u->in. Returns 1 if queued,
+ * 0 if upstream bytes are needed, or an error. */
+static int txn_fill_down(struct txn *t)
+{
+	struct buf *in = t->u->in;
+	uint32_t avail = in ? buf_len(in) : 0;
+
+	if (avail == 0)
+		return 0;
+	switch (t->resp.body) {
+	case HTTP_BODY_LENGTH: {
+		uint32_t n = avail < t->resp_body_left ? avail : (uint32_t)t->resp_body_left;
+		t->resp_body_left -= n;
+		t->resp_done = t->resp_body_left == 0;
+		t->down.ops->send_body(&t->down, in, n, in->data + in->start, n, t->resp_done);
+		return 1;
+	}
+	case HTTP_BODY_CLOSE:
+		t->down.ops->send_body(&t->down, in, avail, in->data + in->start, avail, 0);
+		return 1;
+	case HTTP_BODY_CHUNKED: {
+		uint64_t total = 0;
+		int moved, rc = txn_fill_chunked(&t->down, &t->resp_chunks, in, &total, 0, &moved);
+
+		t->resp_done = t->resp_chunks.done;
+		return rc < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : rc;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* The upstream closed its side. */
+static int txn_upstream_eof(struct txn *t)
+{
+	if (!t->resp_started)
+		return WEIR_ERR(UPSTREAM_CLOSED);
+	if (t->resp.body == HTTP_BODY_CLOSE) {
+		t->down.ops->send_body(&t->down, NULL, 0, NULL, 0, 1); /* the end, framed */
+		t->resp_done = 1;
+		t->up_reusable = 0;
+		return 1;
+	}
+	return WEIR_ERR(UPSTREAM_CLOSED);
+}
+
+/* The body is being read whole before connecting (t->buffering). */
+static void txn_pump_buffer(struct txn *t)
+{
+	struct conn *c = t->c;
+	int io = 0, rc;
+
+	for (;;) {
+		rc = txn_buffer_step(t);
+		if (rc < 0) {
+			txn_fail(t, rc);
+			return;
+		}
+		if (rc > 0) {
+			t->buffering = 0;
+			t->rate_in.since = 0; /* streaming measures its own waits */
+			txn_resume(t); /* the body phase waited: pick a server */
+			return;
+		}
+		if (!c->readable)
+			break;
+		rc = t->down.ops->recv(&t->down);
+		if (rc > 0) {
+			io = 1;
+			t->body_in += (uint64_t)rc;
+			continue;
+		}
+		if (rc == WEIR_EAGAIN)
+			break;
+		txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
+		log_info("%s: client closed the connection during the request body", c->peer);
+		conn_close(c);
+		return;
+	}
+	conn_io_set(c, EV_READ);
+	rc = txn_client_clock(t, WAIT_READ, io);
+	if (rc < 0)
+		txn_client_fail(t, rc);
+}
+
+void txn_pump(struct txn *t)
+{
+	struct conn *c = t->c;
+	int progress = 1, up_io = 0, cl_io = 0;
+	int want_client_read = 0;
+	ssize_t n;
+	int rc;
+
+	if (t->buffering) {
+		txn_pump_buffer(t);
+		return;
+	}
+	if (breaker_waiting(t)) {
+		/* queued or backing off: nothing to move, and the client is not
+		 * read until the wait ends (a body would only pile up) */
+		conn_io_set(c, 0);
+		return;
+	}
+	if (t->tun.on) {
+		tunnel_pump(t);
+		return;
+	}
+	while (progress) {
+		struct upconn *u = t->u;
+
+		progress = 0;
+		/* client -> upstream */
+		if (u && !u->connecting) {
+			if (t->up.q.count) {
+				n = t->up.ops->flush(&t->up, 0);
+				if (n < 0) {
+					if (t->resp_started) {
+						/* it answered and stopped listening: keep the
+						 * answer, drop the rest of the body */
+						outq_reset(&t->up.q);
+						t->req_done = 1;
+						t->client_close = 1;
+						t->up_reusable = 0;
+						if (!t->req_body_done) {
+							t->body_discard = 1;
+							if (c->in)
+								c->in->start = c->in->end;
+						}
+					} else {
+						txn_upstream_lost(t, WEIR_ERR(UPSTREAM_CLOSED));
+						return;
+					}
+				}
+				if (n > 0)
+					progress = up_io = 1;
+			}
+			if (!t->up.q.count && !t->req_done) {
+				rc = txn_fill_up(t);
+				if (rc < 0) {
+					txn_fail(t, rc);
+					return;
+				}
+				if (rc > 0) {
+					progress = 1;
+				} else if (c->readable) {
+					txn_client_room(t);
+					rc = t->down.ops->recv(&t->down);
+					if (rc > 0) {
+						progress = cl_io = 1;
+						t->body_in += (uint64_t)rc;
+					} else if (rc != WEIR_EAGAIN) {
+						txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
+						log_info("%s: client closed the connection during the request body", c->peer);
+						conn_close(c);
+						return;
+					}
+				}
+			}
+		}
+		/* upstream -> client */
+		if (t->down.q.count) {
+			/* more of a counted body follows for sure: let the kernel
+			 * fill its segments (as TCP_CORK, released by the last send
+			 * or after 200 ms should the upstream stall); never for
+			 * chunked or until-close bodies, which may be streams */
+			n = t->down.ops->flush(&t->down, t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left > 0);
+			if (n < 0) {
+				txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
+				conn_close(c);
+				return;
+			}
+			if (n > 0) {
+				progress = cl_io = 1;
+				t->bytes_out += (uint64_t)n;
+				SHM_ADD(wk.cnt, bytes_out, n);
+			}
+		}
+		if (!t->down.q.count && !t->resp_done && u && !u->connecting) {
+			rc = t->resp_started ? txn_fill_down(t) : txn_response_head(t);
+			if (rc < 0) {
+				if (!t->resp_started && rc == WEIR_ERR(UPSTREAM_BAD_RESPONSE))
+					log_warn("upstream %s sent an invalid response", route_servers(t->table)[t->server].text);
+				txn_fail(t, rc);
+				return;
+			}
+			if (rc == TXN_RETRYING)
+				return;
+			if (t->tun.on) {
+				tunnel_pump(t);
+				return;
+			}
+			if (rc > 0) {
+				progress = 1;
+			} else if (u->readable) {
+				rc = txn_upstream_read(t);
+				if (rc > 0) {
+					progress = up_io = 1;
+				} else if (rc == 0 || rc == WEIR_ERR(UPSTREAM_CLOSED)) {
+					if (!t->resp_started) {
+						txn_upstream_lost(t, WEIR_ERR(UPSTREAM_CLOSED));
+						return;
+					}
+					rc = txn_upstream_eof(t);
+					if (rc < 0) {
+						txn_fail(t, rc);
+						return;
+					}
+					progress = 1;
+				} else if (rc != WEIR_EAGAIN) {
+					txn_fail(t, rc);
+					return;
+				}
+			}
+		}
+		if (t->resp_done && !t->down.q.count) {
+			txn_finish(t);
+			return;
+		}
+	}
+
+	/* arm exactly what we wait for */
+	struct upconn *u = t->u;
+	if (t->body_discard)
+		want_client_read = txn_discard_client(t);
+	else if (!t->req_body_done && !t->up.q.count)
+		want_client_read = 1; /* more request body */
+	else if (t->req_body_done && !c->eof && (!c->in || c->in->end < wk.buf_size))
+		want_client_read = 1; /* pipelined requests or the client's close */
+	if (want_client_read && c->readable && t->req_body_done) {
+		/* bytes past this request: keep them for later, note the close */
+		rc = t->down.ops->recv(&t->down);
+		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED))
+			want_client_read = 0;
+	}
+	if (c->in && buf_len(c->in) == 0 && t->up.head && t->req_body_done &&
+	    (c->in->start == t->req_head_start || !t->replayable)) {
+		/* nothing pipelined and nothing a replay would read again: the
+		 * input buffer goes back while the answer is awaited (a request
+		 * waiting on a slow upstream holds none); the head's spans in it
+		 * were all copied into the upstream head */
+		buf_put(c->in);
+		c->in = NULL;
+		t->req_head_start = 0;
+	}
+	if (u && u->in && buf_len(u->in) == 0 && !t->down.q.count) {
+		/* the same on the upstream side: a stream that drips (long
+		 * polling, server-sent events) holds no buffer between bytes */
+		buf_put(u->in);
+		u->in = NULL;
+	}
+	conn_io_set(c, (want_client_read && !c->eof ? EV_READ : 0) | (t->down.q.count ? EV_WRITE : 0));
+	if (u) {
+		int ev = u->connecting | u->tls_wants;
+		if (t->up.q.count)
+			ev |= EV_WRITE;
+		if (!u->connecting && !t->down.q.count && !t->resp_done)
+			ev |= EV_READ;
+		worker_io_set(&u->io, ev);
+		if (!u->connecting) {
+			/* the upstream's clock runs only while we wait on it */
+			uint8_t wait = t->up.q.count ? WAIT_SEND
+			               : (!t->req_done || t->down.q.count || t->resp_done) ? WAIT_NONE
+			                                                                  : WAIT_READ;
+			if (wait != t->up_wait || up_io) {
+				t->up_wait = wait;
+				upstream_set_deadline(u, retry_try_deadline(t, txn_wait_until(wait, TXN_SET(t)->timeouts.upstream_send,
+				                                                              TXN_SET(t)->timeouts.upstream_read)));
+			}
+		}
+	}
+	{
+		uint8_t wait = t->down.q.count                                          ? WAIT_SEND
+		               : (!t->req_body_done && !t->body_discard && !t->up.q.count) ? WAIT_READ
+		                                                                       : WAIT_NONE;
+		rc = txn_client_clock(t, wait, cl_io);
+		if (rc < 0)
+			txn_client_fail(t, rc);
+	}
+}
+
+void txn_on_upstream_event(struct txn *t, int revents)
+{
+	struct upconn *u = t->u;
+	int same = 1;
+
+	if (u->connecting) {
+		/* only what the connect or the handshake waits for is armed */
+		int rc = 0;
+
+		if (!u->handshaking) {
+			int err = 0;
+			socklen_t len = sizeof(err);
+
+			getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+			if (err) {
+				log_warn("upstream %s: connect failed: %s", route_servers(t->table)[t->server].text,
+				         strerror(err));
+				rc = upstream_errno_local(err) ? WEIR_ERR(LOCAL_CONNECT_ERROR) : WEIR_ERR(UPSTREAM_REFUSED);
+			} else if ((rc = upproxy_send(t)) < 0) {
+				/* the PROXY header goes first, before any TLS byte */
+			} else if (u->ssl) {
+				u->handshaking = 1;
+			}
+		}
+		if (u->handshaking) {
+			/* still under the connect deadline, before any request byte */
+			const char *why = NULL;
+			int ev = 0;
+
+			rc = tls_client_handshake(u, &ev, &why);
+			if (rc == WEIR_EAGAIN) {
+				u->connecting = (uint8_t)ev;
+				worker_io_set(&u->io, ev);
+				return;
+			}
+			if (rc < 0)
+				log_warn("upstream %s: TLS handshake failed: %s", route_servers(t->table)[t->server].text, why);
+			else
+				u->handshaking = 0;
+		}
+		if (rc < 0) {
+			if (rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
+				upstream_fail(t->table, (uint32_t)t->server);
+			txn_detach_upstream(t, 0);
+			same = 0;
+			if (rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
+				rc = txn_connect(t, rc);
+			if (rc < 0) {
+				txn_fail(t, rc);
+				return;
+			}
+		} else {
+			u->connecting = 0;
+			upstream_connected(u);
+			upstream_set_deadline(u, worker_after(TXN_SET(t)->timeouts.upstream_send));
+		}
+	}
+	if ((revents & EV_READ) && same)
+		t->u->readable = 1;
+	txn_pump(t);
+}
+
+void txn_on_upstream_timeout(struct txn *t)
+{
+	struct upconn *u = t->u;
+
+	if (t->tun.on) {
+		tunnel_on_timeout(t);
+		return;
+	}
+	if (u->connecting) {
+		log_warn("upstream %s: %s timed out", route_servers(t->table)[t->server].text,
+		         u->handshaking ? "TLS handshake" : "connect");
+		upstream_fail(t->table, (uint32_t)t->server);
+		txn_detach_upstream(t, 0);
+		int rc = txn_connect(t, WEIR_ERR(UPSTREAM_TIMEOUT));
+		if (rc < 0)
+			txn_fail(t, rc);
+		else
+			txn_pump(t);
+		return;
+	}
+	log_warn("upstream %s did not answer in time", route_servers(t->table)[t->server].text);
+	if (!t->resp_started)
+		outlier_observe(t->table, (uint32_t)t->server, OUTLIER_GATEWAY);
+	if (!t->resp_started && retry_wanted(t, RETRY_ON_TIMEOUT, 0, 1)) {
+		txn_detach_upstream(t, 0);
+		retry_schedule(t, WEIR_ERR(UPSTREAM_TIMEOUT));
+		return;
+	}
+	txn_fail(t, WEIR_ERR(UPSTREAM_TIMEOUT));
+}

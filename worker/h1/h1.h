@@ -1,0 +1,406 @@
+/*
+ * h1.h: HTTP/1 (the door of worker/h1/): the codec interface every codec
+ * implements (codec.h below), the strict parser of heads and chunked
+ * bodies (http_*.c), the head writer (head.c), the server codec on client
+ * connections (conn.c: idle, heads, answers weir makes itself, lingering
+ * close) and both HTTP/1 codecs' ops tables (codec_h1.c). The stream
+ * core above sees struct msg and these ops, never HTTP/1 text.
+ */
+#ifndef WEIR_WORKER_H1_H
+#define WEIR_WORKER_H1_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <ev.h>
+#include <http_parser.h>
+#include <openssl/base.h>
+
+#include "common/config.h"
+#include "worker/base/base.h"
+#include "worker/msg/msg.h"
+#include "worker/net/net.h"
+#include "worker/up/up.h"
+
+/* ==== codec ==== */
+/*
+ * codec: what a codec does for the stream core, one table per protocol
+ * and side.
+ *
+ * Principle: the core moves a stream's bytes through two sides, towards
+ * the client (a server codec) and towards the upstream (a client codec),
+ * and never frames them itself: it hands a codec a head the codec wrote
+ * (head.c for HTTP/1), spans of body with an end-of-stream flag, and asks
+ * it to flush what it queued or to read more. HTTP/1 keeps its fast path:
+ * with one stream on a connection, a body span is queued as it lies in
+ * the input buffer (an iovec into it, no copy) between the framing the
+ * codec adds (a chunk-size line, a CRLF), and the source buffer is
+ * consumed only once the span is written. An HTTP/2 codec (next issue)
+ * adds a table beside these; a connection owns one codec (c->codec,
+ * u->codec) and zero or more streams.
+ */
+
+struct buf;
+struct conn;
+struct upconn;
+
+/* Pending output in one direction. */
+struct outq {
+	struct iovec iov[6];     /* head, size line, data, CRLF, last chunk */
+	int first, count;       /* iov[first .. first+count) still to write */
+	struct buf *src;        /* buffer the body span points into */
+	uint32_t src_consume;   /* bytes of src to consume once all is written */
+	uint8_t sent;           /* some of it reached the peer (cleared per connection) */
+	char pre[24];           /* chunk size line */
+};
+
+struct codec_ops;
+
+/* One side of a stream, as its codec sees it. */
+struct side {
+	struct outq q;           /* towards this side's peer */
+	struct buf *head;        /* the head written for the peer */
+	uint8_t chunked;         /* the body goes chunk-encoded to the peer */
+	const struct codec_ops *ops;
+	struct conn *c;          /* the client side's connection */
+	struct upconn *u;        /* the upstream side's, once attached */
+};
+
+struct codec_ops {
+	const char *name;
+	/* Queues s->head, first in an empty queue. */
+	void (*queue_head)(struct side *s);
+	/* Queues [data, data+len), the payload of the <used> bytes of <src>
+	 * consumed once written (consumed at once when nothing is queued),
+	 * framed for the peer; <eos>: the body ends with it. */
+	void (*send_body)(struct side *s, struct buf *src, uint32_t used, const char *data, size_t len, int eos);
+	/* Writes what is queued; <more>: more of a counted body follows at
+	 * once. Returns bytes written (the queue is empty when q.count is 0)
+	 * or -errno. */
+	ssize_t (*flush)(struct side *s, int more);
+	/* Reads from the peer into its connection's input buffer: bytes
+	 * (> 0), 0 at end of stream, WEIR_EAGAIN, or an error. */
+	int (*recv)(struct side *s);
+	/* Client codecs: how many more streams connection <u> takes (a
+	 * pool asks before it hands the connection out). */
+	int (*avail_streams)(const struct upconn *u);
+};
+
+/* HTTP/1: the server codec (towards clients) and the client codec
+ * (towards upstreams), worker/codec_h1.c. */
+extern const struct codec_ops h1_server_codec;
+extern const struct codec_ops h1_client_codec;
+
+/* The queue primitives under them, shared with the tunnel, which moves
+ * raw bytes through the same queues: outq_add() appends one iovec,
+ * outq_reset() empties the queue, outq_body() queues a body span
+ * (chunk-encoded if <chunked>), outq_write() writes to <c> if given,
+ * else to <u>. */
+void outq_add(struct outq *q, const void *p, size_t len);
+void outq_reset(struct outq *q);
+void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked);
+ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more);
+
+/* ==== http ==== */
+/*
+ * http: strict HTTP/1.1 message heads and bodies, on top of http-parser.
+ *
+ * Principle: weir never forwards bytes it has not understood. Debian's
+ * libhttp_parser is built non-strict (a space before the colon, obs-fold,
+ * bare LF, loose chunk framing, two-digit status codes all pass), so this
+ * module uses it for the request and status lines and the header split,
+ * checks every byte of the head on top of it, and frames bodies itself:
+ * Content-Length is counted by the caller, chunked bodies go through the
+ * strict decoder below. What comes out is a struct msg (worker/msg/msg.h):
+ * validated spans into the caller's buffer, the headers in a list in the
+ * stream's arena, the framing taken out of the list into its fields.
+ *
+ * Parsing is incremental: call the parse function again with the same
+ * buffer grown by the new bytes; it only looks at what it has not seen.
+ * The buffer must not move between calls for one head.
+ */
+
+/* Maximum headers any head may have; config limits.headers is at most this. */
+#define HTTP_MAX_HEADERS 1000
+
+/* Parsing state shared by requests and responses; private to http*.c. */
+struct http_head_state {
+	http_parser parser;
+	size_t fed;          /* bytes of the buffer already given to the parser */
+	const char *start;   /* the buffer the head is in */
+	int in_value;        /* last callback was a header value */
+	int done;            /* headers complete */
+	int error;           /* first error found by a callback, a WEIR_E* code */
+	uint32_t max_headers;
+	size_t max_head;     /* head size limit */
+	size_t max_uri;      /* request target limit (requests only) */
+
+	/* Private to worker/http*.c: the line scanner and the callbacks. */
+	struct msg *m;            /* the message parsed into */
+	struct arena *arena;      /* where its header list goes */
+	struct hdr *hdrs;         /* the list being parsed, max_headers long */
+	uint32_t nhdrs;           /* headers started so far */
+	uint64_t max_body;        /* requests: Content-Length limit, 0 = none */
+	size_t line_start;        /* offset of the line being scanned */
+	size_t line0, line0_end;  /* the start line, CRLF excluded */
+	size_t head_end;          /* offset past the final CRLF, 0 until seen */
+	const char *tok;          /* request target (on_url) or reason (on_status) */
+	size_t tok_len;
+	uint32_t nlines;          /* non-empty lines completed */
+	uint8_t cr;               /* the last scanned byte was a CR */
+	uint8_t leading_crlf;     /* empty lines before the start line allowed */
+	uint8_t head_method;      /* responses: the request was HEAD */
+};
+
+/* The HTTP/1 parse state of a head; the message goes into <m>. */
+struct http_request {
+	struct http_head_state st;
+	struct msg *m;
+};
+
+struct http_response {
+	struct http_head_state st;
+	struct msg *m;
+};
+
+/*
+ * Prepares <r> for a new request head parsed into <m>, its header list at
+ * the bottom of <a> (reset first: a head is the first list of its arena).
+ * Limits taken: header_size, headers (and the arena's room), uri_size,
+ * body_size (a Content-Length past it gives WEIR_EBODY_TOO_LARGE).
+ */
+void http_request_init(struct http_request *r, struct msg *m, struct arena *a,
+                       const struct config_limits *lim);
+
+/*
+ * Parses the head at <buf>, of which <len> bytes have arrived so far.
+ * Returns 0 when the head is complete (m->head_len tells where the body
+ * starts), WEIR_EAGAIN when more bytes are needed, or an error:
+ * WEIR_EBAD_REQUEST (malformed), WEIR_ESMUGGLING (framing that two parsers
+ * could read differently: CL with TE, duplicate or bad CL, TE other than
+ * one final "chunked", TE in HTTP/1.0), WEIR_EURI_TOO_LONG,
+ * WEIR_EHEADERS_TOO_LARGE (head longer than header_size or too many
+ * headers, also while incomplete), WEIR_EBODY_TOO_LARGE.
+ */
+int http_request_parse(struct http_request *r, const char *buf, size_t len);
+
+/*
+ * Prepares <r> for a response head to a request whose method was
+ * <method_id> (HEAD responses have no body), parsed into <m>, its list
+ * in <a> (reset first), at most <max_headers> of them; the head may be at
+ * most <max_head> bytes.
+ */
+void http_response_init(struct http_response *r, struct msg *m, struct arena *a,
+                        uint32_t max_headers, size_t max_head, enum http_method method_id);
+
+/*
+ * As http_request_parse(), for a response. Errors are all
+ * WEIR_EUPSTREAM_BAD_RESPONSE (also for a head past max_head).
+ * 1xx interim responses are returned like any other; the caller skips them,
+ * except 101, which it turns into a tunnel or refuses (worker/core/core.h).
+ */
+int http_response_parse(struct http_response *r, const char *buf, size_t len);
+
+/* Strict chunked body decoder (RFC 9112 7.1). */
+struct http_chunked {
+	int state;
+	uint64_t remaining;  /* data bytes left in the current chunk */
+	uint32_t digits;     /* hex digits seen in the current size line */
+	uint32_t line_bytes; /* bytes of the current extension or trailer line */
+	uint32_t trailer_bytes; /* total trailer section bytes */
+	int done;            /* the last chunk and trailers were read */
+};
+
+void http_chunked_init(struct http_chunked *c);
+
+/*
+ * Consumes framing from <p>[0..len) until it reaches chunk data, the end of
+ * the body, or the end of the input. Sets *used to the bytes consumed and
+ * (*data, *data_len) to the data span found (data_len 0 if none; the data is
+ * part of the consumed bytes). Returns 0 (call again with the rest while
+ * used < len and !c->done), or WEIR_ESMUGGLING on any framing error: a size
+ * that is not 1*HEXDIG or overflows, bytes other than CRLF after data, bare
+ * LF, invalid extensions, bad trailer fields, trailers over 16 KiB.
+ * Trailers are checked and dropped (not forwarded).
+ */
+int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t *used,
+                      const char **data, size_t *data_len);
+
+/*
+ * Normalises the request path <p>[0..len) (it starts with '/'; no query) in
+ * place, as weir routes and forwards it (RFC 3986 6.2.2): percent-encoded
+ * unreserved characters decoded, other percent-encodings kept with upper
+ * case hex digits ("%2f" becomes "%2F", never '/'), runs of '/' merged
+ * into one when <flags> has HTTP_PATH_MERGE_SLASHES, then dot segments
+ * removed (5.2.4). Sets *out_len (<= len) and returns 0, or returns
+ * WEIR_EBAD_PATH, <p> untouched, for a path that climbs above the root
+ * ("/../x", "/a/%2e%2e/.."), a malformed percent-encoding ("%zz", a '%'
+ * near the end), "%00", a backslash ('\\' or "%5C") or a dot segment
+ * with parameters ("/..;x/"). A path with no '%', no '\\', no "/." (and,
+ * merging, no "//") is not written.
+ */
+#define HTTP_PATH_MERGE_SLASHES 0x1u
+int http_path_normalize(char *p, size_t len, unsigned flags, size_t *out_len);
+
+/* Case-insensitive comparison of a span with a lower-case literal. */
+int http_span_ieq(const char *p, size_t len, const char *lower);
+
+/*
+ * 1 if header names <a> and <b>, both <len> bytes, are the same name to a
+ * CGI, WSGI or PHP backend, which reads both X-Client-Subject and
+ * x_client_subject as HTTP_X_CLIENT_SUBJECT: letters compared without case,
+ * '-' and '_' equal.
+ */
+int http_name_same_var(const char *a, const char *b, size_t len);
+
+/* ==== conn: the HTTP/1 server codec on a client connection ==== */
+/*
+ * Requests on one connection are handled one at a time, in order:
+ * pipelined requests wait in the input buffer, so answers can only come
+ * back in order. The connection itself (struct conn) is net.h's.
+ */
+
+/* Takes a new socket accepted on listener <l> (index in cfg->listeners). */
+void conn_accept(int fd, const struct sockaddr *sa, int l);
+
+/* Arms <c>'s watcher for <events> (EV_READ, EV_WRITE) plus whatever the
+ * TLS layer waits for to finish a read or write it could not: every client
+ * watcher change goes through here. */
+void conn_io_set(struct conn *c, int events);
+
+/* Sets the deadline of <c>, re-arming its timer if it moves earlier. */
+void conn_set_deadline(struct conn *c, ev_tstamp at);
+
+/* Sends the canned answer for error <rc> (its status from err.h) and, when
+ * <close> is set or the status requires it, closes after it. Counts it. */
+void conn_answer_error(struct conn *c, int rc, int close);
+
+/* An answer weir made itself other than a canned one (a 401 with its
+ * WWW-Authenticate): the whole response, with and without "Connection:
+ * close", kept by the caller for as long as the worker lives. */
+struct conn_answer_text {
+	const char *text[2]; /* [1]: the closing flavour */
+	uint32_t len[2];
+};
+
+/* As conn_answer_error(), answering with <a> (NULL: the canned answer) and
+ * logging nothing when <a> is given: its caller logs. */
+void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answer_text *a);
+
+/* The request in flight has ended: with <keep> the connection waits for the
+ * next request (which may already be buffered), otherwise it closes. */
+void conn_txn_done(struct conn *c, int keep);
+
+/* The connection is done with but the client may still be sending (a
+ * request body weir did not read to its end): shut the write side after
+ * what is queued, discard the input for a bounded time and byte count,
+ * then close, so that no reset destroys the answer before it is read. */
+void conn_linger(struct conn *c);
+
+/* Bytes the client may send after its request ends unread before weir
+ * stops reading it (during the answer and while lingering, each). */
+#define CONN_LINGER_BYTES (1024 * 1024)
+
+/* Closes the connection now, releasing everything it holds. */
+void conn_close(struct conn *c);
+
+/* The client's byte stream: every read and write on a client connection
+ * goes through these two, so the TLS layer has one place to sit: on a TLS
+ * connection they are SSL_read and SSL_write. They behave as read(2) and
+ * sendmsg(2): -1 with errno (EAGAIN when it would block: then arm with
+ * conn_io_set()). <more> says more bytes follow at once (MSG_MORE; plain
+ * only). */
+ssize_t conn_recv(struct conn *c, void *p, size_t n);
+ssize_t conn_sendv(struct conn *c, const struct iovec *iov, int cnt, int more);
+
+/* Reads from the client into c->in (taking a buffer if needed). Returns
+ * bytes read (> 0), 0 at end of stream, WEIR_EAGAIN, or WEIR_ECLIENT_CLOSED
+ * on a socket error. Counts bytes_in. */
+int conn_read(struct conn *c);
+
+/* Drain: close <c> now if it is idle. */
+void conn_drain(struct conn *c);
+
+/* ==== head: HTTP/1 heads written anew ==== */
+
+/* head.c: learns the header names weir vouches for from every listener of
+ * <cfg> (client_header), before the first request. */
+void head_init(const struct config *cfg);
+
+/* head.c: the HTTP/1 heads, written anew from the messages.
+ *
+ * head_write_request() writes the upstream head of request <r> into *<out>
+ * (a buffer of its size), for the client connection and the options in
+ * <hr>. Returns 0 or WEIR_EHEADERS_TOO_LARGE if it does not fit.
+ *
+ * head_write_response() writes the client head of response <r> to the
+ * request hr->req into *<out>, and decides the framing towards the client
+ * (hr->chunked) and whether the connection closes after it
+ * (hr->client_close). Returns 0 or an error. */
+struct head_req {
+	const struct conn *c; /* the client: its address, TLS, certificate */
+	const char *host;     /* the Host of a request without one (HTTP/1.0):
+	                       * the upstream group's name */
+	const char *upgrade;  /* the upgrade the route allows, or NULL */
+	uint8_t upgrade_len;
+	uint8_t early;        /* the request came in TLS early data */
+	uint8_t drop_underscores; /* the route's underscores_in_headers is false */
+	uint8_t request_id_len; /* X-Request-Id weir resolved (0: none); a
+	                         * client's is then replaced */
+	const char *request_id;
+	const char *extra;    /* whole header lines to add (routes.auth's) */
+	uint32_t extra_len;
+	const char *xff;      /* the X-Forwarded-For to write, NULL: the
+	                       * client's list with our peer appended */
+	size_t xff_len;
+};
+struct head_resp {
+	const struct msg *req;
+	const char *request_id; /* X-Request-Id to write (replacing the upstream's), or NULL */
+	uint8_t request_id_len;
+	const char *upgrade;  /* the upgrade asked for, or NULL */
+	uint8_t upgrade_len;
+	uint8_t client_close; /* out: close the client connection after it */
+	uint8_t chunked;      /* out: the body goes chunk-encoded */
+};
+int head_write_request(const struct msg *r, const struct head_req *hr, struct buf **out);
+int head_write_response(const struct msg *r, struct head_resp *hr, struct buf **out);
+
+/* The reason phrase weir writes for <status> ("" if it knows none). */
+const char *head_reason(int status);
+
+/* Adds <name> to the header names weir vouches for (head_init() does
+ * every listener's; the core adds routes.auth's: auth_vouch_names). */
+void head_vouch(const char *name);
+
+/* ==== upcalls: what the stream core above implements for this codec ==== */
+/*
+ * The server codec (conn.c) hands requests up and events on a connection
+ * with a request in flight; declared here so that no file of this layer
+ * includes the core's door (worker/core/txn_phases.c, txn.c).
+ *
+ * txn_new() makes a stream for <c> with its parser ready (NULL when the
+ * slab is out; sets c->txn), txn_head_parser() is that parser,
+ * txn_start() takes a parsed head through the phases, txn_pump() moves
+ * the stream on an event, txn_on_client_timeout() its client timer,
+ * txn_abort() frees it as the connection goes (counting <rc>),
+ * txn_answered() logs it (or, with no stream, the connection's unparsed
+ * request) answered by weir with <status>: it runs the log phase and
+ * returns 1 when the client asked to close after it; txn_request_id() is
+ * its X-Request-Id (length 0: none), for the answer; txn_free() ends it.
+ */
+struct txn *txn_new(struct conn *c);
+struct http_request *txn_head_parser(struct txn *t);
+void txn_start(struct txn *t);
+void txn_pump(struct txn *t);
+void txn_on_client_timeout(struct txn *t);
+void txn_abort(struct txn *t, int rc);
+int txn_answered(struct conn *c, int status);
+void txn_free(struct txn *t);
+const char *txn_request_id(const struct txn *t, uint32_t *len);
+/* the core's breaker: the 503 of an open breaker, with its Retry-After */
+const char *breaker_canned(int close, uint32_t *len);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * http_internal: what http_request.c, http_response.c and http_chunked.c
+ * share. Private to worker/http*.c; everyone else includes worker/h1/h1.h.
+ *
+ * Principle: a head goes through two readers that must agree. http-parser
+ * splits the start line and the header fields; a small line scanner here
+ * walks the same bytes and enforces what the non-strict library lets
+ * through (bare CR, bare LF, obs-fold, a CR not followed by LF ending the
+ * head). The callbacks check every byte of names, values and the target.
+ * When the head is complete, http_head_finish() applies the rules that need
+ * all headers at once; the request and response files add the rules of
+ * their own start line and framing.
+ */
+#ifndef WEIR_WORKER_HTTP_INTERNAL_H
+#define WEIR_WORKER_HTTP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "worker/h1/h1.h"
+
+/* Character classes, one bit each, for http_ctype[]. */
+#define HTTP_C_TCHAR 0x01   /* tchar (RFC 9110 5.6.2) */
+#define HTTP_C_VCHAR 0x02   /* field-vchar: VCHAR or obs-text */
+#define HTTP_C_WS 0x04      /* SP or HTAB */
+#define HTTP_C_HEX 0x08     /* HEXDIG */
+#define HTTP_C_QDTEXT 0x10  /* qdtext (RFC 9110 5.6.4) */
+#define HTTP_C_REGNAME 0x20 /* unreserved or sub-delims (RFC 3986) */
+
+extern const uint8_t http_ctype[256];
+
+static inline int http_is(unsigned char c, uint8_t cls)
+{
+	return (http_ctype[c] & cls) != 0;
+}
+
+/* What http_head_finish() found in a complete head's header list. */
+struct http_head_info {
+	uint32_t ncl;            /* Content-Length headers */
+	uint32_t nte;            /* Transfer-Encoding headers */
+	uint32_t nhost;          /* Host headers */
+	int cl_ok;               /* the one Content-Length is 1*DIGIT, no overflow */
+	uint64_t content_length; /* its value when cl_ok */
+	int te_chunked;          /* exactly one TE header, exactly "chunked" */
+	int conn_close;          /* a Connection "close" token */
+	int conn_keep_alive;     /* a Connection "keep-alive" token */
+	int expect_continue;     /* an Expect value of "100-continue" */
+	int conn_upgrade;        /* a Connection "upgrade" token */
+	uint32_t nupgrade;       /* Upgrade headers */
+	const struct hdr *upgrade; /* the last Upgrade header, NULL if none */
+	const struct hdr *host;    /* the last Host header, NULL if none */
+};
+
+/*
+ * Prepares <st> for a head of <type> parsed into <m>, its header list at
+ * the bottom of <a> (reset here), at most <max_headers> entries and
+ * <max_head> bytes long. Requests also set st->max_uri and st->max_body
+ * afterwards.
+ */
+void http_head_init(struct http_head_state *st, enum http_parser_type type, struct msg *m,
+                    struct arena *a, uint32_t max_headers, size_t max_head);
+
+/*
+ * Feeds the bytes of <buf>[0..len) not seen yet. Returns 0 when the head is
+ * complete (st->head_end is its length; nothing past it was consumed),
+ * WEIR_EAGAIN, or a request-side code: WEIR_EBAD_REQUEST, WEIR_ESMUGGLING
+ * (Content-Length errors found by http-parser), WEIR_EURI_TOO_LONG,
+ * WEIR_EHEADERS_TOO_LARGE. Errors are sticky in st->error.
+ */
+int http_head_feed(struct http_head_state *st, const char *buf, size_t len);
+
+/* Connection tokens a head may carry, over all its Connection headers.
+ * Each names a header to drop and is compared with every header name, so
+ * without a bound a 64 KiB head of tokens and 1,000 headers costs tens of
+ * millions of comparisons; real clients send one to three. */
+#define HTTP_CONN_TOKENS_MAX 16
+
+/*
+ * Once the head is complete: trims OWS off values, sets every header's
+ * token and flags (including HOP for names listed in Connection), fills
+ * <info>, then takes the framing headers (Content-Length,
+ * Transfer-Encoding) out of the list and closes it in the arena.
+ * Returns 0, WEIR_EBAD_REQUEST (a Connection element is not a token) or
+ * WEIR_ECONNECTION_TOKENS (more than HTTP_CONN_TOKENS_MAX of them).
+ */
+int http_head_finish(struct http_head_state *st, struct http_head_info *info);
+
+/* 1 if <p>[0..len) is host [":" port] with a non-empty host. */
+int http_host_valid(const char *p, size_t len);
+
+/* Whether the connection stays open after this message (RFC 9112 9.3):
+ * HTTP/1.1 unless "close", HTTP/1.0 only with "keep-alive". */
+static inline int http_keep_alive(int version_minor, const struct http_head_info *info)
+{
+	return !info->conn_close && (version_minor == 1 || info->conn_keep_alive);
+}
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * http_request.c: request heads (RFC 9112 2-3, 6; RFC 9110 7.2).
+ *
+ * http_common.c validates the bytes and the header fields; this file adds
+ * what only a request has: the request line, the target forms weir serves
+ * (origin-form, absolute-form, "*" with OPTIONS), Host, and the request
+ * framing rules whose violations are smuggling attempts.
+ */
+#include <string.h>
+
+#include "common/err.h"
+#include "worker/h1/h1.h"
+#include "worker/h1/http_internal.h"
+
+void http_request_init(struct http_request *r, struct msg *m, struct arena *a,
+                       const struct config_limits *lim)
+{
+	http_head_init(&r->st, HTTP_REQUEST, m, a, lim->headers, lim->header_size);
+	r->m = m;
+	r->st.max_uri = lim->uri_size;
+	r->st.max_body = lim->body_size;
+}
+
+/*
+ * The request line must be exactly method SP target SP "HTTP/1.x": the
+ * library skips extra spaces before the target and would take other
+ * versions (HTTP/0.9 without one, 2.0, "ICE/1.0" for SOURCE).
+ */
+static int check_request_line(const struct http_request *r, const char *buf)
+{
+	const struct http_head_state *st = &r->st;
+	const char *line = buf + st->line0, *end = buf + st->line0_end, *tend;
+	size_t mlen = r->m->method_len;
+
+	if (!st->tok || st->parser.http_major != 1 || st->parser.http_minor > 1)
+		return WEIR_ERR(BAD_REQUEST);
+	tend = st->tok + st->tok_len;
+	if ((size_t)(end - line) < mlen + 1 || memcmp(line, r->m->method, mlen) != 0 ||
+	    line[mlen] != ' ' || st->tok != line + mlen + 1)
+		return WEIR_ERR(BAD_REQUEST);
+	if (end - tend != 9 || memcmp(tend, " HTTP/1.", 8) != 0 || (tend[8] != '0' && tend[8] != '1'))
+		return WEIR_ERR(BAD_REQUEST);
+	return 0;
+}
+
+/*
+ * Splits the target into m->target, m->path_end and, for absolute-form,
+ * m->scheme and m->host. Every byte is already known to be VCHAR (on_url).
+ */
+static int parse_target(struct http_request *r)
+{
+	const char *t = r->st.tok, *end = t + r->st.tok_len, *a, *aend;
+	size_t skip;
+
+	if (r->m->method_id == HTTP_CONNECT) /* authority-form: weir is no tunnel */
+		return WEIR_ERR(BAD_REQUEST);
+	if (memchr(t, '#', r->st.tok_len)) /* a fragment is never sent */
+		return WEIR_ERR(BAD_REQUEST);
+	if (r->st.tok_len == 1 && t[0] == '*') {
+		if (r->m->method_id != HTTP_OPTIONS)
+			return WEIR_ERR(BAD_REQUEST);
+		r->m->target = t;
+		r->m->target_len = 1;
+		r->m->path_end = t + 1;
+		return 0;
+	}
+	if (t[0] != '/') {
+		/* absolute-form: "http://" authority path-abempty [ "?" query ] */
+		if (r->st.tok_len >= 7 && http_span_ieq(t, 7, "http://"))
+			skip = 7;
+		else if (r->st.tok_len >= 8 && http_span_ieq(t, 8, "https://"))
+			skip = 8;
+		else
+			return WEIR_ERR(BAD_REQUEST);
+		r->m->scheme = skip == 7 ? "http" : "https";
+		a = t + skip;
+		for (aend = a; aend < end && *aend != '/' && *aend != '?'; aend++)
+			;
+		/* userinfo ("user@host") is refused, RFC 9110 4.2.4 */
+		if (memchr(a, '@', (size_t)(aend - a)) || !http_host_valid(a, (size_t)(aend - a)))
+			return WEIR_ERR(BAD_REQUEST);
+		r->m->host = a;
+		r->m->host_len = (uint32_t)(aend - a);
+		if (aend == end) {
+			t = "/";
+			end = t + 1;
+		} else if (*aend == '?') {
+			/* "http://h?q" would need "/?q", which is not in the
+			 * buffer; no client sends it. */
+			return WEIR_ERR(BAD_REQUEST);
+		} else {
+			t = aend;
+		}
+	}
+	r->m->target = t;
+	r->m->target_len = (uint32_t)(end - t);
+	r->m->path_end = memchr(t, '?', (size_t)(end - t));
+	if (!r->m->path_end)
+		r->m->path_end = end;
+	return 0;
+}
+
+/* RFC 9112 6.1-6.3: anything two parsers could frame differently fails. */
+static int request_framing(struct http_request *r, const struct http_head_info *info)
+{
+	if (info->nte > 0 && r->m->version_minor == 0)
+		return WEIR_ERR(SMUGGLING);
+	if (info->nte > 0 && info->ncl > 0)
+		return WEIR_ERR(SMUGGLING);
+	if (info->ncl > 1 || (info->ncl == 1 && !info->cl_ok))
+		return WEIR_ERR(SMUGGLING);
+	if (info->nte > 0 && !info->te_chunked)
+		return WEIR_ERR(SMUGGLING);
+	if (info->nte > 0) {
+		r->m->body = HTTP_BODY_CHUNKED;
+	} else if (info->ncl == 1) {
+		r->m->body = HTTP_BODY_LENGTH;
+		r->m->content_length = info->content_length;
+		if (r->st.max_body && r->m->content_length > r->st.max_body)
+			return WEIR_ERR(BODY_TOO_LARGE);
+	} else {
+		r->m->body = HTTP_BODY_NONE;
+	}
+	return 0;
+}
+
+/* HTTP/1.1 needs exactly one Host (RFC 9112 3.2); HTTP/1.0 at most one. */
+static int request_host(struct http_request *r, const struct http_head_info *info)
+{
+	if (info->nhost > 1 || (r->m->version_minor == 1 && info->nhost == 0))
+		return WEIR_ERR(BAD_REQUEST);
+	if (info->host && !http_host_valid(info->host->value, info->host->value_len))
+		return WEIR_ERR(BAD_REQUEST);
+	if (!r->m->host && info->host) { /* absolute-form authority wins */
+		r->m->host = info->host->value;
+		r->m->host_len = info->host->value_len;
+	}
+	return 0;
+}
+
+static int request_finish(struct http_request *r, const char *buf)
+{
+	struct http_head_info info;
+	int rc;
+
+	r->m->method_id = (enum http_method)r->st.parser.method;
+	r->m->method = http_method_str(r->m->method_id);
+	r->m->method_len = (uint32_t)strlen(r->m->method);
+	r->m->version_minor = r->st.parser.http_minor;
+	r->m->head_len = r->st.head_end;
+
+	rc = check_request_line(r, buf);
+	if (!rc)
+		rc = parse_target(r);
+	if (!rc)
+		rc = http_head_finish(&r->st, &info);
+	if (!rc)
+		rc = request_framing(r, &info);
+	if (!rc)
+		rc = request_host(r, &info);
+	if (rc)
+		return rc;
+	r->m->keep_alive = http_keep_alive(r->m->version_minor, &info);
+	/* RFC 9110 10.1.1: a 100-continue from an HTTP/1.0 client is ignored. */
+	r->m->expect_continue = r->m->version_minor == 1 && info.expect_continue;
+	r->m->conn_upgrade = info.conn_upgrade != 0;
+	r->m->upgrade = info.nupgrade == 1 ? info.upgrade : NULL;
+	return 0;
+}
+
+int http_request_parse(struct http_request *r, const char *buf, size_t len)
+{
+	int was_done = r->st.done, rc;
+
+	rc = http_head_feed(&r->st, buf, len);
+	r->m->hl.n = r->st.nhdrs;
+	if (rc || was_done)
+		return rc;
+	rc = request_finish(r, buf);
+	if (rc)
+		r->st.error = rc;
+	return rc;
+}
