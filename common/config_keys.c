@@ -371,6 +371,9 @@ static const struct config_key upstream_keys[] = {
      .names = upstream_balance_names, .nnames = 3,
      .doc = "`\"rr\"` smooth weighted round robin; `\"random\"` weighted; `\"least_request\"` the least busy of "
             "`choices` drawn, by node-wide requests in flight over weight"},
+    {.name = "slow_start", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_upstream, slow_start), DAYS49,
+     .def = "off", .doc = "a server that joins on a reload, or returns healthy or from ejection, ramps its weight "
+                        "from 10 % over this window"},
     {.name = "choices", .type = CONFIG_KEY_INT, AT(struct config_upstream, choices), .min = 2, .max = 8, .def = "2",
      .doc = "servers `least_request` draws at random and compares"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,

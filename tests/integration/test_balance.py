@@ -131,3 +131,31 @@ def test_weir_t_refuses_a_bad_balance_with_file_and_line(tmp_path):
     assert "check.conf:3:" in err and "balance" in err, err
     err = weir_t_errors(tmp_path, '  balance = "least_request";\n  choices = 1;')
     assert "check.conf:4:" in err and "choices" in err, err
+    err = weir_t_errors(tmp_path, '  slow_start = "soon";')
+    assert "check.conf:3:" in err and "slow_start" in err, err
+
+
+def test_slow_start_ramps_a_joining_server_and_reloads_keep_the_ramp(weir_factory, origin_factory):
+    from test_reload import hup_and_wait
+    a, b = origin_factory("A"), origin_factory("B")
+    window = 6.0
+
+    def config(servers):
+        return dict(upstreams=[{"name": "g", "servers": servers, "max_fails": 0,
+                                "raw": 'slow_start = "%ds";' % window}],
+                    routes=[{"path": "/", "upstream": "g"}], workers=1)
+
+    w = weir_factory(**config([a.addr]))
+    w.write_config(**config([a.addr, b.addr]))
+    hup_and_wait(w)
+    joined = time.monotonic()
+    # a second reload in the ramp neither restarts nor skips it
+    hup_and_wait(w)
+    early = origins_of(w, "/echo", 40)
+    assert time.monotonic() - joined < window / 2, "the machine is too slow to judge the ramp"
+    # B's weight is 10 % rising towards A's 100 %: far below half
+    assert 1 <= early.count("B") <= 12, early
+    wait_until(lambda: time.monotonic() - joined > window + 0.5, window + 2, what="the ramp over")
+    hup_and_wait(w)  # B is no newcomer to this generation: no new ramp
+    late = origins_of(w, "/echo", 40)
+    assert 16 <= late.count("B") <= 24, late

@@ -36,7 +36,7 @@ int balance_pick(const struct route_table *t, const struct route_upstream *up, u
 
 		if ((tried >> i) & 1)
 			continue;
-		w = upstream_server_usable(t, si, panic, eject_now, marked);
+		w = upstream_server_usable(t, up, si, panic, eject_now, marked);
 		if (!w)
 			continue;
 		cand[n] = si;

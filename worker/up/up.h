@@ -90,11 +90,13 @@ static inline int upstream_errno_local(int err)
  */
 int upstream_pick(const struct route_table *t, const struct route_upstream *up, uint64_t tried);
 
-/* The weight server <si> of <t> is picked with (the admin override or the
- * configured one), or 0 when it may not be picked now: not up by admin
+/* The weight server <si> of group <up> of <t> is picked with (the admin
+ * override or the configured one; scaled by its slow_start ramp when the
+ * group has one), or 0 when it may not be picked now: not up by admin
  * state, ejected at <eject_now> (ms; 0: ejections not judged), or marked
  * down or down by health checks (then *<marked> is set) unless <panic>. */
-uint32_t upstream_server_usable(const struct route_table *t, uint32_t si, int panic, uint64_t eject_now, int *marked);
+uint32_t upstream_server_usable(const struct route_table *t, const struct route_upstream *up, uint32_t si,
+                                int panic, uint64_t eject_now, int *marked);
 
 /* A pooled connection to server <si> of <t>, or NULL. */
 struct upconn *upstream_pool_get(const struct route_table *t, uint32_t si);

@@ -152,10 +152,25 @@ static void upstream_log_panic(const struct route_upstream *up)
  * (outlier.h). upstream_server_usable() judges one server for every
  * algorithm (up.h).
  */
-uint32_t upstream_server_usable(const struct route_table *t, uint32_t si, int panic, uint64_t eject_now, int *marked)
+/* slow_start: the ramp starts at the later of the master's or prober's
+ * stamp (joined, back healthy) and the end of the last ejection, so a
+ * return from ejection needs no writer of its own */
+static uint32_t upstream_ramp(const struct route_upstream *up, uint16_t stat, uint32_t w)
+{
+	uint64_t now = resil_now_ms(), from, back;
+
+	from = atomic_load_explicit(&wk.seg->balance[stat].ramp_from, memory_order_relaxed);
+	back = atomic_load_explicit(&wk.seg->resil[stat].ejected_until, memory_order_relaxed);
+	if (back <= now && back > from)
+		from = back;
+	return balance_ramp_weight(w, from, now, up->slow_start);
+}
+
+uint32_t upstream_server_usable(const struct route_table *t, const struct route_upstream *up, uint32_t si,
+                                int panic, uint64_t eject_now, int *marked)
 {
 	struct up_server *s = upstream_state(t, si);
-	uint32_t admin = shm_admin(wk.seg, route_servers(t)[si].stat);
+	uint32_t admin = shm_admin(wk.seg, route_servers(t)[si].stat), w;
 
 	if (SHM_ADMIN_STATE(admin) != SHM_ADMIN_UP)
 		return 0;
@@ -165,7 +180,8 @@ uint32_t upstream_server_usable(const struct route_table *t, uint32_t si, int pa
 		*marked = 1;
 		return 0;
 	}
-	return SHM_ADMIN_WEIGHT(admin) ? SHM_ADMIN_WEIGHT(admin) : route_servers(t)[si].weight;
+	w = SHM_ADMIN_WEIGHT(admin) ? SHM_ADMIN_WEIGHT(admin) : route_servers(t)[si].weight;
+	return up->slow_start ? upstream_ramp(up, route_servers(t)[si].stat, w) : w;
 }
 
 static int upstream_pick_among(const struct route_table *t, const struct route_upstream *up, uint64_t tried,
@@ -185,7 +201,7 @@ static int upstream_pick_among(const struct route_table *t, const struct route_u
 
 		if ((tried >> i) & 1)
 			continue;
-		w = upstream_server_usable(t, si, panic, eject_now, marked);
+		w = upstream_server_usable(t, up, si, panic, eject_now, marked);
 		if (!w)
 			continue;
 		if (n == 1) /* the common case needs no arithmetic */
