@@ -159,3 +159,26 @@ def test_slow_start_ramps_a_joining_server_and_reloads_keep_the_ramp(weir_factor
     hup_and_wait(w)  # B is no newcomer to this generation: no new ramp
     late = origins_of(w, "/echo", 40)
     assert 16 <= late.count("B") <= 24, late
+
+
+def test_slow_start_ramps_a_server_back_from_ejection(weir_factory, origin_factory):
+    a, b = origin_factory("A"), origin_factory("B")
+    w = group_weir(weir_factory, [a.addr, b.addr], "rr", workers=1,
+                   raw='slow_start = "6s"; outlier = { consecutive_5xx = 3; base_ejection_time = "1s"; };')
+
+    def ejected():
+        return w.metrics()("weir_upstream_server_ejected", upstream="g", server=a.addr)
+
+    for _ in range(12):
+        with w.client() as c:
+            c.request("GET", "/on/A/status/503")
+    assert ejected() == 1
+    wait_until(lambda: ejected() == 0, slack(3), what="A back from ejection")
+    back = time.monotonic()
+    seen = []
+    for _ in range(40):
+        with w.client() as c:
+            r = c.request("GET", "/echo")
+            seen.append(r.get("X-Origin"))
+    assert time.monotonic() - back < 3, "the machine is too slow to judge the ramp"
+    assert 1 <= seen.count("A") <= 12, seen
