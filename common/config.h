@@ -170,6 +170,11 @@ struct config_upstream {
 	 * of the one before, skip a server for fail_timeout */
 	int max_fails;
 	uint32_t fail_timeout;
+	/* balance = "rr" | "random" | "least_request" (worker/up/up.h: balance);
+	 * choices: candidates least_request draws (2..8) */
+	int balance;
+	int choices;
+	uint32_t slow_start; /* ms a joining or returning server ramps its weight over; 0: off */
 	/* tls = { ca = ...; verify = ...; sni = ...; }: TLS to every server of
 	 * the group. verify (default true) checks the chain against <tls_ca>
 	 * and the name against <tls_sni>, both then required; the CA file is

@@ -171,6 +171,8 @@ static const char *const verify_names[] = {
 };
 
 static const char *const upstream_pp_names[] = {"off", "v1", "v2"};
+/* in enum balance_kind's order (shm/balance.h) */
+static const char *const upstream_balance_names[] = {"rr", "random", "least_request"};
 
 /* ---- the tables -------------------------------------------------------- */
 
@@ -365,6 +367,15 @@ static const struct config_key upstream_keys[] = {
      .def = "3", .doc = "failed connects in a row that mark a server down; 0: never"},
     {.name = "fail_timeout", .type = CONFIG_KEY_DURATION, AT(struct config_upstream, fail_timeout), DAYS49,
      .def = "10s", .doc = "the window between failures, and how long a server stays down"},
+    {.name = "balance", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, balance), .def = "rr",
+     .names = upstream_balance_names, .nnames = 3,
+     .doc = "`\"rr\"` smooth weighted round robin; `\"random\"` weighted; `\"least_request\"` the least busy of "
+            "`choices` drawn, by node-wide requests in flight over weight"},
+    {.name = "slow_start", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_upstream, slow_start), DAYS49,
+     .def = "off", .doc = "a server that joins on a reload, or returns healthy or from ejection, ramps its weight "
+                        "from 10 % over this window"},
+    {.name = "choices", .type = CONFIG_KEY_INT, AT(struct config_upstream, choices), .min = 2, .max = 8, .def = "2",
+     .doc = "servers `least_request` draws at random and compares"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,
      .doc = "TLS to every server of the group"},
     {.name = "proxy_protocol", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, proxy_protocol), .def = "off",

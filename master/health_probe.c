@@ -156,6 +156,8 @@ static void probe_done(struct probe *p, enum health_result result, unsigned stat
 			           p->cu->name, p->addr, run, why);
 			state = HEALTH_UP;
 			run = 0;
+			if (p->cu->slow_start) /* its weight ramps up from here */
+				balance_ramp_start(&hp.seg->balance[p->stat], resil_now_ms());
 		}
 	} else {
 		/* one shortage hits every server's checks: a line a second at most */

@@ -496,6 +496,26 @@ static void render_outlier(struct textbuf *o, const struct render *r)
 	}
 }
 
+/* Requests in flight per server of groups on least_request (shm/balance.h):
+ * node-wide already. */
+static void render_balance(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+
+	family(o, "weir_upstream_server_in_flight", "gauge",
+	       "Requests in flight to an upstream server, node-wide (groups on least_request).");
+	for (uint32_t i = 0; i < t->nservers; i++) {
+		const struct route_upstream *u = &route_upstreams(t)[route_servers(t)[i].upstream];
+		uint16_t st = route_servers(t)[i].stat;
+
+		if (!r->server_shown[i] || u->balance != BALANCE_LEAST_REQUEST || st == STAT_SERVER_OTHER)
+			continue;
+		textbuf_printf(o, "weir_upstream_server_in_flight{");
+		server_labels(o, u, &route_servers(t)[i]);
+		textbuf_printf(o, "} %u\n", atomic_load_explicit(&r->seg->balance[st].inflight, memory_order_relaxed));
+	}
+}
+
 /* The limits and breaker state of groups that have them (shm/resil.h). */
 static void render_breakers(struct textbuf *o, const struct render *r)
 {
@@ -696,6 +716,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_servers(o, r);
 	render_health(o, r);
 	render_outlier(o, r);
+	render_balance(o, r);
 	render_breakers(o, r);
 	free(r);
 }

@@ -306,6 +306,9 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 		u->proxy_protocol = (uint8_t)cu->proxy_protocol;
 		u->max_fails = (uint32_t)cu->max_fails;
 		u->fail_timeout = cu->fail_timeout;
+		u->balance = (uint8_t)cu->balance;
+		u->choices = (uint8_t)cu->choices;
+		u->slow_start = cu->slow_start;
 		u->settings = group_settings[i];
 		u->tls = (uint8_t)cu->tls;
 		u->tls_verify = (uint8_t)cu->tls_verify;
@@ -569,8 +572,17 @@ int route_prepare(struct shm_segment *seg, const struct config *cfg)
 uint64_t route_commit(struct shm_segment *seg, int slot)
 {
 	const struct route_table *t = &seg->gens[slot];
-	uint8_t kept[STAT_SERVERS] = {0};
+	const struct route_table *old = &seg->gens[atomic_load(&seg->gen_current)];
+	uint8_t kept[STAT_SERVERS] = {0}, had[STAT_SERVERS] = {0};
 
+	/* slow_start: a server the previous generation did not have joins
+	 * now (none does at the first start, nor across an upgrade, whose
+	 * first table is the old master's servers) */
+	for (uint32_t i = 0; old != t && old->id && i < old->nservers; i++)
+		had[route_servers(old)[i].stat] = 1;
+	for (uint32_t i = 0; old != t && old->id && i < t->nservers; i++)
+		if (!had[route_servers(t)[i].stat] && route_upstreams(t)[route_servers(t)[i].upstream].slow_start)
+			balance_ramp_start(&seg->balance[route_servers(t)[i].stat], resil_now_ms());
 	atomic_store_explicit(&seg->gen_current, (uint32_t)slot, memory_order_seq_cst);
 	for (uint32_t i = 0; i < t->nservers; i++)
 		kept[route_servers(t)[i].stat] = 1;

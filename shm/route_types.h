@@ -108,6 +108,9 @@ struct route_upstream {
 	uint8_t tls;
 	uint8_t tls_verify;
 	uint8_t proxy_protocol; /* 0 off, 1 v1, 2 v2 (worker/upproxy.h) */
+	uint8_t balance;        /* enum balance_kind (shm/balance.h) */
+	uint8_t choices;        /* least_request: candidates drawn */
+	uint32_t slow_start;    /* ms: the weight ramp of a joining or returning server; 0: off */
 	char tls_sni[CONFIG_HOST_MAX];
 	struct config_resil resil; /* its traffic controls, as configured */
 	uint16_t resil_group;      /* its limits and breaker state (shm/resil.h), or RESIL_GROUP_NONE */

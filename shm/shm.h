@@ -42,6 +42,7 @@
 #include "common/auth_result.h"
 #include "common/err.h"
 #include "common/slab.h"
+#include "shm/balance.h"
 #include "shm/resil.h"
 #include "shm/health.h"
 #include "shm/route_types.h"
@@ -49,7 +50,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 13u
+#define SHM_LAYOUT_VERSION 14u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -211,6 +212,8 @@ struct shm_segment {
 	/* node-wide limits and breaker state per group name (resil.h) */
 	struct shm_resil_groups resil_groups;
 	struct shm_health health;                          /* active checks' results (health.h) */
+	/* requests in flight per server stat index, for least_request (balance.h) */
+	struct shm_balance_server balance[STAT_SERVERS];
 	struct stat_keys keys;
 	struct shm_slot slots[SHM_SLOTS];
 	struct route_table gens[SHM_GENS]; /* headers; their blocks are in the arena */
@@ -223,8 +226,9 @@ struct shm_segment {
  * Size: 31.3 MiB for the struct (each slot's per-key counters are 192 KiB,
  * 64 KiB for routes and 128 KiB for servers, times 128 slots and the
  * retired block; the health words and check counts 152 KiB; outlier state
- * 256 KiB, group limits and breakers 512 KiB), then the 256 MiB arena of
- * the route generations (rate limits and returns in them). The
+ * 256 KiB, group limits and breakers 512 KiB, least_request counts 128
+ * KiB), then the 256 MiB arena of the route generations (rate limits and
+ * returns in them). The
  * memfd is sparse and only pages that are written or read get backed: a
  * slot nobody claimed costs nothing, and sums read only the slots in use
  * and the stat indices handed out.

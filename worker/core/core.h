@@ -679,6 +679,7 @@ struct txn {
 	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
+	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
 
 	struct arena arena;      /* the header lists: the request's, then the
 	                          * response's (msg.h) */

@@ -61,6 +61,7 @@ void txn_free(struct txn *t)
 	ratelimit_end(t);
 	retry_release(t);
 	breaker_release(t);
+	balance_end(&t->bal_held);
 	if (t->tun.on)
 		tunnel_free(t);
 	if (t->table)
@@ -259,6 +260,7 @@ int txn_pick(struct txn *t)
 		return -1;
 	t->tried |= 1ull << ((uint32_t)s - up->first_server);
 	t->server = s;
+	balance_begin(t->table, (uint32_t)s, &t->bal_held);
 	return s;
 }
 

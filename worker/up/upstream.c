@@ -149,36 +149,63 @@ static void upstream_log_panic(const struct route_upstream *up)
  * <panic>: down marks are ignored (every untried server that is up by
  * admin state is marked down or down by its health checks). <eject_now>:
  * outlier ejections are judged at that time (ms), 0 for not at all
- * (outlier.h).
+ * (outlier.h). upstream_server_usable() judges one server for every
+ * algorithm (up.h).
  */
+/* slow_start: the ramp starts at the later of the master's or prober's
+ * stamp (joined, back healthy) and the end of the last ejection, so a
+ * return from ejection needs no writer of its own */
+static uint32_t upstream_ramp(const struct route_upstream *up, uint16_t stat, uint32_t w)
+{
+	uint64_t now = resil_now_ms(), from, back;
+
+	from = atomic_load_explicit(&wk.seg->balance[stat].ramp_from, memory_order_relaxed);
+	back = atomic_load_explicit(&wk.seg->resil[stat].ejected_until, memory_order_relaxed);
+	if (back <= now && back > from)
+		from = back;
+	return balance_ramp_weight(w, from, now, up->slow_start);
+}
+
+uint32_t upstream_server_usable(const struct route_table *t, const struct route_upstream *up, uint32_t si,
+                                int panic, uint64_t eject_now, int *marked)
+{
+	struct up_server *s = upstream_state(t, si);
+	uint32_t admin = shm_admin(wk.seg, route_servers(t)[si].stat), w;
+
+	if (SHM_ADMIN_STATE(admin) != SHM_ADMIN_UP)
+		return 0;
+	if (eject_now && resil_ejected(&wk.seg->resil[route_servers(t)[si].stat], eject_now))
+		return 0;
+	if ((s->down_until > ev_now(wk.loop) || health_down(&wk.seg->health, route_servers(t)[si].stat)) && !panic) {
+		*marked = 1;
+		return 0;
+	}
+	w = SHM_ADMIN_WEIGHT(admin) ? SHM_ADMIN_WEIGHT(admin) : route_servers(t)[si].weight;
+	return up->slow_start ? upstream_ramp(up, route_servers(t)[si].stat, w) : w;
+}
+
 static int upstream_pick_among(const struct route_table *t, const struct route_upstream *up, uint64_t tried,
                                int panic, uint64_t eject_now, int *marked)
 {
-	ev_tstamp now = ev_now(wk.loop);
 	int64_t total = 0;
 	struct up_server *best_s = NULL;
 	int best = -1;
 	uint32_t n = up->nservers < 64 ? up->nservers : 64;
 
+	if (up->balance != BALANCE_RR && n > 1)
+		return balance_pick(t, up, tried, panic, eject_now, marked);
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t si = up->first_server + i;
 		struct up_server *s = upstream_state(t, si);
-		uint32_t admin, w;
+		uint32_t w;
 
 		if ((tried >> i) & 1)
 			continue;
-		admin = shm_admin(wk.seg, route_servers(t)[si].stat);
-		if (SHM_ADMIN_STATE(admin) != SHM_ADMIN_UP)
+		w = upstream_server_usable(t, up, si, panic, eject_now, marked);
+		if (!w)
 			continue;
-		if (eject_now && resil_ejected(&wk.seg->resil[route_servers(t)[si].stat], eject_now))
-			continue;
-		if ((s->down_until > now || health_down(&wk.seg->health, route_servers(t)[si].stat)) && !panic) {
-			*marked = 1;
-			continue;
-		}
 		if (n == 1) /* the common case needs no arithmetic */
 			return (int)si;
-		w = SHM_ADMIN_WEIGHT(admin) ? SHM_ADMIN_WEIGHT(admin) : route_servers(t)[si].weight;
 		s->cw += w;
 		total += w;
 		if (best < 0 || s->cw > best_s->cw) {
