@@ -134,14 +134,14 @@ def test_the_budget_stops_a_retry_storm_when_every_server_fails(weir_factory, or
 def test_the_operators_setup_from_the_issue_behaves_as_written(weir_factory, origin_factory):
     """inventory: breaker at more than 5 % failures, 2 retries including
     after a timeout; payment: breaker at more than 80 % of its pool in
-    use, 1 retry on network errors only. (Balancing by least request and
-    at random is another branch's; both groups use round robin here.)"""
+    use, 1 retry on network errors only; inventory balanced by least
+    request, payment at random."""
     i1, i2, i3 = origin_factory("I1"), origin_factory("I2"), origin_factory("I3")
     p1, p2 = origin_factory("P1"), origin_factory("P2")
-    inventory = ('breaker = { error_percent = 5; min_requests = 20; open_time = "30s"; }; '
+    inventory = ('balance = "least_request"; breaker = { error_percent = 5; min_requests = 20; open_time = "30s"; }; '
                  'retry = { on = [ "connect-failure", "reset", "timeout" ]; attempts = 3; '
                  'per_try_timeout = "300ms"; };')
-    payment = ('limits = { max_connections = 10; }; breaker = { pool_percent = 80; error_percent = 0; }; '
+    payment = ('balance = "random"; limits = { max_connections = 10; }; breaker = { pool_percent = 80; error_percent = 0; }; '
                'retry = { on = [ "connect-failure", "reset" ]; attempts = 2; };')
     w = weir_factory(upstreams=[{"name": "inventory", "servers": [i1.addr, i2.addr, i3.addr], "max_fails": 0,
                                  "raw": inventory},
