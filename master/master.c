@@ -596,10 +596,16 @@ static void master_upgrade(void)
 	if (fd < 0) {
 		/* a new binary that exits at once (one that cannot run) closes the
 		 * channel before the hand-over: it failed like any other */
+		int e = errno;
+
 		if (pid > 0)
 			kill(pid, SIGKILL); /* without its sockets it cannot serve */
-		log_error("binary upgrade failed: the new master could not be started or given the sockets; this master "
-		          "keeps serving");
+		if (pid > 0 && (e == EPIPE || e == ECONNRESET))
+			log_error("binary upgrade failed: the new master closed the channel before taking the sockets (it "
+			          "exited at once); this master keeps serving");
+		else
+			log_error("binary upgrade failed: the new master could not be started or given the sockets; this "
+			          "master keeps serving");
 		return;
 	}
 	m.upgrade_pid = pid;

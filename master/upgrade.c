@@ -127,8 +127,11 @@ int upgrade_start(const char *exe, char *const argv[], const struct listen_set *
 	}
 	close(sv[1]);
 	if (upgrade_send_all(sv[0], ls, cfg, stats_fd, stats_unix_fd, shm_fd) < 0) {
-		log_error("upgrade: cannot hand the sockets to the new master: %s", strerror(errno));
+		int e = errno;
+
+		log_error("upgrade: cannot hand the sockets to the new master: %s", strerror(e));
 		close(sv[0]);
+		errno = e; /* the caller tells an early exit from the rest */
 		return -1;
 	}
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
