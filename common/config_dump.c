@@ -283,6 +283,11 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_breaker, &u->resil.breaker, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		if (u->resil.adaptive.on) {
+			fputs("\t\tadaptive_concurrency = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_adaptive_conc, &u->resil.adaptive, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
 		if (u->resil.retry.on) {
 			fprintf(out, "\t\tretry = {\n\t\t\ton = [ %s ];\n", u->resil.retry.when_text);
 			dump_keys(out, cfg, &config_keys_upstream_retry, &u->resil.retry, "\t\t\t");

@@ -43,6 +43,19 @@ struct config_uplimits {
 	uint32_t queue_timeout; /* ms a request waits at most */
 };
 
+/* adaptive_concurrency = { ... }: a gradient controller's cap on the
+ * requests in flight to the group, node-wide (master/adaptive_conc.c) */
+struct config_adaptive_conc {
+	uint8_t on;
+	uint32_t min_limit, max_limit, initial_limit; /* requests in flight */
+	uint32_t window;                              /* ms: the short window, one update of the limit each */
+	uint32_t baseline_window;                     /* ms: how slowly the baseline latency follows */
+	uint32_t tolerance;                           /* percent: latency over the baseline taken as no queueing */
+	uint32_t smoothing;                           /* percent of a window's new limit taken */
+	uint32_t max_pending;                         /* requests waiting over the limit, node-wide */
+	uint32_t queue_timeout;                       /* ms a request waits at most */
+};
+
 #define BREAKER_BUCKETS   60 /* the longest window, in 1 s buckets */
 #define CONFIG_BACKUP_MAX 64
 
@@ -89,6 +102,7 @@ struct config_resil {
 	struct config_uplimits limits;
 	struct config_breaker breaker;
 	struct config_retry retry;
+	struct config_adaptive_conc adaptive;
 };
 
 /* Does <rc> retry on status <s>? */
@@ -104,7 +118,7 @@ struct config_keyset;
 struct config_setting_t;
 
 extern const struct config_keyset config_keys_upstream_outlier, config_keys_upstream_limits,
-    config_keys_upstream_breaker, config_keys_upstream_retry;
+    config_keys_upstream_breaker, config_keys_upstream_retry, config_keys_upstream_adaptive_conc;
 
 struct config;
 

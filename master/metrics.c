@@ -13,6 +13,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/tlscert.h"
+#include "master/adaptive_conc.h"
 #include "shm/shm.h"
 
 static void family(struct textbuf *o, const char *name, const char *type, const char *help);
@@ -595,7 +596,7 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
 		const struct route_upstream *up = &route_upstreams(t)[u];
 
-		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.limits.max_pending)
+		if (up->resil_group == RESIL_GROUP_NONE || (!up->resil.limits.max_pending && !up->resil.adaptive.on))
 			continue;
 		textbuf_printf(o, "weir_upstream_queue_depth{upstream=\"");
 		textbuf_label(o, up->name);
@@ -718,5 +719,6 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_outlier(o, r);
 	render_balance(o, r);
 	render_breakers(o, r);
+	adaptive_conc_render(o, seg);
 	free(r);
 }

@@ -431,6 +431,19 @@ class Server:
             if not head_only:
                 self.send_x(c, n)
             return False
+        if parts[1:2] == ["conc"]:
+            # /conc/BASE/PER: answers after BASE + PER ms for each request
+            # in flight here, so latency rises with concurrency
+            # (tests/integration/test_adaptive_conc.py)
+            with self.lock:
+                self.conc = getattr(self, "conc", 0) + 1
+                n = self.conc
+            try:
+                time.sleep(min(num(2) + num(3) * n, 10000) / 1000.0)
+            finally:
+                with self.lock:
+                    self.conc -= 1
+            return self.respond(c, r, 200, b"conc %d\n" % n, (), close)
         if parts[1:2] == ["slow"]:
             time.sleep(min(num(2), 60000) / 1000.0)
             return self.respond(c, r, 200, b"slow\n", (), close)

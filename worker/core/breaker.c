@@ -136,6 +136,46 @@ static int breaker_closed_to(const struct route_upstream *up, struct shm_resil_g
 	}
 }
 
+/* The cap on requests in flight to group <up>: the least of
+ * limits.max_requests, max_connections and the adaptive_concurrency limit
+ * the master published (one relaxed load); *by_ac is set when the last is
+ * the binding one. 0: no cap. */
+static uint32_t breaker_cap(const struct route_upstream *up, struct shm_resil_group *g, int *by_ac)
+{
+	const struct config_uplimits *lc = &up->resil.limits;
+	uint32_t cap = lc->max_requests, a;
+
+	if (lc->max_connections && (!cap || lc->max_connections < cap))
+		cap = lc->max_connections;
+	*by_ac = 0;
+	if (up->resil.adaptive.on) {
+		a = atomic_load_explicit(&g->ac_limit, memory_order_relaxed);
+		if (!a)
+			a = up->resil.adaptive.initial_limit; /* before the master's first window */
+		if (!cap || a < cap) {
+			cap = a;
+			*by_ac = 1;
+		}
+	}
+	return cap;
+}
+
+/* The group's queue: limits' when it sets max_pending, else
+ * adaptive_concurrency's (which always queues briefly). */
+static uint32_t breaker_max_pending(const struct route_upstream *up)
+{
+	if (up->resil.limits.max_pending || !up->resil.adaptive.on)
+		return up->resil.limits.max_pending;
+	return up->resil.adaptive.max_pending;
+}
+
+static uint32_t breaker_queue_timeout(const struct route_upstream *up)
+{
+	if (up->resil.limits.max_pending || !up->resil.adaptive.on)
+		return up->resil.limits.queue_timeout;
+	return up->resil.adaptive.queue_timeout;
+}
+
 /* This worker's queue of requests waiting for a place, oldest first, and
  * the timer that polls for places while it is not empty: places free up
  * in any worker, and one look at a shared count every 2 ms costs less
@@ -182,23 +222,28 @@ static void breaker_queue_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 
 	for (struct txn *t = bq_head, *next; t; t = next) {
-		const struct config_uplimits *lc = &breaker_upstream(t)->resil.limits;
+		const struct route_upstream *up = breaker_upstream(t);
 		struct shm_resil_group *g = breaker_group(t->bk.group_plus1 - 1u);
-		uint32_t cap = lc->max_requests;
+		int by_ac;
+		uint32_t cap = breaker_cap(up, g, &by_ac);
 
 		next = t->bk.qnext;
-		if (lc->max_connections && (!cap || lc->max_connections < cap))
-			cap = lc->max_connections;
 		if (breaker_take_place(g, cap)) {
 			breaker_unqueue(t);
 			t->bk.active = 1;
 			txn_upstream_go(t);
-		} else if (now - t->bk.queued_at >= lc->queue_timeout / 1000.0) {
+		} else if (now - t->bk.queued_at >= breaker_queue_timeout(up) / 1000.0) {
 			breaker_unqueue(t);
 			atomic_fetch_add_explicit(&g->rejected[RESIL_REJECT_QUEUE_TIMEOUT], 1, memory_order_relaxed);
 			t->bk.acted = "queue_timeout";
 			t->bk.judged = 0; /* our own answer: not the group's error */
-			txn_fail(t, WEIR_ERR(QUEUE_TIMEOUT));
+			if (by_ac) { /* the adaptive limit's 503 asks the client back (Retry-After) */
+				atomic_fetch_add_explicit(&g->ac_refused, 1, memory_order_relaxed);
+				breaker_retry_after = 1;
+				txn_fail(t, WEIR_ERR(ADAPTIVE_CONCURRENCY));
+			} else {
+				txn_fail(t, WEIR_ERR(QUEUE_TIMEOUT));
+			}
 		}
 	}
 }
@@ -225,8 +270,8 @@ int breaker_admit(struct txn *t)
 	const struct config_uplimits *lc = &up->resil.limits;
 	struct shm_resil_group *g;
 	uint64_t now;
-	uint32_t cap, retry_after = 0;
-	int trial = 0;
+	uint32_t cap, pending, retry_after = 0;
+	int trial = 0, by_ac;
 
 	if (up->resil_group == RESIL_GROUP_NONE)
 		return 0;
@@ -247,22 +292,22 @@ int breaker_admit(struct txn *t)
 	t->bk.group_plus1 = (uint16_t)(up->resil_group + 1);
 	t->bk.trial = (uint8_t)trial;
 	t->bk.judged = up->resil.breaker.on;
-	if (!lc->max_requests && !lc->max_connections && !up->resil.breaker.pool_percent && !up->resil.retry.on)
+	if (!lc->max_requests && !lc->max_connections && !up->resil.breaker.pool_percent && !up->resil.retry.on &&
+	    !up->resil.adaptive.on)
 		return 0; /* nothing needs the count in flight (the retry budget does) */
 	/* a limit is one count per group: this add, and the subtract in
 	 * breaker_release(), are the locked instructions a request pays */
 	uint64_t a = atomic_fetch_add_explicit(&g->active, 1, memory_order_relaxed) + 1;
 
 	t->bk.active = 1;
-	cap = lc->max_requests;
-	if (lc->max_connections && (!cap || lc->max_connections < cap))
-		cap = lc->max_connections;
-	if (cap && a > cap && lc->max_pending) {
+	cap = breaker_cap(up, g, &by_ac);
+	pending = breaker_max_pending(up);
+	if (cap && a > cap && pending) {
 		/* wait for a place, as HAProxy queues: one count node-wide, the
 		 * queue itself is this worker's (breaker_queue_cb) */
 		atomic_fetch_sub_explicit(&g->active, 1, memory_order_relaxed);
 		t->bk.active = 0;
-		if (atomic_fetch_add_explicit(&g->pending, 1, memory_order_relaxed) < lc->max_pending) {
+		if (atomic_fetch_add_explicit(&g->pending, 1, memory_order_relaxed) < pending) {
 			breaker_enqueue(t);
 			return WEIR_EAGAIN;
 		}
@@ -272,6 +317,11 @@ int breaker_admit(struct txn *t)
 		breaker_release(t); /* gives back the place, and a trial */
 		t->bk.group_plus1 = 0;
 		t->bk.judged = 0;
+		if (by_ac) {
+			atomic_fetch_add_explicit(&g->ac_refused, 1, memory_order_relaxed);
+			breaker_refuse(t, g, RESIL_REJECT_LIMIT, 1);
+			return WEIR_ERR(ADAPTIVE_CONCURRENCY);
+		}
 		return breaker_refuse(t, g, RESIL_REJECT_LIMIT, 1);
 	}
 	if (up->resil.breaker.pool_percent && a * 100 > (uint64_t)up->resil.breaker.pool_percent * lc->max_connections)

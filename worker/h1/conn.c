@@ -418,7 +418,7 @@ void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answe
 	if (a) {
 		c->answer = a->text[close];
 		c->answer_len = a->len[close];
-	} else if (rc == WEIR_ERR(BREAKER_OPEN)) {
+	} else if (rc == WEIR_ERR(BREAKER_OPEN) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY)) {
 		c->answer = breaker_canned(close, &c->answer_len);
 	} else {
 		c->answer = conn_canned(status, close, &c->answer_len);
