@@ -60,6 +60,11 @@ static const struct config_key limits_keys[] = {
           "requests in flight to the group at once, node-wide; past it 503; 0: no cap"),
     COUNT(struct config_uplimits, max_connections, "0",
           "upstream connections in use by requests at once, node-wide; past it 503; 0: no cap"),
+    COUNT(struct config_uplimits, max_requests_per_server, "0",
+          "requests in flight to each server of the group, node-wide; a full server is skipped; all full: as "
+          "past `max_requests`; 0: no cap"),
+    COUNT(struct config_uplimits, max_connections_per_server, "0",
+          "connections in use to each server, node-wide (with HTTP/1.1 upstreams the same count); 0: no cap"),
     COUNT(struct config_uplimits, max_retries, "3", "retries in flight to the group at once, node-wide"),
     COUNT(struct config_uplimits, max_pending, "0",
           "requests that wait for a place past the caps, node-wide; 0: none wait, 503 at once"),

@@ -38,6 +38,10 @@ struct config_uplimits {
 	 * idle pooled connections are not in use) */
 	uint32_t max_requests;
 	uint32_t max_connections;
+	/* the same per server of the group, node-wide: a full server is
+	 * skipped by the pick (breaker_pick) */
+	uint32_t max_requests_per_server;
+	uint32_t max_connections_per_server;
 	uint32_t max_retries;   /* retries in flight at once (retry) */
 	uint32_t max_pending;   /* requests waiting for a place, node-wide; 0: none wait */
 	uint32_t queue_timeout; /* ms a request waits at most */
@@ -55,6 +59,14 @@ struct config_adaptive_conc {
 	uint32_t max_pending;                         /* requests waiting over the limit, node-wide */
 	uint32_t queue_timeout;                       /* ms a request waits at most */
 };
+
+/* The per-server cap of <l>: the smaller of the two set, 0: none. */
+static inline uint32_t config_uplimits_server_cap(const struct config_uplimits *l)
+{
+	uint32_t a = l->max_requests_per_server, b = l->max_connections_per_server;
+
+	return a && (!b || a < b) ? a : b;
+}
 
 #define BREAKER_BUCKETS   60 /* the longest window, in 1 s buckets */
 #define CONFIG_BACKUP_MAX 64

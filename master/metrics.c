@@ -517,6 +517,36 @@ static void render_balance(struct textbuf *o, const struct render *r)
 	}
 }
 
+/* Per-server caps (limits.max_requests_per_server): the places taken and
+ * the picks that passed a full server by. */
+static void render_server_limits(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			family(o, "weir_upstream_server_full_skips_total", "counter",
+			       "Picks that passed an upstream server by because it was at its per-server cap.");
+		else
+			family(o, "weir_upstream_server_requests_active", "gauge",
+			       "Requests in flight to an upstream server under its per-server cap, node-wide.");
+		for (uint32_t i = 0; i < t->nservers; i++) {
+			const struct route_upstream *u = &route_upstreams(t)[route_servers(t)[i].upstream];
+			uint16_t st = route_servers(t)[i].stat;
+
+			if (!r->server_shown[i] || !config_uplimits_server_cap(&u->resil.limits) || st == STAT_SERVER_OTHER)
+				continue;
+			textbuf_printf(o, pass ? "weir_upstream_server_full_skips_total{" : "weir_upstream_server_requests_active{");
+			server_labels(o, u, &route_servers(t)[i]);
+			if (pass)
+				textbuf_printf(o, "} %llu\n", (unsigned long long)atomic_load_explicit(
+				                                   &r->seg->resil[st].full_skips, memory_order_relaxed));
+			else
+				textbuf_printf(o, "} %u\n", atomic_load_explicit(&r->seg->resil[st].active, memory_order_relaxed));
+		}
+	}
+}
+
 /* The limits and breaker state of groups that have them (shm/resil.h). */
 static void render_breakers(struct textbuf *o, const struct render *r)
 {
@@ -719,6 +749,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_outlier(o, r);
 	render_balance(o, r);
 	render_breakers(o, r);
+	render_server_limits(o, r);
 	adaptive_conc_render(o, seg);
 	free(r);
 }

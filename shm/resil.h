@@ -52,6 +52,10 @@ struct shm_resil_server {
 	_Atomic uint32_t run_gateway;          /* connect failures and timeouts in a row */
 	_Atomic uint64_t window;               /* failures << 32 | answers, this interval */
 	_Atomic uint64_t window_start;         /* ms: when this interval began */
+	/* limits.max_requests_per_server: requests in flight to it, node-wide,
+	 * and picks that passed it by full (only in groups with that cap) */
+	_Atomic uint32_t active;
+	_Atomic uint64_t full_skips;
 	/* cold */
 	_Alignas(64) _Atomic uint64_t ejected_until;       /* ms; 0 or past: not ejected */
 	_Atomic uint64_t returned_at;                      /* ms: the last return (the multiplier decays) */

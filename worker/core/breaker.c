@@ -176,6 +176,54 @@ static uint32_t breaker_queue_timeout(const struct route_upstream *up)
 	return up->resil.adaptive.queue_timeout;
 }
 
+/* Has a server of <up> room under its per-server cap <scap>? A look, not
+ * a claim: the pick takes the place (breaker_pick). */
+static int breaker_server_room(const struct route_table *t, const struct route_upstream *up, uint32_t scap)
+{
+	for (uint32_t i = 0; i < up->nservers; i++)
+		if (atomic_load_explicit(&wk.seg->resil[route_servers(t)[up->first_server + i].stat].active,
+		                         memory_order_relaxed) < scap)
+			return 1;
+	return 0;
+}
+
+static void breaker_server_give_back(struct txn *t)
+{
+	if (!t->bk.server_plus1)
+		return;
+	atomic_fetch_sub_explicit(&wk.seg->resil[t->bk.server_plus1 - 1u].active, 1, memory_order_relaxed);
+	t->bk.server_plus1 = 0;
+}
+
+int breaker_pick(struct txn *t, const struct route_upstream *up)
+{
+	uint32_t scap = breaker_server_cap(up);
+	uint64_t tried = t->tried;
+
+	breaker_server_give_back(t); /* a retry's earlier server */
+	for (;;) {
+		int s = upstream_pick(t->table, up, tried);
+		uint16_t st;
+		_Atomic uint32_t *a;
+		uint32_t v;
+
+		if (s < 0)
+			return -1;
+		st = route_servers(t->table)[s].stat;
+		a = &wk.seg->resil[st].active;
+		v = atomic_load_explicit(a, memory_order_relaxed);
+		while (v < scap)
+			if (atomic_compare_exchange_weak_explicit(a, &v, v + 1, memory_order_relaxed, memory_order_relaxed)) {
+				t->bk.server_plus1 = (uint16_t)(st + 1u);
+				return s;
+			}
+		/* full: passed by, for this pick only (not a try: t->tried
+		 * is the retry's, and a full server failed nothing) */
+		atomic_fetch_add_explicit(&wk.seg->resil[st].full_skips, 1, memory_order_relaxed);
+		tried |= 1ull << ((uint32_t)s - up->first_server);
+	}
+}
+
 /* This worker's queue of requests waiting for a place, oldest first, and
  * the timer that polls for places while it is not empty: places free up
  * in any worker, and one look at a shared count every 2 ms costs less
@@ -208,7 +256,7 @@ static int breaker_take_place(struct shm_resil_group *g, uint32_t cap)
 {
 	uint64_t a = atomic_load_explicit(&g->active, memory_order_relaxed);
 
-	while (a < cap)
+	while (!cap || a < cap) /* 0: only the servers are capped */
 		if (atomic_compare_exchange_weak_explicit(&g->active, &a, a + 1, memory_order_relaxed,
 		                                          memory_order_relaxed))
 			return 1;
@@ -228,7 +276,8 @@ static void breaker_queue_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		uint32_t cap = breaker_cap(up, g, &by_ac);
 
 		next = t->bk.qnext;
-		if (breaker_take_place(g, cap)) {
+		if ((!breaker_server_cap(up) || breaker_server_room(t->table, up, breaker_server_cap(up))) &&
+		    breaker_take_place(g, cap)) {
 			breaker_unqueue(t);
 			t->bk.active = 1;
 			txn_upstream_go(t);
@@ -271,7 +320,7 @@ int breaker_admit(struct txn *t)
 	struct shm_resil_group *g;
 	uint64_t now;
 	uint32_t cap, pending, retry_after = 0;
-	int trial = 0, by_ac;
+	int trial = 0, by_ac, over;
 
 	if (up->resil_group == RESIL_GROUP_NONE)
 		return 0;
@@ -293,7 +342,7 @@ int breaker_admit(struct txn *t)
 	t->bk.trial = (uint8_t)trial;
 	t->bk.judged = up->resil.breaker.on;
 	if (!lc->max_requests && !lc->max_connections && !up->resil.breaker.pool_percent && !up->resil.retry.on &&
-	    !up->resil.adaptive.on)
+	    !up->resil.adaptive.on && !breaker_server_cap(up))
 		return 0; /* nothing needs the count in flight (the retry budget does) */
 	/* a limit is one count per group: this add, and the subtract in
 	 * breaker_release(), are the locked instructions a request pays */
@@ -302,7 +351,12 @@ int breaker_admit(struct txn *t)
 	t->bk.active = 1;
 	cap = breaker_cap(up, g, &by_ac);
 	pending = breaker_max_pending(up);
-	if (cap && a > cap && pending) {
+	/* every server full counts as the group full: the same queue, the
+	 * same 503 (a full server is passed by in breaker_pick) */
+	over = (cap && a > cap) || (breaker_server_cap(up) && !breaker_server_room(t->table, up, breaker_server_cap(up)));
+	if (over && cap && a <= cap)
+		by_ac = 0;
+	if (over && pending) {
 		/* wait for a place, as HAProxy queues: one count node-wide, the
 		 * queue itself is this worker's (breaker_queue_cb) */
 		atomic_fetch_sub_explicit(&g->active, 1, memory_order_relaxed);
@@ -313,7 +367,7 @@ int breaker_admit(struct txn *t)
 		}
 		atomic_fetch_sub_explicit(&g->pending, 1, memory_order_relaxed);
 	}
-	if (cap && a > cap) {
+	if (over) {
 		breaker_release(t); /* gives back the place, and a trial */
 		t->bk.group_plus1 = 0;
 		t->bk.judged = 0;
@@ -399,6 +453,7 @@ void breaker_release(struct txn *t)
 {
 	struct shm_resil_group *g;
 
+	breaker_server_give_back(t);
 	if (!t->bk.group_plus1)
 		return;
 	g = breaker_group(t->bk.group_plus1 - 1u);

@@ -463,6 +463,7 @@ struct breaker_txn {
 	uint8_t trial;           /* a half-open trial */
 	uint8_t done;            /* its outcome was recorded */
 	uint8_t queued;          /* waiting for a place (limits.max_pending) */
+	uint16_t server_plus1;   /* server stat index + 1 holding a place (max_requests_per_server); 0: none */
 	struct txn *qnext;       /* the worker's queue */
 	double queued_at;
 	const char *acted; /* the control that acted on it, for the access log; NULL: none */
@@ -485,6 +486,20 @@ void breaker_answer(struct txn *t, int status);
 /* The request is freed: gives back its place in flight (and a trial
  * that never got an answer). */
 void breaker_release(struct txn *t);
+
+/* The pick in a group with limits.max_requests_per_server (or
+ * max_connections_per_server): upstream_pick() over the servers not yet
+ * tried, passing by (and counting) a server that is full, taking a place
+ * on the one picked (a compare-and-swap under the cap, so exact across
+ * workers; given back at the next pick or in breaker_release()). -1 when
+ * none has room. */
+int breaker_pick(struct txn *t, const struct route_upstream *up);
+
+/* The per-server cap of <up>'s limits, 0: none. */
+static inline uint32_t breaker_server_cap(const struct route_upstream *up)
+{
+	return config_uplimits_server_cap(&up->resil.limits);
+}
 
 /* The control that acted on <t>, for the access log ("breaker_open",
  * "breaker_backup", "upstream_limit", "queue_timeout", "retry_budget", "retry_limit",
