@@ -111,6 +111,8 @@ def test_over_the_limit_requests_queue_then_503(weir_factory, origin):
     m = w.metrics()
     assert m("weir_upstream_rejected_total", upstream="g", by="queue_timeout") == 1
     assert refused(w) == 1
+    wait_until(lambda: len([l for l in w.access_lines() if l.endswith(" ctl=adaptive_concurrency")]) == 1,
+               slack(2), what="the refusal's access log line")
 
     # no queue at all: refused at once, as upstream_limit
     w = breaker_weir(weir_factory, [origin.addr], block("adaptive_concurrency", max_pending=0, **fixed))

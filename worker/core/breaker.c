@@ -288,6 +288,7 @@ static void breaker_queue_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			t->bk.judged = 0; /* our own answer: not the group's error */
 			if (by_ac) { /* the adaptive limit's 503 asks the client back (Retry-After) */
 				atomic_fetch_add_explicit(&g->ac_refused, 1, memory_order_relaxed);
+				t->bk.acted = "adaptive_concurrency";
 				breaker_retry_after = 1;
 				txn_fail(t, WEIR_ERR(ADAPTIVE_CONCURRENCY));
 			} else {
@@ -374,6 +375,7 @@ int breaker_admit(struct txn *t)
 		if (by_ac) {
 			atomic_fetch_add_explicit(&g->ac_refused, 1, memory_order_relaxed);
 			breaker_refuse(t, g, RESIL_REJECT_LIMIT, 1);
+			t->bk.acted = "adaptive_concurrency";
 			return WEIR_ERR(ADAPTIVE_CONCURRENCY);
 		}
 		return breaker_refuse(t, g, RESIL_REJECT_LIMIT, 1);

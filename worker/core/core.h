@@ -502,7 +502,7 @@ static inline uint32_t breaker_server_cap(const struct route_upstream *up)
 }
 
 /* The control that acted on <t>, for the access log ("breaker_open",
- * "breaker_backup", "upstream_limit", "queue_timeout", "retry_budget", "retry_limit",
+ * "breaker_backup", "upstream_limit", "queue_timeout", "adaptive_concurrency", "retry_budget", "retry_limit",
  * "retried"), or NULL when none did. */
 const char *breaker_acted(const struct txn *t);
 
