@@ -10,6 +10,7 @@ weir_upstream_adaptive_concurrency_limit. Load loops are bounded in time
 and talk only to 127.0.0.0/8.
 """
 
+import signal
 import threading
 import time
 
@@ -136,3 +137,26 @@ def test_adaptive_concurrency_config_errors(tmp_path):
     for kw, what in cases:
         err = weir_t_errors(tmp_path, block("adaptive_concurrency", **kw))
         assert "check.conf:3:" in err and what in err, (kw, err)
+
+
+def test_a_reload_keeps_the_limit_within_the_new_bounds(weir_factory, origin):
+    def conf(**kw):
+        return dict(upstreams=[{"name": "g", "servers": [origin.addr], "max_fails": 0,
+                                "raw": block("adaptive_concurrency", **kw)}],
+                    routes=[{"path": "/", "upstream": "g"}], workers=2)
+
+    def reload(**kw):
+        w.write_config(**conf(**kw))
+        ok = w.metrics()("weir_reloads_total", result="ok")
+        w.signal(signal.SIGHUP)
+        wait_until(lambda: w.metrics()("weir_reloads_total", result="ok") > ok, slack(5), what="reload")
+        time.sleep(1)  # a few of the master's ticks
+
+    w = breaker_weir(weir_factory, [origin.addr], block("adaptive_concurrency", min_limit=3, max_limit=3,
+                                                        initial_limit=3))
+    time.sleep(1)
+    assert limit(w) == 3
+    reload(min_limit=2, max_limit=200, initial_limit=50)
+    assert limit(w) == 3  # kept: initial_limit holds at first start only
+    reload(min_limit=10, max_limit=200, initial_limit=50)
+    assert limit(w) == 10  # held to the new bounds
