@@ -60,3 +60,19 @@ def test_every_server_full_is_the_group_full(weir_factory, origin_factory):
 def test_weir_t_refuses_a_bad_per_server_limit(tmp_path):
     err = weir_t_errors(tmp_path, block("limits", max_requests_per_server=-1))
     assert "check.conf:3:" in err and "max_requests_per_server" in err, err
+
+
+def test_the_cap_is_exact_over_both_workers(weir_factory, origin_factory):
+    # 12 requests at once on their own connections (over both workers), 2
+    # places per server: each origin counts what it has in flight, and
+    # never sees more than 2; the rest wait in the group's queue
+    a, b = origin_factory("A"), origin_factory("B")
+    w = breaker_weir(weir_factory, [(a.addr, 100), (b.addr, 1)],
+                     block("limits", max_requests_per_server=2, max_pending=20, queue_timeout="10s"))
+    got = parallel(w, "/conc/300/0", 12)
+    assert [r.status for r in got] == [200] * 12, got
+    seen = {}
+    for r in got:
+        n = int(r.body.split()[1])
+        seen[r.get("X-Origin")] = max(seen.get(r.get("X-Origin"), 0), n)
+    assert seen == {"A": 2, "B": 2}, seen
