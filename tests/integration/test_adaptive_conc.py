@@ -18,6 +18,7 @@ import pytest
 
 from harness import Client, slack, wait_until
 from test_breaker import block, breaker_weir, parallel
+from test_metrics import stats_request
 from test_outlier import weir_t_errors
 
 
@@ -160,3 +161,5 @@ def test_a_reload_keeps_the_limit_within_the_new_bounds(weir_factory, origin):
     assert limit(w) == 3  # kept: initial_limit holds at first start only
     reload(min_limit=10, max_limit=200, initial_limit=50)
     assert limit(w) == 10  # held to the new bounds
+    status, text, _ = stats_request(w.stats_port, "GET", "/upstreams")
+    assert status == 200 and "  adaptive_concurrency limit=10 " in text, text
