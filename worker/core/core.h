@@ -134,6 +134,8 @@ struct auth_state {
 	uint8_t consumer_len;
 	char consumer[AUTH_NAME_MAX]; /* who the credentials name ("" none): for
 	                               * logs and rate-limit keys (`consumer`) */
+	const struct config_auth *jwt; /* the policy that verified the request's
+	                                * JWT, NULL none: $jwt_claim_NAME */
 };
 
 /* Worker start: the answers, caches and keys of <cfg>'s policies. Returns
@@ -156,6 +158,11 @@ struct auth_rt;
  * enum auth_result, with st's consumer and extra set on AUTH_R_OK and
  * *<cached> set when it came from the cache. */
 int auth_jwt_check(struct txn *t, const struct config_auth *p, struct auth_state *st, int *cached);
+
+/* $jwt_claim_NAME: claim <name> (<nlen> bytes) of the request's verified
+ * token as header text in <tmp>; 1 with *<v>, *<len>, or 0. */
+int auth_jwt_claim(const struct txn *t, const char *name, size_t nlen, char *tmp, size_t cap, const char **v,
+                   size_t *len);
 int auth_jwt_init(void);
 
 /* The request header named <name> (any case): NULL if absent; *<dup> is
@@ -346,6 +353,20 @@ struct txn;
 /* Answers <t>, whose route has a return, and pumps it out. */
 void respond_start(struct txn *t);
 
+/* ==== hdrrules ==== */
+/*
+ * hdrrules: a route's header rules (routes.headers, upstreams.headers;
+ * common/hdrrules.h), as phase handlers: hdrrules_request() in the request
+ * filters, before the upstream head is written from the message, and
+ * hdrrules_response() in the response filters, before the client head is.
+ * A route without rules pays one test. A value a variable fills with CR,
+ * LF, NUL or another control byte (or past 4 KiB) is not written: counted
+ * as weir_errors_total{kind="header_rule_dropped"}, logged at most once a
+ * second. An arena too full for a new header is a 500 (header_space).
+ */
+enum ph_rc hdrrules_request(struct txn *t, const void *conf);
+enum ph_rc hdrrules_response(struct txn *t, const void *conf);
+
 /* ==== upproxy ==== */
 /*
  * upproxy: the PROXY protocol towards an upstream group
@@ -423,6 +444,11 @@ struct vars_ctx {
  */
 size_t vars_expand(const struct vars_tpl *tpl, const struct vars_ctx *x, enum vars_esc esc, char *dst, size_t cap,
                    int *full, int *bad);
+
+/* The same for the <n> pieces at <pc> of a template whose text is at
+ * <text> (header rules keep theirs in the route generation's pools). */
+size_t vars_expand_pieces(const struct vars_piece *pc, unsigned n, const char *text, const struct vars_ctx *x,
+                          enum vars_esc esc, char *dst, size_t cap, int *full, int *bad);
 
 /* ==== breaker ==== */
 /*
