@@ -8,13 +8,12 @@ request."""
 
 import base64
 import json
-import subprocess
 import threading
 import time
 
 import pytest
 
-from harness import WEIR_BIN, Client, build_request, free_port, render_config, slack, wait_until
+from harness import Client, build_request, free_port, render_config, slack, wait_until, weir_check
 
 
 def echo(w, target="/echo", headers=(), host="localhost"):
@@ -178,12 +177,7 @@ def weir_t(tmp_path, route_extra="", group_raw="", route_auth=""):
     text = render_config(str(tmp_path), free_port(), free_port(), upstreams=[up],
                          routes=[{"path": "/", "upstream": "a"},
                                  {"path": "/x", "upstream": "a", "extra": route_auth + route_extra}])
-    p = tmp_path / "weir.conf"
-    p.write_text(text)
-    r = subprocess.run([WEIR_BIN, "-t", "-c", str(p)], capture_output=True, timeout=slack(10))
-    where = "%s:%d: " % (p, next(i for i, l in enumerate(text.splitlines(), 1)
-                                 if ('"/x"' in l if route_extra or route_auth else "headers" in l)))
-    return r.returncode, r.stderr.decode(), where
+    return weir_check(tmp_path, text, '"/x"' if route_extra or route_auth else "headers")
 
 
 @pytest.mark.parametrize("rules,why", [
@@ -222,9 +216,8 @@ def test_bad_group_rules_and_rules_on_a_return_or_a_vouched_name_are_refused(tmp
     text = render_config(str(tmp_path), free_port(), free_port(), upstreams=[{"name": "a", "servers": ["127.0.0.1:9"]}],
                          routes=[{"path": "/", "extra": 'return = { status = 200; }; headers = { response = { set = '
                                                          '{ X-A = "1"; }; }; }; '}])
-    (tmp_path / "r.conf").write_text(text)
-    r = subprocess.run([WEIR_BIN, "-t", "-c", str(tmp_path / "r.conf")], capture_output=True, timeout=slack(10))
-    assert r.returncode == 1 and b"routes.headers needs an upstream" in r.stderr, r.stderr
+    rc, err, where = weir_check(tmp_path, text, "return =")
+    assert rc == 1 and where + "routes.headers needs an upstream" in err, err
 
 
 def test_good_rules_pass_weir_t(tmp_path):

@@ -170,6 +170,48 @@ int auth_jwt_init(void);
 struct hdr;
 const struct hdr *auth_header(const struct txn *t, const char *name, int *dup);
 
+/* ==== fwdauth ==== */
+/*
+ * fwdauth: routes.auth type "forward" (worker/core/fwdauth.c): a
+ * subrequest to the policy's auth group in the access phase; 2xx lets the
+ * request on with the chosen response headers, 401/403 are answered with
+ * the service's body, anything else 502, no answer in time 503. The walk
+ * waits meanwhile and resumes after ph_auth. Results are cached per
+ * worker for auth.cache, keyed by the cache_key headers' values.
+ */
+struct fwdauth_txn {
+	struct upconn *u;      /* the subrequest's connection, NULL when none */
+	const struct config_auth *p;
+	struct buf *out;       /* its head */
+	struct buf *extra;     /* 2xx: header lines for the upstream (t->auth.extra) */
+	uint32_t sent;         /* bytes of <out> written */
+	int server;            /* the server asked, -1 none */
+	uint64_t tried;        /* servers of the group tried (bitmap) */
+	ev_tstamp until;       /* the policy's timeout */
+	uint8_t keyed;         /* <key> holds the cache key */
+	uint8_t key[32];
+};
+
+/* Worker start: the result cache, when a policy of <cfg> caches. */
+int fwdauth_init(const struct config *cfg);
+
+/* auth_check() of a forward policy <p>: 0 to go on (a cached 2xx), or -1
+ * when <t> waits for the service (txn_resume() follows) or was answered. */
+int fwdauth_begin(struct txn *t, const struct config_auth *p);
+
+/* Events and the deadline of the subrequest's connection (txn.c's
+ * upcalls hand them here while t->fa.u is set). */
+void fwdauth_on_event(struct txn *t, int revents);
+void fwdauth_on_timeout(struct txn *t);
+
+/* The end of <t>: closes a subrequest under way, gives back its buffers. */
+void fwdauth_release(struct txn *t);
+#define fwdauth_end(t)                                                                                                 \
+	do {                                                                                                           \
+		if ((t)->fa.u || (t)->fa.out || (t)->fa.extra)                                                         \
+			fwdauth_release(t);                                                                            \
+	} while (0)
+
 /* ==== ratelimit ==== */
 /*
  * ratelimit: a route's rate limits, applied to one request.
@@ -352,6 +394,13 @@ struct txn;
 
 /* Answers <t>, whose route has a return, and pumps it out. */
 void respond_start(struct txn *t);
+
+/* Answers <t> with <status>: the status line, header lines <pre>, its
+ * Content-Length, lines <post>, X-Request-Id and Connection as due, and
+ * <body> (not to a HEAD); pumps it out. Returns 0, or -1 when it does not
+ * fit a buffer (nothing sent: the caller answers otherwise). */
+int respond_send(struct txn *t, int status, const char *pre, size_t pl, const char *post, size_t ql,
+                 const char *body, size_t bl);
 
 /* ==== hdrrules ==== */
 /*
@@ -706,6 +755,7 @@ struct txn {
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
+	struct fwdauth_txn fa;   /* a forward auth subrequest (fwdauth.h) */
 
 	struct arena arena;      /* the header lists: the request's, then the
 	                          * response's (msg.h) */
