@@ -152,3 +152,18 @@ def test_a_tls_auth_group_is_refused(tmp_path):
     rc, err, _ = weir_t(tmp_path, 'type = "forward"; upstream = "s"; ',
                         ups=[{"name": "s", "servers": ["127.0.0.1:9"], "raw": 'proxy_protocol = "v1";'}])
     assert rc == 1 and "must be a plain HTTP group" in err, err
+
+
+def test_a_pooled_connection_the_service_closed_is_replaced_by_a_fresh_one(weir_factory, origin):
+    # /close-on-next answers, then drops the next request on that connection
+    # unanswered: what a pooled connection closed as it idled looks like
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]},
+                                {"name": "authsvc", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a",
+                              "extra": 'auth = { type = "forward"; upstream = "authsvc"; path = "/close-on-next"; }; '}],
+                     workers=1)
+    for _ in range(4):
+        assert ask(w, token="good").status == 200
+    sub = [e for e in origin.requests() if e["target"] == "/close-on-next"]
+    assert len([e for e in sub if e.get("dropped")]) == 3
+    assert counted(w, "ok", "") == 4

@@ -324,7 +324,6 @@ static const struct route_upstream *fa_group(const struct txn *t)
 	return NULL;
 }
 
-static void fa_step(struct txn *t);
 
 /* Picks a server not tried yet and takes a pooled connection to it or
  * opens one. Returns 0, or the error to fail with. */
@@ -364,8 +363,13 @@ static int fa_connect(struct txn *t)
 /* The connection failed before an answer: the next server, or fail. */
 static void fa_retry(struct txn *t, int res, const char *why)
 {
+	const struct route_upstream *up = fa_group(t);
 	int rc;
 
+	/* a pooled connection the server closed as it idled (its close not
+	 * seen yet) says nothing of the server: a fresh one to it may go */
+	if (t->fa.u->reused && up)
+		t->fa.tried &= ~(1ull << ((uint32_t)t->fa.server - up->first_server));
 	fa_detach(t, 0);
 	if (ev_now(wk.loop) < t->fa.until && (rc = fa_connect(t)) == 0)
 		return; /* its events carry on */
