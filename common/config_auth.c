@@ -362,6 +362,17 @@ int config_auth_read(struct loader *ld, const config_setting_t *e, struct config
 	return 0;
 }
 
+/* weir -T: "<name> = [ ... ]; " of <n> names of AUTH_NAME_MAX bytes. */
+static void dump_names(FILE *out, const char *name, const char (*v)[AUTH_NAME_MAX], int n)
+{
+	fprintf(out, "%s = [", name);
+	for (int i = 0; i < n; i++) {
+		fputs(i ? ", " : " ", out);
+		config_dump_string(out, v[i]);
+	}
+	fputs(n ? " ]; " : "]; ", out);
+}
+
 /* weir -T: the keys of a->type only, then the lists. */
 void config_auth_dump(FILE *out, const struct config *cfg, const struct config_auth *a)
 {
@@ -398,6 +409,11 @@ void config_auth_dump(FILE *out, const struct config *cfg, const struct config_a
 		for (int i = 0; i < a->nclaims; i++)
 			fprintf(out, "%s\"%s:%s\"", i ? ", " : " ", a->claims[i].claim, a->claims[i].header);
 		fputs(" ]; ", out);
+	}
+	if (a->type == AUTH_FORWARD) {
+		dump_names(out, "request_headers", (const char(*)[AUTH_NAME_MAX])a->fwd_req, a->nfwd_req);
+		dump_names(out, "response_headers", (const char(*)[AUTH_NAME_MAX])a->fwd_resp, a->nfwd_resp);
+		dump_names(out, "cache_key", (const char(*)[AUTH_NAME_MAX])a->fwd_key, a->nfwd_key);
 	}
 	fputs("}; ", out);
 }

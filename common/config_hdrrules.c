@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/auth_conf.h"
+#include "common/config_dump.h"
 #include "common/config_load.h"
 #include "common/hdrrules.h"
 
@@ -338,4 +339,63 @@ void config_hdrrules_check(struct loader *ld)
 				     name, v);
 		}
 	}
+}
+
+/* weir -T: rules [from, to) of <h> that have op <op>, as libconfig. */
+static void dump_op(FILE *out, const struct hdrrules_conf *h, uint32_t from, uint32_t to, int op)
+{
+	static struct vars_tpl t; /* 4 KiB: not on the stack */
+	static char src[2 * VARS_TEXT];
+	int any = 0;
+
+	for (uint32_t k = from; k < to; k++) {
+		const struct hdrrule *r = &h->rules[k];
+
+		if (r->op != op)
+			continue;
+		if (!any)
+			fputs(op == HDRRULE_REMOVE ? "remove = [ " : op == HDRRULE_SET ? "set = { " : "add = { ", out);
+		if (op == HDRRULE_REMOVE) {
+			fprintf(out, "%s", any ? ", " : "");
+			config_dump_string(out, hdrrule_name(h->text, r));
+		} else {
+			memset(&t, 0, sizeof(t));
+			t.n = r->n;
+			t.used = r->value_len;
+			memcpy(t.p, h->pieces + r->first, (size_t)r->n * sizeof(*t.p));
+			memcpy(t.text, hdrrule_name(h->text, r) + r->name_len + 1, r->value_len);
+			vars_source(&t, src, sizeof src);
+			fprintf(out, "%s = ", hdrrule_name(h->text, r)); /* a token: as it is */
+			config_dump_string(out, src);
+			fputs("; ", out);
+		}
+		any = 1;
+	}
+	if (any)
+		fputs(op == HDRRULE_REMOVE ? " ]; " : "}; ", out);
+}
+
+void config_hdrrules_dump(FILE *out, const struct config *cfg, const struct hdrrules_ref *own,
+                          const struct hdrrules_ref *inherit)
+{
+	const struct hdrrules_conf *h = cfg->hdr;
+	uint32_t ireq = inherit ? inherit->nreq : 0, iresp = inherit ? inherit->nresp : 0;
+	uint32_t req0 = own->first + ireq, req1 = own->first + own->nreq;
+	uint32_t resp0 = req1 + iresp, resp1 = req1 + own->nresp;
+
+	if (!h || (req0 == req1 && resp0 == resp1))
+		return;
+	fputs("headers = { ", out);
+	for (int d = 0; d < 2; d++) {
+		uint32_t from = d ? resp0 : req0, to = d ? resp1 : req1;
+
+		if (from == to)
+			continue;
+		fputs(d ? "response = { " : "request = { ", out);
+		dump_op(out, h, from, to, HDRRULE_REMOVE);
+		dump_op(out, h, from, to, HDRRULE_SET);
+		dump_op(out, h, from, to, HDRRULE_ADD);
+		fputs("}; ", out);
+	}
+	fputs("}; ", out);
 }

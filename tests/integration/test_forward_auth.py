@@ -167,3 +167,21 @@ def test_a_pooled_connection_the_service_closed_is_replaced_by_a_fresh_one(weir_
     sub = [e for e in origin.requests() if e["target"] == "/close-on-next"]
     assert len([e for e in sub if e.get("dropped")]) == 3
     assert counted(w, "ok", "") == 4
+
+
+def test_weir_T_prints_a_forward_policy_whole(tmp_path):
+    import subprocess
+    from harness import WEIR_BIN
+    text = render_config(str(tmp_path), free_port(), free_port(),
+                         upstreams=[{"name": "a", "servers": ["127.0.0.1:9"]}],
+                         routes=[{"path": "/", "upstream": "a",
+                                  "extra": 'auth = { type = "forward"; upstream = "a"; path = "/check"; '
+                                           'response_headers = [ "X-User" ]; cache = "10s"; }; '}])
+    (tmp_path / "a.conf").write_text(text)
+    r = subprocess.run([WEIR_BIN, "-T", "-c", str(tmp_path / "a.conf")], capture_output=True, timeout=slack(10))
+    out = r.stdout.decode()
+    assert ('auth = { type = "forward"; realm = "weir"; upstream = "a"; path = "/check"; cache = "10s"; '
+            'timeout = "5s"; request_headers = [ "Authorization", "Cookie" ]; response_headers = [ "X-User" ]; '
+            'cache_key = [ "Authorization", "Cookie" ]; };') in out, out
+    rc, err, _ = weir_check(tmp_path, out, "auth = {")
+    assert rc == 0, err
