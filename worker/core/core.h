@@ -180,6 +180,7 @@ const struct hdr *auth_header(const struct txn *t, const char *name, int *dup);
  * worker for auth.cache, keyed by the cache_key headers' values.
  */
 struct fwdauth_txn {
+	struct buf *self;      /* the small buffer it lives in */
 	struct upconn *u;      /* the subrequest's connection, NULL when none */
 	const struct config_auth *p;
 	struct buf *out;       /* its head */
@@ -204,11 +205,12 @@ int fwdauth_begin(struct txn *t, const struct config_auth *p);
 void fwdauth_on_event(struct txn *t, int revents);
 void fwdauth_on_timeout(struct txn *t);
 
-/* The end of <t>: closes a subrequest under way, gives back its buffers. */
+/* The end of <t> (t->fa set): closes a subrequest under way, gives back
+ * its buffers and the state; t->fa is NULL after it. */
 void fwdauth_release(struct txn *t);
 #define fwdauth_end(t)                                                                                                 \
 	do {                                                                                                           \
-		if ((t)->fa.u || (t)->fa.out || (t)->fa.extra)                                                         \
+		if ((t)->fa)                                                                                           \
 			fwdauth_release(t);                                                                            \
 	} while (0)
 
@@ -755,7 +757,7 @@ struct txn {
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
-	struct fwdauth_txn fa;   /* a forward auth subrequest (fwdauth.h) */
+	struct fwdauth_txn *fa;  /* a forward auth subrequest (fwdauth.h), NULL none */
 
 	struct arena arena;      /* the header lists: the request's, then the
 	                          * response's (msg.h) */

@@ -8,7 +8,7 @@
  * client's headers the policy names, no body. It runs on the upstream
  * machinery (worker/up/: pick, pool, connect, passive health) on a
  * connection of its own whose events come to the stream through the
- * usual upcalls (txn_on_upstream_event hands them here while t->fa.u is
+ * usual upcalls (txn_on_upstream_event hands them here while t->fa->u is
  * set). A 2xx lets the request on with the service's chosen headers added
  * to the upstream head; a 401 or 403 is answered to the client with the
  * service's WWW-Authenticate, Content-Type and Set-Cookie and its body (up
@@ -85,11 +85,11 @@ int fwdauth_init(const struct config *cfg)
 /* Drops the subrequest's connection: back to its pool when <reuse>. */
 static void fa_detach(struct txn *t, int reuse)
 {
-	struct upconn *u = t->fa.u;
+	struct upconn *u = t->fa->u;
 
 	if (!u)
 		return;
-	t->fa.u = NULL;
+	t->fa->u = NULL;
 	u->txn = NULL;
 	if (reuse)
 		upstream_release(u);
@@ -99,15 +99,15 @@ static void fa_detach(struct txn *t, int reuse)
 
 void fwdauth_release(struct txn *t)
 {
+	struct fwdauth_txn *f = t->fa;
+
 	fa_detach(t, 0);
-	if (t->fa.out) {
-		buf_put(t->fa.out);
-		t->fa.out = NULL;
-	}
-	if (t->fa.extra) {
-		buf_put(t->fa.extra);
-		t->fa.extra = NULL;
-	}
+	if (f->out)
+		buf_put(f->out);
+	if (f->extra)
+		buf_put(f->extra);
+	t->fa = NULL;
+	buf_put(f->self);
 }
 
 static void fa_count(struct txn *t, int res, int cached)
@@ -123,13 +123,13 @@ static void fa_fail(struct txn *t, int res, int rc, const char *why)
 	static ev_tstamp next;
 	static uint32_t unlogged;
 
-	fwdauth_release(t);
 	fa_count(t, res, 0);
 	if (log_level_min <= LOG_LEVEL_WARN && worker_log_gate(&next, &unlogged)) {
 		log_warn("forward auth to %s for route %s: %s; answering %d (%u more since the last line)",
-		         t->fa.p->fwd_upstream, route_path(t->table, t->route), why, weir_err_status(rc), unlogged);
+		         t->fa->p->fwd_upstream, route_path(t->table, t->route), why, weir_err_status(rc), unlogged);
 		unlogged = 0;
 	}
+	fwdauth_release(t);
 	txn_fail(t, rc);
 }
 
@@ -138,13 +138,13 @@ static void fa_fail(struct txn *t, int res, int rc, const char *why)
 static int fa_allow(struct txn *t, const char *h, size_t n)
 {
 	if (n) {
-		if (!t->fa.extra && !(t->fa.extra = buf_get_fit((uint32_t)n))) {
+		if (!t->fa->extra && !(t->fa->extra = buf_get_fit((uint32_t)n))) {
 			fa_fail(t, AUTH_R_FWD_UNREACHABLE, WEIR_ERR(NOMEM), "no buffer for its headers");
 			return -1;
 		}
-		memcpy(t->fa.extra->data, h, n);
+		memcpy(t->fa->extra->data, h, n);
 	}
-	t->auth.extra = n ? t->fa.extra->data : NULL;
+	t->auth.extra = n ? t->fa->extra->data : NULL;
 	t->auth.extra_len = (uint32_t)n;
 	return 0;
 }
@@ -195,21 +195,21 @@ static void fa_store(const struct txn *t, int status, const char *h, size_t hl, 
 {
 	struct fa_entry *set, *e, *victim;
 
-	if (!fa.cache || !t->fa.p->fwd_cache || !t->fa.keyed || hl + bl > FA_DATA)
+	if (!fa.cache || !t->fa->p->fwd_cache || !t->fa->keyed || hl + bl > FA_DATA)
 		return;
-	set = fa_set(t->fa.key);
+	set = fa_set(t->fa->key);
 	victim = set;
 	for (e = set; e < set + FA_WAYS; e++) {
-		if (!e->p || (e->p == t->fa.p && memcmp(e->key, t->fa.key, 32) == 0)) {
+		if (!e->p || (e->p == t->fa->p && memcmp(e->key, t->fa->key, 32) == 0)) {
 			victim = e;
 			break;
 		}
 		if (e->stamp < victim->stamp)
 			victim = e;
 	}
-	memcpy(victim->key, t->fa.key, 32);
-	victim->p = t->fa.p;
-	victim->until = ev_now(wk.loop) + t->fa.p->fwd_cache / 1000.0;
+	memcpy(victim->key, t->fa->key, 32);
+	victim->p = t->fa->p;
+	victim->until = ev_now(wk.loop) + t->fa->p->fwd_cache / 1000.0;
 	victim->stamp = ++fa.stamp;
 	victim->status = (uint16_t)status;
 	victim->hdrs_len = (uint16_t)hl;
@@ -221,10 +221,10 @@ static void fa_store(const struct txn *t, int status, const char *h, size_t hl, 
 /* 1 when the cache answered <t> (let on: 0 in *<rc>; or answered: -1). */
 static int fa_cached(struct txn *t, int *rc)
 {
-	struct fa_entry *set = fa_set(t->fa.key);
+	struct fa_entry *set = fa_set(t->fa->key);
 
 	for (struct fa_entry *e = set; e < set + FA_WAYS; e++) {
-		if (e->p != t->fa.p || memcmp(e->key, t->fa.key, 32) != 0)
+		if (e->p != t->fa->p || memcmp(e->key, t->fa->key, 32) != 0)
 			continue;
 		if (ev_now(wk.loop) >= e->until) {
 			e->p = NULL;
@@ -251,11 +251,11 @@ static void fa_put(struct buf *b, const char *s, size_t n)
 	b->end += (uint32_t)n;
 }
 
-/* The head sent to the auth service, into t->fa.out. Returns 0 or -1 (no
+/* The head sent to the auth service, into t->fa->out. Returns 0 or -1 (no
  * buffer, or the chosen headers do not fit one). */
 static int fa_write_head(struct txn *t)
 {
-	const struct config_auth *p = t->fa.p;
+	const struct config_auth *p = t->fa->p;
 	const struct msg *r = &t->req;
 	size_t cl, need, hostl = r->host_len ? r->host_len : strlen(p->fwd_upstream);
 	const char *client = realip_client(t->c, t, &cl), *host = r->host_len ? r->host : p->fwd_upstream;
@@ -309,7 +309,7 @@ static int fa_write_head(struct txn *t)
 	}
 	/* the body stays with the request: the service sees none */
 	fa_put(b, "Content-Length: 0\r\n\r\n", 21);
-	t->fa.out = b;
+	t->fa->out = b;
 	return 0;
 }
 
@@ -319,7 +319,7 @@ static const struct route_upstream *fa_group(const struct txn *t)
 
 	/* by name: the table may be another configuration's than the policy */
 	for (uint32_t i = 0; i < t->table->nupstreams; i++)
-		if (strcmp(ups[i].name, t->fa.p->fwd_upstream) == 0)
+		if (strcmp(ups[i].name, t->fa->p->fwd_upstream) == 0)
 			return &ups[i];
 	return NULL;
 }
@@ -334,12 +334,12 @@ static int fa_connect(struct txn *t)
 	if (!up)
 		return WEIR_ERR(FWD_AUTH_UNREACHABLE);
 	for (;;) {
-		int si = upstream_pick(t->table, up, t->fa.tried), rc;
+		int si = upstream_pick(t->table, up, t->fa->tried), rc;
 		struct upconn *u;
 
 		if (si < 0)
 			return WEIR_ERR(FWD_AUTH_UNREACHABLE);
-		t->fa.tried |= 1ull << ((uint32_t)si - up->first_server);
+		t->fa->tried |= 1ull << ((uint32_t)si - up->first_server);
 		u = upstream_pool_get(t->table, (uint32_t)si);
 		while (u && !upstream_pool_alive(u)) {
 			upstream_close(u);
@@ -351,10 +351,10 @@ static int fa_connect(struct txn *t)
 			continue; /* refused: the next server */
 		}
 		u->txn = t;
-		t->fa.u = u;
-		t->fa.server = si;
-		t->fa.sent = 0;
-		upstream_set_deadline(u, t->fa.until);
+		t->fa->u = u;
+		t->fa->server = si;
+		t->fa->sent = 0;
+		upstream_set_deadline(u, t->fa->until);
 		worker_io_set(&u->io, u->connecting ? EV_WRITE : EV_WRITE | EV_READ);
 		return 0;
 	}
@@ -368,10 +368,10 @@ static void fa_retry(struct txn *t, int res, const char *why)
 
 	/* a pooled connection the server closed as it idled (its close not
 	 * seen yet) says nothing of the server: a fresh one to it may go */
-	if (t->fa.u->reused && up)
-		t->fa.tried &= ~(1ull << ((uint32_t)t->fa.server - up->first_server));
+	if (t->fa->u->reused && up)
+		t->fa->tried &= ~(1ull << ((uint32_t)t->fa->server - up->first_server));
 	fa_detach(t, 0);
-	if (ev_now(wk.loop) < t->fa.until && (rc = fa_connect(t)) == 0)
+	if (ev_now(wk.loop) < t->fa->until && (rc = fa_connect(t)) == 0)
 		return; /* its events carry on */
 	fa_fail(t, res, WEIR_ERR(FWD_AUTH_UNREACHABLE), why);
 }
@@ -380,10 +380,10 @@ static void fa_retry(struct txn *t, int res, const char *why)
  * let on or answered), 0 more bytes wanted. */
 static int fa_answer(struct txn *t, int eof)
 {
-	struct upconn *u = t->fa.u;
+	struct upconn *u = t->fa->u;
 	const char *p = u->in->data;
 	size_t len = u->in->end, hl = 0, bl = 0, used;
-	const struct config_auth *pol = t->fa.p;
+	const struct config_auth *pol = t->fa->p;
 	struct arena a;
 	int rc, status, reuse;
 
@@ -460,8 +460,8 @@ static int fa_answer(struct txn *t, int eof)
 		}
 		fa_store(t, status, fa.lines, hl, "", 0);
 		fa_detach(t, reuse);
-		buf_put(t->fa.out);
-		t->fa.out = NULL;
+		buf_put(t->fa->out);
+		t->fa->out = NULL;
 		fa_count(t, AUTH_R_OK, 0);
 		if (fa_allow(t, fa.lines, hl) == 0)
 			txn_resume(t);
@@ -499,7 +499,7 @@ static int fa_answer(struct txn *t, int eof)
 /* Moves the subrequest on: connect done, head written, answer read. */
 static void fa_step(struct txn *t)
 {
-	struct upconn *u = t->fa.u;
+	struct upconn *u = t->fa->u;
 
 	if (u->connecting) {
 		int err = 0;
@@ -507,15 +507,15 @@ static void fa_step(struct txn *t)
 
 		getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &err, &sl);
 		if (err) {
-			upstream_fail(t->table, (uint32_t)t->fa.server);
+			upstream_fail(t->table, (uint32_t)t->fa->server);
 			fa_retry(t, AUTH_R_FWD_UNREACHABLE, strerror(err));
 			return;
 		}
 		u->connecting = 0;
 		upstream_connected(u);
 	}
-	while (t->fa.sent < t->fa.out->end) {
-		ssize_t n = send(u->io.fd, t->fa.out->data + t->fa.sent, t->fa.out->end - t->fa.sent,
+	while (t->fa->sent < t->fa->out->end) {
+		ssize_t n = send(u->io.fd, t->fa->out->data + t->fa->sent, t->fa->out->end - t->fa->sent,
 		                 MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EAGAIN) {
@@ -526,7 +526,7 @@ static void fa_step(struct txn *t)
 			fa_retry(t, AUTH_R_FWD_UNREACHABLE, "the connection failed while sending");
 			return;
 		}
-		t->fa.sent += (uint32_t)n;
+		t->fa->sent += (uint32_t)n;
 	}
 	worker_io_set(&u->io, EV_READ);
 	if (!u->in && !(u->in = buf_get())) {
@@ -563,22 +563,33 @@ void fwdauth_on_event(struct txn *t, int revents)
 void fwdauth_on_timeout(struct txn *t)
 {
 	fa_detach(t, 0);
-	if (t->fa.server >= 0)
-		upstream_fail(t->table, (uint32_t)t->fa.server);
+	if (t->fa->server >= 0)
+		upstream_fail(t->table, (uint32_t)t->fa->server);
 	fa_fail(t, AUTH_R_FWD_TIMEOUT, WEIR_ERR(FWD_AUTH_UNREACHABLE), "no answer within its timeout");
 }
 
 int fwdauth_begin(struct txn *t, const struct config_auth *p)
 {
+	struct buf *b;
 	int rc;
 
-	t->fa.p = p;
-	t->fa.server = -1;
-	t->fa.tried = 0;
-	t->fa.until = ev_now(wk.loop) + p->fwd_timeout / 1000.0;
+	/* the state only for requests that need it: a stream without forward
+	 * auth carries one pointer (a small slab buffer, given back in
+	 * fwdauth_release) */
+	if (!(b = buf_get_fit(sizeof *t->fa))) {
+		txn_fail(t, WEIR_ERR(NOMEM));
+		return -1;
+	}
+	t->fa = (struct fwdauth_txn *)(void *)b->data;
+	memset(t->fa, 0, sizeof *t->fa);
+	t->fa->self = b;
+	t->fa->p = p;
+	t->fa->server = -1;
+	t->fa->tried = 0;
+	t->fa->until = ev_now(wk.loop) + p->fwd_timeout / 1000.0;
 	if (fa.cache && p->fwd_cache) {
-		fa_key(t, p, t->fa.key);
-		t->fa.keyed = 1;
+		fa_key(t, p, t->fa->key);
+		t->fa->keyed = 1;
 		if (fa_cached(t, &rc))
 			return rc;
 	}
@@ -592,7 +603,7 @@ int fwdauth_begin(struct txn *t, const struct config_auth *p)
 	}
 	/* the client is not read meanwhile, as during a rate limit's delay */
 	conn_io_set(t->c, 0);
-	if (!t->fa.u->connecting)
+	if (!t->fa->u->connecting)
 		fa_step(t);
 	return -1;
 }

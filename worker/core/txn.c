@@ -935,7 +935,7 @@ void txn_on_upstream_event(struct txn *t, int revents)
 	struct upconn *u = t->u;
 	int same = 1;
 
-	if (t->fa.u) { /* a forward auth subrequest: the request has no upstream yet */
+	if (t->fa && t->fa->u) { /* a forward auth subrequest: the request has no upstream yet */
 		fwdauth_on_event(t, revents);
 		return;
 	}
@@ -1000,7 +1000,7 @@ void txn_on_upstream_timeout(struct txn *t)
 {
 	struct upconn *u = t->u;
 
-	if (t->fa.u) {
+	if (t->fa && t->fa->u) {
 		fwdauth_on_timeout(t);
 		return;
 	}
