@@ -51,6 +51,7 @@ struct tlscert;
 struct tlsca;
 struct x509_store_st;
 struct config_auth;
+struct config_split;
 
 /* One certificate of a TLS listener: its files, and what was read from
  * them (common/tlscert.h), owned by the config. */
@@ -232,6 +233,10 @@ struct config_route {
 	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
 	uint8_t nrate_limits;
 	int line;
+	/* split = ( ... ): the groups it splits between, instead of one
+	 * upstream (common/split.h), malloc'd; NULL for none. upstream is
+	 * then its first side's group */
+	struct config_split *split;
 };
 
 /* rate_limits entries (docs/config.md, "Rate limits"): how a request's key
@@ -330,6 +335,7 @@ struct config {
 	int ncerts;
 	struct config_rate_limit *rate_limits; /* malloc'd, nrate_limits entries */
 	int nrate_limits;
+	int nsplits; /* routes with a split (config_split.index: 0..nsplits - 1) */
 	/* rate_limit_table: keys the shared rate-limit table holds (all limits
 	 * together); read at start, kept across reloads (shm/limit.h) */
 	uint32_t rate_limit_table;

@@ -309,6 +309,51 @@ static void render_auth(struct textbuf *o, const struct render *r)
 	}
 }
 
+/* routes.split: requests per side (by its place, named by the current
+ * table's group), those drawn without a key and those forced. */
+static void render_split(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+
+	if (!t->nsplits)
+		return;
+	family(o, "weir_route_split_requests_total", "counter",
+	       "Requests of a split route sent to each side, by route and the side's upstream group.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		const struct route_entry *e = &route_entries(t)[i];
+		const struct route_split *s;
+
+		if (!r->route_shown[i] || !e->split)
+			continue;
+		s = &route_splits(t)[e->split - 1];
+		for (int k = 0; k < s->nsides; k++) {
+			textbuf_printf(o, "weir_route_split_requests_total{");
+			route_labels(o, t, e);
+			textbuf_printf(o, ",upstream=\"%s\"} %llu\n", route_upstreams(t)[s->upstream[k]].name,
+			               (unsigned long long)r->routes[e->stat].split[k]);
+		}
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			family(o, "weir_route_split_overridden_total", "counter",
+			       "Requests of a split route whose side split_override chose, by route.");
+		else
+			family(o, "weir_route_split_unkeyed_total", "counter",
+			       "Requests of a split route without its split_key, drawn by weight, by route.");
+		for (uint32_t i = 0; i < t->nroutes; i++) {
+			const struct route_entry *e = &route_entries(t)[i];
+
+			if (!r->route_shown[i] || !e->split)
+				continue;
+			textbuf_printf(o, pass ? "weir_route_split_overridden_total{" : "weir_route_split_unkeyed_total{");
+			route_labels(o, t, e);
+			textbuf_printf(o, "} %llu\n",
+			               (unsigned long long)(pass ? r->routes[e->stat].split_override
+			                                         : r->routes[e->stat].split_random));
+		}
+	}
+}
+
 static void render_routes(struct textbuf *o, const struct render *r)
 {
 	const struct route_table *t = r->t;
@@ -341,6 +386,7 @@ static void render_routes(struct textbuf *o, const struct render *r)
 	       "response, by route.");
 	histogram(o, "weir_route_upstream_response_seconds", r, 1);
 	render_auth(o, r);
+	render_split(o, r);
 }
 
 static void render_servers(struct textbuf *o, const struct render *r)

@@ -122,6 +122,15 @@ static enum ph_rc ph_respond(struct txn *t, const void *conf)
 	return PH_WAIT;
 }
 
+/* routes.split (split.c): the side's group, for everything after. */
+static enum ph_rc ph_split(struct txn *t, const void *conf)
+{
+	(void)conf;
+	if (t->route->split)
+		split_choose(t);
+	return PH_CONTINUE;
+}
+
 /* ---- request filters -------------------------------------------------- */
 
 /* The last request filter: the upstream head, written from the message
@@ -132,7 +141,7 @@ static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 	char xff[2048];
 	struct head_req hr = {
 		.c = t->c,
-		.host = route_upstreams(t->table)[t->route->upstream].name,
+		.host = route_upstreams(t->table)[split_group(t)].name,
 		.drop_underscores = !TXN_SET(t)->underscores_in_headers,
 		.early = t->early,
 		.extra = t->auth.extra,
@@ -215,6 +224,7 @@ static const struct ph_handler access_phase[] = {
 	{ph_auth, NULL},
 	{ph_ratelimit, NULL},
 	{ph_respond, NULL},
+	{ph_split, NULL},
 	{NULL, NULL},
 };
 static const struct ph_handler request_filters_phase[] = {{ph_request_head, NULL}, {NULL, NULL}};
