@@ -22,6 +22,7 @@
 #include "common/policy.h"
 #include "common/config_resil.h"
 #include "common/config_health.h"
+#include "common/split.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -237,6 +238,7 @@ struct config_route {
 	 * upstream (common/split.h), malloc'd; NULL for none. upstream is
 	 * then its first side's group */
 	struct config_split *split;
+	struct config_mirror mirror; /* mirror = { ... } (common/split.h); group 0: none */
 };
 
 /* rate_limits entries (docs/config.md, "Rate limits"): how a request's key

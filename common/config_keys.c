@@ -435,6 +435,8 @@ static const struct config_key route_keys[] = {
             "absent: each request drawn by weight"},
     {.name = "split_override", .type = CONFIG_KEY_GROUP, .def = "absent: none",
      .sub = &config_keys_route_split_override, .doc = "a header or cookie naming the side's group forces it"},
+    {.name = "mirror", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_mirror,
+     .doc = "copies of a share of the bodiless requests to a shadow group, answers discarded ([mirroring](#mirroring))"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 
@@ -454,6 +456,16 @@ static const struct config_key route_split_override_keys[] = {
 };
 KEYSET(config_keys_route_split_override, "routes.split_override", "in routes.split_override",
        route_split_override_keys);
+
+static const struct config_key route_mirror_keys[] = {
+    {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = CONFIG_NAME_MAX - 1,
+     .doc = "the shadow group: plain HTTP, without `tls` or `proxy_protocol`"},
+    {.name = "percent", .type = CONFIG_KEY_INT, .flags = CONFIG_KEY_REQUIRED, AT(struct config_mirror, percent),
+     .min = 1, .max = 100, .doc = "the share of the route's requests copied, each drawn at random"},
+    {.name = "max_in_flight", .type = CONFIG_KEY_INT, AT(struct config_mirror, max_in_flight), .def = "64",
+     .min = 1, .max = 10000, .doc = "copies of the route's requests in flight per worker; more are dropped"},
+};
+KEYSET(config_keys_route_mirror, "routes.mirror", "in routes.mirror", route_mirror_keys);
 
 static const struct config_key route_return_keys[] = {
     {.name = "status", .type = CONFIG_KEY_INT, .flags = CONFIG_KEY_REQUIRED, AT(struct policy_return, status),

@@ -102,7 +102,7 @@ const char *config_check_rl_key(const char *text);
 const char *config_check_rl_rate(const char *text);
 const char *config_check_header_name(const char *text);
 /* common/config_split.c: routes.split_key and split_override's names */
-extern const struct config_keyset config_keys_route_split, config_keys_route_split_override;
+extern const struct config_keyset config_keys_route_split, config_keys_route_split_override, config_keys_route_mirror;
 const char *config_check_split_key(const char *text);
 const char *config_check_split_name(const char *text);
 const char *config_show_split_key(const struct config *cfg, const void *route, char *buf, size_t cap);

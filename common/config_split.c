@@ -70,6 +70,8 @@ const char *config_show_split_key(const struct config *cfg, const void *route, c
 	return r->split && r->split->key[0] ? r->split->key : NULL;
 }
 
+static int split_sides_read(struct loader *ld, const config_setting_t *e, struct config_route *r);
+
 static int split_group(const struct config *cfg, const char *name)
 {
 	for (int i = 0; i < cfg->nupstreams; i++)
@@ -146,7 +148,51 @@ static int split_sides_load(struct loader *ld, const config_setting_t *list, str
 	return good;
 }
 
+/* mirror = { upstream = "shadow"; percent = 10; } */
+static int split_mirror_load(struct loader *ld, const config_setting_t *e, struct config_route *r)
+{
+	config_setting_t *g = config_get_group(ld, e, "mirror", "routes.mirror");
+	const struct config_keyset *ks = &config_keys_route_mirror;
+	enum got got[CONFIG_KEYS_MAX];
+	const struct config_upstream *u;
+	const char *v = NULL;
+	int k;
+
+	r->mirror.group = 0;
+	if (!g)
+		return !config_setting_get_member(e, "mirror");
+	config_engine_read(ld, g, ks, &r->mirror, got);
+	if (config_engine_got(ks, got, "upstream") != GOT_OK || config_engine_got(ks, got, "percent") != GOT_OK ||
+	    config_engine_got(ks, got, "max_in_flight") == GOT_BAD)
+		return 0;
+	if (config_setting_get_member(e, "return")) {
+		fail(ld, line_of(g), "routes.mirror needs a proxied route: a route with a return has no request to copy");
+		return 0;
+	}
+	config_setting_lookup_string(g, "upstream", &v);
+	if ((k = split_group(ld->cfg, v)) < 0) {
+		fail(ld, line_of(config_setting_get_member(g, "upstream")), "routes.mirror upstream \"%s\" is not defined",
+		     v);
+		return 0;
+	}
+	u = &ld->cfg->upstreams[k];
+	if (u->tls || u->proxy_protocol) {
+		fail(ld, line_of(config_setting_get_member(g, "upstream")),
+		     "routes.mirror upstream \"%s\" has tls or proxy_protocol: a shadow group is plain HTTP", v);
+		return 0;
+	}
+	r->mirror.group = k + 1;
+	return 1;
+}
+
 int config_split_load(struct loader *ld, const config_setting_t *e, struct config_route *r)
+{
+	int m = split_mirror_load(ld, e, r), rc = split_sides_read(ld, e, r);
+
+	return rc < 0 ? -1 : m && rc;
+}
+
+static int split_sides_read(struct loader *ld, const config_setting_t *e, struct config_route *r)
 {
 	config_setting_t *list = config_setting_get_member(e, "split");
 	const config_setting_t *key = config_setting_get_member(e, "split_key");
@@ -198,6 +244,9 @@ void config_split_dump(FILE *out, const struct config *cfg, const struct config_
 {
 	const struct config_split *s = r->split;
 
+	if (r->mirror.group)
+		fprintf(out, "mirror = { upstream = \"%s\"; percent = %u; max_in_flight = %u; }; ",
+		        cfg->upstreams[r->mirror.group - 1].name, r->mirror.percent, r->mirror.max_in_flight);
 	if (!s)
 		return;
 	fputs("split = (", out);

@@ -53,6 +53,21 @@ struct config_split {
 	char ovr_name[SPLIT_NAME_MAX];
 };
 
+/* routes.mirror = { upstream; percent; max_in_flight; }: a copy of a
+ * share of the route's bodiless requests sent to a shadow group, whose
+ * answers are thrown away (worker/core/mirror.c). In struct config_route. */
+struct config_mirror {
+	int group;              /* index into config.upstreams + 1; 0: no mirror (a zeroed route has none) */
+	uint32_t percent;       /* 1..100: the share of requests copied, drawn at random */
+	uint32_t max_in_flight; /* copies of the route's requests in flight per worker; past it, dropped */
+};
+
+/* How a copy ended, exactly one of them per request chosen: its answer
+ * read to the shadow's close; a connect, write or read error or the
+ * shadow group's timeout; or never sent (a body, max_in_flight, no
+ * server up, no memory). */
+enum mirror_result { MIRROR_SENT, MIRROR_FAILED, MIRROR_DROPPED };
+
 /* The bucket of key <k> (<n> bytes): stable everywhere, no seed. */
 static inline uint32_t split_bucket(const void *k, size_t n)
 {

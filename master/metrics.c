@@ -354,6 +354,33 @@ static void render_split(struct textbuf *o, const struct render *r)
 	}
 }
 
+/* routes.mirror: copies by how they ended (enum mirror_result). */
+static void render_mirror(struct textbuf *o, const struct render *r)
+{
+	static const char *const result[] = {"sent", "failed", "dropped"};
+	const struct route_table *t = r->t;
+	int any = 0;
+
+	for (uint32_t i = 0; i < t->nroutes && !any; i++)
+		any = route_entries(t)[i].mirror != 0;
+	if (!any)
+		return;
+	family(o, "weir_route_mirror_requests_total", "counter",
+	       "Copies of a route's requests to its mirror group, by route and how they ended.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		const struct route_entry *e = &route_entries(t)[i];
+
+		if (!r->route_shown[i] || !e->mirror)
+			continue;
+		for (int k = 0; k < 3; k++) {
+			textbuf_printf(o, "weir_route_mirror_requests_total{");
+			route_labels(o, t, e);
+			textbuf_printf(o, ",upstream=\"%s\",result=\"%s\"} %llu\n", route_upstreams(t)[e->mirror - 1].name,
+			               result[k], (unsigned long long)r->routes[e->stat].mirror[k]);
+		}
+	}
+}
+
 static void render_routes(struct textbuf *o, const struct render *r)
 {
 	const struct route_table *t = r->t;
@@ -387,6 +414,7 @@ static void render_routes(struct textbuf *o, const struct render *r)
 	histogram(o, "weir_route_upstream_response_seconds", r, 1);
 	render_auth(o, r);
 	render_split(o, r);
+	render_mirror(o, r);
 }
 
 static void render_servers(struct textbuf *o, const struct render *r)

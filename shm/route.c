@@ -206,7 +206,7 @@ static int route_compile_routes(struct route_table *t, char *block, const struct
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
 		e->nlimits = cr->nrate_limits;
 		memcpy(e->limits, cr->rate_limits, sizeof(e->limits));
-		e->split = route_split_of(cr);
+		route_split_entry(e, cr);
 		/* a route answered by weir (return) has no group: the global ones */
 		e->settings = cr->upstream >= 0 ? group_settings[cr->upstream] : 0;
 		if (route_overrides(&cr->over)) {

@@ -35,7 +35,10 @@ uint32_t route_split_compile(struct route_split *out, const struct config *cfg)
 	return (uint32_t)cfg->nsplits;
 }
 
-uint16_t route_split_of(const struct config_route *r)
+void route_split_entry(struct route_entry *e, const struct config_route *r)
 {
-	return r->split ? (uint16_t)(r->split->index + 1) : 0;
+	e->split = r->split ? (uint16_t)(r->split->index + 1) : 0;
+	e->mirror = (uint16_t)r->mirror.group;
+	e->mirror_share = (uint16_t)(r->mirror.percent * 100);
+	e->mirror_max = (uint16_t)r->mirror.max_in_flight;
 }

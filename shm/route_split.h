@@ -12,7 +12,7 @@
  * into <out>; returns how many. */
 uint32_t route_split_compile(struct route_split *out, const struct config *cfg);
 
-/* route_entry.split of config route <r>: its split's index + 1, 0 none. */
-uint16_t route_split_of(const struct config_route *r);
+/* The split and mirror fields of route entry <e> from config route <r>. */
+void route_split_entry(struct route_entry *e, const struct config_route *r);
 
 #endif

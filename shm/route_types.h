@@ -75,6 +75,9 @@ struct route_entry {
 	uint32_t parent;
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
 	uint16_t split; /* its split's index into the splits + 1; 0: none (upstream is the group) */
+	uint16_t mirror;        /* routes.mirror: the shadow group's index + 1; 0: none */
+	uint16_t mirror_share;  /* the share copied, in 1/10000 */
+	uint16_t mirror_max;    /* copies in flight per worker, at most */
 };
 
 /* One distinct host pattern and its routes, routes[first .. first + n). */

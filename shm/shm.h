@@ -152,6 +152,7 @@ struct shm_route_counters {
 	uint64_t split[SPLIT_SIDES];     /* routes.split: requests sent to each side, by its place */
 	uint64_t split_random;           /* of them without a key: drawn by weight */
 	uint64_t split_override;         /* of them forced by split_override */
+	uint64_t mirror[3];              /* routes.mirror copies, by enum mirror_result */
 };
 
 /* One server's counters (stat index), one cache line. */

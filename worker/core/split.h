@@ -21,4 +21,9 @@ struct txn;
  * settings unless the route has its own. Never fails. */
 void split_choose(struct txn *t);
 
+/* routes.mirror (mirror.c): once t->up.head is written, a copy of <t> to
+ * the shadow group for mirror_share of the requests, counted in the
+ * route's mirror[enum mirror_result]. Never waits, never fails <t>. */
+void mirror_maybe(struct txn *t);
+
 #endif

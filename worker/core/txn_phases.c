@@ -163,6 +163,16 @@ static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 	return rc < 0 ? ph_answer(t, rc) : PH_CONTINUE;
 }
 
+/* routes.mirror (mirror.c): a copy of the head just written, to the
+ * shadow group, on its own connection. */
+static enum ph_rc ph_mirror(struct txn *t, const void *conf)
+{
+	(void)conf;
+	if (t->route->mirror)
+		mirror_maybe(t);
+	return PH_CONTINUE;
+}
+
 /* ---- pick a server ------------------------------------------------------ */
 
 /* A body that fits limits.body_buffer is read whole before a server is
@@ -227,7 +237,7 @@ static const struct ph_handler access_phase[] = {
 	{ph_split, NULL},
 	{NULL, NULL},
 };
-static const struct ph_handler request_filters_phase[] = {{ph_request_head, NULL}, {NULL, NULL}};
+static const struct ph_handler request_filters_phase[] = {{ph_request_head, NULL}, {ph_mirror, NULL}, {NULL, NULL}};
 static const struct ph_handler pick_phase[] = {
 	{ph_body, NULL},
 	{ph_breaker, NULL},
