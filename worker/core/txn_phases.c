@@ -86,6 +86,11 @@ static enum ph_rc ph_route(struct txn *t, const void *conf)
 	if (!t->route)
 		return ph_answer(t, WEIR_ERR(NO_ROUTE));
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
+	/* routes.split (split.c): the side's group, for everything after;
+	 * tested here, not in a handler of its own, so a route without one
+	 * pays a compare, not a handler's call */
+	if (t->route->split)
+		split_choose(t);
 	return PH_CONTINUE;
 }
 
@@ -122,15 +127,6 @@ static enum ph_rc ph_respond(struct txn *t, const void *conf)
 	return PH_WAIT;
 }
 
-/* routes.split (split.c): the side's group, for everything after. */
-static enum ph_rc ph_split(struct txn *t, const void *conf)
-{
-	(void)conf;
-	if (t->route->split)
-		split_choose(t);
-	return PH_CONTINUE;
-}
-
 /* ---- request filters -------------------------------------------------- */
 
 /* The last request filter: the upstream head, written from the message
@@ -158,19 +154,11 @@ static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 	/* behind trusted_proxies: what was believed, and our peer */
 	hr.xff = realip_xff(t, xff, sizeof(xff), &hr.xff_len);
 	rc = head_write_request(&t->req, &hr, &t->up.head);
+	if (rc >= 0 && t->route->mirror) /* routes.mirror (mirror.c): a copy of this head, not waited for */
+		mirror_maybe(t);
 	t->replayable = 1;
 	t->up.chunked = t->req.body == HTTP_BODY_CHUNKED; /* the framing the head says */
 	return rc < 0 ? ph_answer(t, rc) : PH_CONTINUE;
-}
-
-/* routes.mirror (mirror.c): a copy of the head just written, to the
- * shadow group, on its own connection. */
-static enum ph_rc ph_mirror(struct txn *t, const void *conf)
-{
-	(void)conf;
-	if (t->route->mirror)
-		mirror_maybe(t);
-	return PH_CONTINUE;
 }
 
 /* ---- pick a server ------------------------------------------------------ */
@@ -234,10 +222,9 @@ static const struct ph_handler access_phase[] = {
 	{ph_auth, NULL},
 	{ph_ratelimit, NULL},
 	{ph_respond, NULL},
-	{ph_split, NULL},
 	{NULL, NULL},
 };
-static const struct ph_handler request_filters_phase[] = {{ph_request_head, NULL}, {ph_mirror, NULL}, {NULL, NULL}};
+static const struct ph_handler request_filters_phase[] = {{ph_request_head, NULL}, {NULL, NULL}};
 static const struct ph_handler pick_phase[] = {
 	{ph_body, NULL},
 	{ph_breaker, NULL},
