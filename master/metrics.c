@@ -318,7 +318,8 @@ static void render_split(struct textbuf *o, const struct render *r)
 	if (!t->nsplits)
 		return;
 	family(o, "weir_route_split_requests_total", "counter",
-	       "Requests of a split route put on each side (once routed, before auth and rate limits), by route and the side's upstream group.");
+	       "Requests of a split route put on each side (once routed, before auth and rate limits), by route and "
+	       "the side's upstream group.");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
 		const struct route_entry *e = &route_entries(t)[i];
 		const struct route_split *s;
