@@ -3,11 +3,13 @@ requests copied to a shadow group whose answers are thrown away; a
 stalled or dead shadow never delays or fails the real answer; the copies
 in flight are bounded per worker; sent / failed / dropped are counted."""
 
+import hashlib
+import os
 import time
 
 import pytest
 
-from harness import closed_port, get, header_values, render_config, slack, wait_until
+from harness import chunked, closed_port, get, header_values, render_config, slack, wait_until
 from test_rate_limit import one
 from test_split import check
 
@@ -58,13 +60,23 @@ def test_a_share_of_the_requests_is_copied(weir_factory, origin_factory):
     assert 20 <= n <= 80, n
 
 
-def test_a_request_with_a_body_is_not_copied_and_counted_dropped(weir_factory, origin_factory):
+def test_a_body_read_whole_is_copied_and_one_streamed_or_chunked_is_dropped(weir_factory, origin_factory):
     real, shadow = origin_factory("real"), origin_factory("shadow")
     w = start(weir_factory, real.addr, shadow.addr)
-    r = get(w.port, "/upload", method="POST", body=b"hello")
-    assert r.status == 200, r
-    assert mirrored(w, "dropped") == 1 and mirrored(w, "sent") == 0
-    assert shadow.requests() == []
+    small, mid, large, big = b"hello", os.urandom(9000), os.urandom(30000), os.urandom(200000)
+    # 5 bytes stay behind the head in the input buffer, 9,000 bytes too
+    # (16 KiB buffers); 30,000 are read whole into a body buffer but pass
+    # what one copy holds (an I/O buffer); a chunked one is decoded (its
+    # head says chunked); 200,000 bytes pass limits.body_buffer (64k): streamed
+    for body in (small, mid, large, big):
+        assert get(w.port, "/upload", method="POST", body=body).status == 200
+    assert get(w.port, "/upload", method="POST", headers=[("Transfer-Encoding", "chunked")],
+               body=chunked(small)).status == 200
+    wait_until(lambda: mirrored(w, "sent") == 2, slack(5), what="2 copies answered")
+    assert mirrored(w, "dropped") == 3
+    got = sorted((e["body_len"], e["body_sha256"]) for e in shadow.requests())
+    assert got == sorted((len(b), hashlib.sha256(b).hexdigest()) for b in (small, mid))
+    assert len(real.requests()) == 5
 
 
 @pytest.mark.normal_only

@@ -2,16 +2,19 @@
  * mirror.c: copies of a route's requests to a shadow group (routes.mirror;
  * worker/core/split.h).
  *
- * A copy is a connection of its own, made once the upstream head of the
- * real request is written (the request filters): the head, with
- * "Connection: close" so the shadow's close ends its answer, is copied
- * into one slab buffer that also holds the copy's state, sent without
- * waiting, and whatever comes back is read and thrown away. Nothing of the
- * real request waits on it or refers to it (the copy keeps no pointer to
- * the transaction nor to the route table), so a slow, stalled or dead
- * shadow costs the real request one socket() and connect() and never
- * delays or fails it. Only requests without a body are copied: one with a
- * body is counted as dropped. A copy is bounded by the shadow group's
+ * A copy is a connection of its own, made once the real request's server
+ * is picked (the pick phase: its upstream head written, a body up to
+ * limits.body_buffer read whole): the head, with "Connection: close" so
+ * the shadow's close ends its answer, and the body are copied into one
+ * slab buffer that also holds the copy's state, sent without waiting, and
+ * whatever comes back is read and thrown away. Nothing of the real request
+ * waits on it or refers to it (the copy keeps no pointer to the
+ * transaction nor to the route table), so a slow, stalled or dead shadow
+ * costs the real request one socket() and connect() and never delays or
+ * fails it. A body is copied only when it was read whole with a
+ * Content-Length and fits one I/O buffer with the head; a streamed or
+ * chunked one (decoded when held) makes the copy dropped. A copy is
+ * bounded by the shadow group's
  * upstream_connect + upstream_read timeouts, and the copies of one route
  * in flight in a worker by mirror.max_in_flight (past it: dropped). The
  * servers are picked by the group's balancer (health and admin state as
@@ -104,13 +107,31 @@ static void mirror_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
+/* The body of <t> to copy, *len bytes (0: none); NULL when it cannot be
+ * copied: not read whole before the pick, or chunked (its head says so and
+ * the bytes held are decoded). */
+static const char *mirror_body(const struct txn *t, uint32_t *len)
+{
+	*len = 0;
+	if (t->req.body == HTTP_BODY_NONE || (t->req.body == HTTP_BODY_LENGTH && !t->req.content_length))
+		return "";
+	if (t->req.body != HTTP_BODY_LENGTH || !t->body_buffered || t->req.content_length > UINT32_MAX)
+		return NULL;
+	*len = (uint32_t)t->req.content_length;
+	if (t->body) /* moved out of c->in (txn_buffer_step) */
+		return t->body->end == *len ? t->body->data : NULL;
+	/* in place, behind the head */
+	return buf_len(t->c->in) >= *len ? t->c->in->data + t->c->in->start : NULL;
+}
+
 /* Starts the copy of <t> to group <g> (a server picked, connecting).
  * Returns 0 when under way (its end counts it), or the result to count
  * now: MIRROR_DROPPED or MIRROR_FAILED. */
 static int mirror_begin(struct txn *t, const struct route_upstream *g)
 {
 	const struct buf *h = t->up.head;
-	uint32_t hl = h->end - h->start, need;
+	uint32_t hl = h->end - h->start, need, bl;
+	const char *body = mirror_body(t, &bl);
 	const struct route_server *rs;
 	const struct config_timeouts *to = &route_settings_all(t->table)[g->settings].timeouts;
 	struct buf *b;
@@ -118,9 +139,9 @@ static int mirror_begin(struct txn *t, const struct route_upstream *g)
 	int s, fd;
 
 	/* the head ends with its empty line: Connection: close goes before it */
-	if (hl < 4 || memcmp(h->data + h->end - 4, "\r\n\r\n", 4) != 0)
+	if (!body || hl < 4 || memcmp(h->data + h->end - 4, "\r\n\r\n", 4) != 0)
 		return MIRROR_DROPPED;
-	need = (uint32_t)sizeof(*m) + hl - 2 + (uint32_t)sizeof(mirror_close) - 1;
+	need = (uint32_t)sizeof(*m) + hl - 2 + (uint32_t)sizeof(mirror_close) - 1 + bl;
 	if (need > wk.buf_size || (s = upstream_pick(t->table, g, 0)) < 0)
 		return MIRROR_DROPPED;
 	rs = &route_servers(t->table)[s];
@@ -146,6 +167,8 @@ static int mirror_begin(struct txn *t, const struct route_upstream *g)
 	memcpy(m->data, h->data + h->start, hl - 2);
 	memcpy(m->data + hl - 2, mirror_close, sizeof(mirror_close) - 1);
 	m->len = hl - 2 + (uint32_t)sizeof(mirror_close) - 1;
+	memcpy(m->data + m->len, body, bl);
+	m->len += bl;
 	ev_io_init(&m->io, mirror_io_cb, fd, EV_WRITE);
 	m->io.data = m;
 	ev_timer_init(&m->tm, mirror_timeout_cb, (to->upstream_connect + to->upstream_read) / 1000.0, 0);
@@ -163,8 +186,8 @@ void mirror_maybe(struct txn *t)
 
 	if (e->mirror_share < SPLIT_BUCKETS && realip_random() % SPLIT_BUCKETS >= e->mirror_share)
 		return;
-	/* bodiless only; an upgrade is a tunnel, not a request to repeat */
-	if (t->req.body != HTTP_BODY_NONE || t->tun.proto_len || !t->up.head)
+	/* an upgrade is a tunnel, not a request to repeat */
+	if (t->tun.proto_len || !t->up.head)
 		rc = MIRROR_DROPPED;
 	else if (mirror_busy[e->stat] >= e->mirror_max)
 		rc = MIRROR_DROPPED;

@@ -154,8 +154,6 @@ static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 	/* behind trusted_proxies: what was believed, and our peer */
 	hr.xff = realip_xff(t, xff, sizeof(xff), &hr.xff_len);
 	rc = head_write_request(&t->req, &hr, &t->up.head);
-	if (rc >= 0 && t->route->mirror) /* routes.mirror (mirror.c): a copy of this head, not waited for */
-		mirror_maybe(t);
 	t->replayable = 1;
 	t->up.chunked = t->req.body == HTTP_BODY_CHUNKED; /* the framing the head says */
 	return rc < 0 ? ph_answer(t, rc) : PH_CONTINUE;
@@ -196,7 +194,13 @@ static enum ph_rc ph_breaker(struct txn *t, const void *conf)
 static enum ph_rc ph_pick(struct txn *t, const void *conf)
 {
 	(void)conf;
-	return txn_pick(t) < 0 ? ph_answer(t, WEIR_ERR(NO_SERVER)) : PH_CONTINUE;
+	if (txn_pick(t) < 0)
+		return ph_answer(t, WEIR_ERR(NO_SERVER));
+	/* routes.mirror (mirror.c): a copy of what the group took, its body
+	 * read whole by now if it is to be; not waited for */
+	if (t->route->mirror)
+		mirror_maybe(t);
+	return PH_CONTINUE;
 }
 
 /* ---- connect ---------------------------------------------------------- */
