@@ -15,6 +15,7 @@ import signal
 import subprocess
 
 from harness import WEIR_BIN, pid_alive, render_config, slack, wait_until
+from test_metrics import stats_request
 from test_rate_limit import one, upgrade_and_wait
 
 M64 = (1 << 64) - 1
@@ -84,6 +85,9 @@ def test_a_thousand_keys_land_where_the_bucket_hash_says_and_share_by_weight(wei
     assert m("weir_route_split_requests_total", host="*", path="/", upstream="v2") == n2
     assert m("weir_route_split_requests_total", host="*", path="/", upstream="v1") == 1000 - n2
     assert m("weir_route_split_unkeyed_total", host="*", path="/") == 0
+    # /routes names the sides and their buckets
+    _, text, _ = stats_request(w.stats_port, "GET", "/routes")
+    assert [line.split() for line in text.splitlines()] == [["HOST", "PATH", "UPSTREAM"], ["*", "/", "v1:9500,v2:500"]]
     assert len(v2.requests()) == n2
     # the access log names the group each went to
     wait_until(lambda: len(w.access_lines()) >= 1000, slack(5), what="access log")
