@@ -400,6 +400,8 @@ static const struct config_key upstream_keys[] = {
      .sub = &config_keys_upstream_timeouts, .doc = "per-request timeouts for the routes to this group"},
     {.name = "request_limits", .type = CONFIG_KEY_GROUP, .def = "absent: the global ones",
      .sub = &config_keys_upstream_request_limits, .doc = "per-request limits (`limits` keys) for the routes to this group"},
+    {.name = "headers", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_headers,
+     .doc = "[header rules](#header-rules) for the routes to this group, before theirs"},
 };
 KEYSET(config_keys_upstream, "upstreams", "in upstreams entry", upstream_keys);
 
@@ -427,6 +429,8 @@ static const struct config_key route_keys[] = {
      .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
     {.name = "rate_limits", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
      .doc = "names of `rate_limits` entries, up to 8, all checked for each request"},
+    {.name = "headers", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_headers,
+     .doc = "[header rules](#header-rules): set, add, remove request and response headers, after its upstream's"},
     {.name = "split", .type = CONFIG_KEY_LIST, .def = "absent: `upstream`", .sub = &config_keys_route_split,
      .doc = "instead of `upstream`: 1 to 8 groups sharing the route's requests by weight ([splits](#splits))"},
     {.name = "split_key", .type = CONFIG_KEY_STRING, .max = 127, .check = config_check_split_key,
@@ -436,7 +440,7 @@ static const struct config_key route_keys[] = {
     {.name = "split_override", .type = CONFIG_KEY_GROUP, .def = "absent: none",
      .sub = &config_keys_route_split_override, .doc = "a header or cookie naming the side's group forces it"},
     {.name = "mirror", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_mirror,
-     .doc = "copies of a share of the bodiless requests to a shadow group, answers discarded ([mirroring](#mirroring))"},
+     .doc = "copies of a share of the requests to a shadow group, answers discarded ([mirroring](#mirroring))"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 

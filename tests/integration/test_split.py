@@ -14,7 +14,7 @@ import re
 import signal
 import subprocess
 
-from harness import WEIR_BIN, pid_alive, render_config, slack, wait_until
+from harness import WEIR_BIN, header_values, pid_alive, render_config, slack, wait_until
 from test_metrics import stats_request
 from test_rate_limit import one, upgrade_and_wait
 
@@ -42,8 +42,9 @@ def expected_side(key, weights):
             return i
 
 
-def split_text(w, origins, weights, key='split_key = "cookie:uid";', more="", extra=""):
-    ups = [{"name": o.name, "servers": [o.addr], "keepalive": 16} for o in origins]
+def split_text(w, origins, weights, key='split_key = "cookie:uid";', more="", extra="", raw=None):
+    ups = [{"name": o.name, "servers": [o.addr], "keepalive": 16, "raw": (raw or {}).get(o.name, "")}
+           for o in origins]
     sides = ", ".join('{ upstream = "%s"; weight = %d; }' % (o.name, wt) for o, wt in zip(origins, weights))
     return render_config(w.dir, w.port, w.stats_port, ups,
                          [{"path": "/", "extra": "split = ( %s ); %s %s" % (sides, key, more)}],
@@ -191,6 +192,18 @@ def test_the_chosen_group_goes_through_its_own_machinery(weir_factory, origin_fa
         status, _, body = one(w.port, "/", [("Cookie", "uid=%s" % k)])
         assert status == (200 if want == 0 else 502), (k, body[:200])
     assert len(v1.requests()) == sum(1 for k in keys if expected_side(k, [50, 50]) == 0)
+
+
+def test_a_split_route_applies_its_own_header_rules_not_its_groups(weir_factory, origin_factory):
+    v1, v2 = origin_factory("v1"), origin_factory("v2")
+    w = start(weir_factory, [v1, v2], [100, 0], raw={"v1": 'headers = { request = { set = { X-Group = "v1"; }; }; };'},
+              more='split_override = { header = "X-Canary"; }; '
+                   'headers = { request = { set = { X-Route = "split"; }; }; };')
+    assert side_of(w.port, [("Cookie", "uid=a")]) == "v1"
+    assert side_of(w.port, [("X-Canary", "v2")]) == "v2"
+    for o in (v1, v2):
+        (e,) = o.requests()
+        assert header_values(e, "X-Route") == ["split"] and header_values(e, "X-Group") == [], e["headers"]
 
 
 # ---------------------------------------------------------------------------
