@@ -624,6 +624,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &u->over);
 		config_resil_load(ld, e, &u->resil);
 		config_load_health(ld, e, u);
+		config_hash_check(ld, e, u);
 		load_servers(ld, e, u, total);
 	}
 	config_resil_resolve(ld, list, cfg);

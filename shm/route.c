@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "common/auth_conf.h"
+#include "shm/route_hash.h"
 #include "shm/shm.h"
 
 #define ROUTE_ALIGN(n) (((n) + 7) & ~(size_t)7)
@@ -51,7 +52,7 @@ static uint32_t route_pow2(uint32_t n)
 struct route_counts {
 	uint32_t nsettings, nexact, nwild, strings;
 	size_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings, size;
-	size_t off_returns, off_limits;
+	size_t off_returns, off_limits, off_hash;
 };
 
 static int route_overrides(const struct config_overrides *o)
@@ -95,6 +96,8 @@ static void route_count(const struct config *cfg, struct route_counts *c)
 	n += ROUTE_ALIGN((size_t)cfg->nrate_limits * sizeof(struct config_rate_limit));
 	c->off_strings = n;
 	n += ROUTE_ALIGN(c->strings);
+	c->off_hash = n;
+	n += ROUTE_ALIGN(route_hash_size(cfg));
 	c->size = n;
 }
 
@@ -261,6 +264,7 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 	t->off_strings = (uint32_t)c.off_strings;
 	t->off_returns = (uint32_t)c.off_returns;
 	t->off_limits = (uint32_t)c.off_limits;
+	t->off_hash = (uint32_t)c.off_hash;
 	t->nreturns = (uint32_t)cfg->nreturns;
 	if (cfg->nreturns) /* cfg->returns is NULL without any */
 		memcpy(block + c.off_returns, cfg->returns, (size_t)cfg->nreturns * sizeof(struct policy_return));
@@ -321,6 +325,7 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 			srv[cu->first_server + k].upstream = (uint32_t)i;
 		}
 	}
+	route_hash_build(ups, (uint64_t *)(block + c.off_hash), cfg);
 	if (route_compile_routes(t, block, &c, cfg, group_settings, &nsettings) < 0)
 		return -1;
 	t->nsettings = nsettings;

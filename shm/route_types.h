@@ -27,6 +27,9 @@
  *                         (limit_assign): a worker of any config reads
  *                         a table's own
  *   strings               host names and paths, NUL-terminated
+ *   hash[]                the ring_hash and maglev tables of the groups
+ *                         balanced so (shm/route_hash.c), each group's
+ *                         at its route_upstream.hash_first
  */
 #ifndef WEIR_SHM_ROUTE_TYPES_H
 #define WEIR_SHM_ROUTE_TYPES_H
@@ -116,6 +119,15 @@ struct route_upstream {
 	uint16_t resil_group;      /* its limits and breaker state (shm/resil.h), or RESIL_GROUP_NONE */
 	char tls_ca[1024];   /* the CA file the context was made from */
 	uint64_t tls_ca_sum; /* and a digest of what it held (config_upstream.tls_ca_sum) */
+	/* ring_hash and maglev (shm/route_hash.c): the key (common/
+	 * config_hash.h), and the group's table, entries [hash_first,
+	 * hash_first + hash_n) of route_hash_entries() */
+	uint8_t hash_kind;
+	uint8_t hash_name_len;
+	uint8_t hash_fallback;
+	uint16_t bounded_load; /* hundredths; 0: off */
+	char hash_name[64];
+	uint32_t hash_first, hash_n;
 };
 
 /* A generation's header, in the segment's gens[]. */
@@ -137,6 +149,7 @@ struct route_table {
 	uint64_t size;
 	uint32_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings;
 	uint32_t off_returns, off_limits;
+	uint32_t off_hash; /* the hash balancers' tables (shm/route_hash.c) */
 };
 
 /* The arrays of generation <t> (route_types.h). */
@@ -156,6 +169,7 @@ ROUTE_ARRAY(route_settings_all, struct route_settings, off_settings)
 ROUTE_ARRAY(route_hosts, struct route_host, off_hosts)
 ROUTE_ARRAY(route_returns, struct policy_return, off_returns)
 ROUTE_ARRAY(route_limits, struct config_rate_limit, off_limits)
+ROUTE_ARRAY(route_hash_entries, uint64_t, off_hash)
 #undef ROUTE_ARRAY
 
 /* Route <e>'s host (lower case; a wildcard's with its leading dot, "" for

@@ -212,6 +212,16 @@ void ratelimit_release(struct txn *t);
  */
 int ratelimit_client_addr(const struct txn *t, uint8_t out[16]);
 
+/* The value of key part <kind> (CONFIG_RL_HEADER, _COOKIE or _QUERY) named
+ * <name> (<nl> bytes) in <t>, *<vl> bytes, or NULL when the request has
+ * none: the rate limits' keys and the hashing balancers' (worker/up/up.h:
+ * balance_hash_prepare) read a request alike. */
+const char *ratelimit_key_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl);
+
+/* ring_hash and maglev: hashes <t>'s hash_key for group <up> and hands it
+ * to the next pick (worker/core/balance_key.c, worker/up/up.h). */
+void balance_key_prepare(const struct txn *t, const struct route_upstream *up);
+
 /* ==== realip ==== */
 /*
  * realip: the request's client address and its request id.

@@ -254,7 +254,11 @@ static void txn_attach(struct txn *t, struct upconn *u)
 int txn_pick(struct txn *t)
 {
 	const struct route_upstream *up = breaker_upstream(t); /* a fallback group when open */
-	int s = upstream_pick(t->table, up, t->tried);
+	int s;
+
+	if (up->balance >= BALANCE_RING_HASH)
+		balance_key_prepare(t, up);
+	s = upstream_pick(t->table, up, t->tried);
 
 	if (s < 0)
 		return -1;
