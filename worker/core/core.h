@@ -543,6 +543,7 @@ struct retry_txn {
 	uint8_t armed;   /* the backoff timer runs */
 	uint8_t connect; /* txn_connect() may pick again without asking (a retry just granted) */
 	int last_rc;     /* what the last try failed with */
+	uint32_t after;  /* ms + 1: the upstream's Retry-After is the next backoff; 0: none */
 };
 
 /* May <t>, whose try failed for <why> (a RETRY_ON_* bit, or 0 with
@@ -550,6 +551,11 @@ struct retry_txn {
  * yes, the retry (attempted, in flight). <sent>: bytes of it reached the
  * server. */
 int retry_wanted(struct txn *t, unsigned why, int status, int sent);
+
+/* retry_wanted() for <t>'s response head, whose status may be retried:
+ * its Retry-After (seconds or an HTTP-date) up to retry.retry_after_max
+ * becomes the next backoff; a longer one keeps the answer (0). */
+int retry_answer_wanted(struct txn *t);
 
 /* Starts the backoff of <t>, whose upstream is detached; the timer sends
  * it again (txn_retry_send) or fails it with <rc>. */

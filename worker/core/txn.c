@@ -626,7 +626,7 @@ static int txn_response_head(struct txn *t)
 			memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
 			continue;
 		}
-		if (retry_wanted(t, 0, t->resp.status, 1)) {
+		if (retry_answer_wanted(t)) {
 			/* answered, but with a status the group retries on: that
 			 * answer is dropped with its connection */
 			log_info("upstream %s answered %d; trying again", route_servers(t->table)[t->server].text,
