@@ -119,8 +119,8 @@ static uint32_t route_hash_ring(uint64_t *tab, const struct config *cfg, const s
  * one every round, one of a third of it one every third round. */
 static uint32_t route_hash_maglev(uint64_t *tab, const struct config *cfg, const struct config_upstream *u, uint32_t n)
 {
-	uint32_t m = route_hash_maglev_size(n), filled = 0, wmax = 0;
-	uint64_t off[64], skip[64], next[64] = {0}, target[64] = {0};
+	uint32_t m = route_hash_maglev_size(n), filled = 0, wmax = 0, order[64];
+	uint64_t off[64], skip[64], next[64] = {0}, target[64] = {0}, key[64];
 
 	for (uint32_t j = 0; j < m; j++)
 		tab[j] = UINT64_MAX;
@@ -130,11 +130,23 @@ static uint32_t route_hash_maglev(uint64_t *tab, const struct config *cfg, const
 
 		off[k] = route_hash64(s->addr.text, len, 0x6d61676c) % m;
 		skip[k] = route_hash64(s->addr.text, len, 0x736b6970) % (m - 1) + 1;
+		key[k] = route_hash64(s->addr.text, len, 0);
 		if ((uint32_t)s->weight > wmax)
 			wmax = (uint32_t)s->weight;
 	}
+	/* the servers take turns in the order of their addresses' hashes, not
+	 * of the list, so that a reordered list fills the same table (an
+	 * insertion sort: at most 64) */
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t j = k;
+
+		for (; j && key[order[j - 1]] > key[k]; j--)
+			order[j] = order[j - 1];
+		order[j] = k;
+	}
 	for (uint64_t round = 1; filled < m; round++) {
-		for (uint32_t k = 0; k < n && filled < m; k++) {
+		for (uint32_t i = 0; i < n && filled < m; i++) {
+			uint32_t k = order[i];
 			uint64_t w = (uint64_t)cfg->servers[u->first_server + (int)k].weight, c;
 
 			if (round * w < target[k])

@@ -16,7 +16,8 @@
  *              points in proportion to its weight;
  *   maglev:    server, in a table of a prime size, filled by Maglev's
  *              permutations weighted by the servers' weights (as Envoy's
- *              MaglevTable): a key goes to entry key % size.
+ *              MaglevTable), the servers taking turns in the order of
+ *              their addresses' hashes: a key goes to entry key % size.
  * "server" is the offset in the group (first_server + offset).
  */
 #ifndef WEIR_SHM_ROUTE_HASH_H
