@@ -225,7 +225,8 @@ void tls_client_close(struct upconn *u);
 /*
  * balance: the load-balancing algorithms of an upstream group other than
  * smooth weighted round robin (which stays in upstream.c, free of locked
- * instructions): `balance = "random"` and `"least_request"`.
+ * instructions): `balance = "random"` and `"least_request"`; `"ring_hash"`
+ * and `"maglev"` are balance_hash, below.
  *
  * Principle: every algorithm picks among the same usable servers
  * (upstream_server_usable: admin state, ejection, down marks, health), so
