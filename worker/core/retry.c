@@ -111,7 +111,11 @@ int retry_answer_wanted(struct txn *t)
 	const struct config_retry *rc = &breaker_upstream(t)->resil.retry;
 	int64_t s = -1;
 
-	if (rc->on && rc->retry_after_max && config_retry_status(rc, t->resp.status))
+	/* every answer comes here: one not retried leaves at once, as it
+	 * left retry_wanted() (the cost of a group without retry is kept) */
+	if (!rc->on || !config_retry_status(rc, t->resp.status))
+		return 0;
+	if (rc->retry_after_max)
 		s = retry_after_of(t);
 	if (s >= 0 && (uint64_t)s * 1000u > rc->retry_after_max) {
 		/* the server asks for longer than we would hold the client:
