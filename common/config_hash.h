@@ -15,7 +15,7 @@ struct config;
 
 /* hash_key's kinds: the rate limits' part kinds (enum config_rl_part,
  * config.h) where they share one, so that one helper reads both
- * (worker/core/core.h: ratelimit_key_value), and the path */
+ * (worker/core/core.h: ratelimit_part_value), and the path */
 #define CONFIG_HASH_CLIENT_IP 0 /* CONFIG_RL_CLIENT_IP */
 #define CONFIG_HASH_HEADER    1 /* CONFIG_RL_HEADER */
 #define CONFIG_HASH_COOKIE    2 /* CONFIG_RL_COOKIE */

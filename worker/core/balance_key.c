@@ -1,7 +1,7 @@
 /*
  * balance_key.c: the key a ring_hash or maglev group hashes a request by
  * (hash_key, common/config_hash.h), read the way the rate limits read
- * theirs (ratelimit_client_addr, ratelimit_key_value), handed to the pick
+ * theirs (ratelimit_client_addr, ratelimit_part_value), handed to the pick
  * (worker/up/up.h: balance_hash_use). Nothing is copied or allocated: the
  * value is hashed where it lies.
  */
@@ -40,7 +40,7 @@ void balance_key_prepare(const struct txn *t, const struct route_upstream *up)
 		v = t->req.target;
 		vl = (size_t)(t->req.path_end - t->req.target);
 		break;
-	default: v = ratelimit_key_value(t, up->hash_kind, up->hash_name, up->hash_name_len, &vl); break;
+	default: v = ratelimit_part_value(t, up->hash_kind, up->hash_name, up->hash_name_len, &vl); break;
 	}
 	if (v) {
 		balance_hash_use(route_hash64(v, vl, 0), BALANCE_KEY_HASHED);

@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "worker/base/base.h"
 #include "worker/core/phase.h"
+#include "worker/core/split.h"
 #include "worker/h1/h1.h"
 
 /* ==== tunnel ==== */
@@ -247,6 +248,12 @@ enum { RATELIMIT_CONTINUE, RATELIMIT_WAIT, RATELIMIT_ANSWERED };
  * RATELIMIT_ANSWERED: refused and answered (t is gone or answering). */
 int ratelimit_check(struct txn *t);
 
+/* The value of key part <kind> (header, cookie or query; enum
+ * config_rl_part) named <name> (<nl> bytes) in the request of <t>, *vl
+ * bytes; NULL if the request has none. Shared with splits (split.c) and
+ * the hashing balancers (balance_key.c). */
+const char *ratelimit_part_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl);
+
 /* The end of a request: stops a delay, gives back concurrency. */
 void ratelimit_release(struct txn *t);
 #define ratelimit_end(t)                                                                                               \
@@ -262,12 +269,6 @@ void ratelimit_release(struct txn *t);
  * client X-Forwarded-For names through trusted_proxies).
  */
 int ratelimit_client_addr(const struct txn *t, uint8_t out[16]);
-
-/* The value of key part <kind> (CONFIG_RL_HEADER, _COOKIE or _QUERY) named
- * <name> (<nl> bytes) in <t>, *<vl> bytes, or NULL when the request has
- * none: the rate limits' keys and the hashing balancers' (worker/up/up.h:
- * balance_hash_prepare) read a request alike. */
-const char *ratelimit_key_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl);
 
 /* ring_hash and maglev: hashes <t>'s hash_key for group <up> and hands it
  * to the next pick (worker/core/balance_key.c, worker/up/up.h). */
@@ -771,6 +772,7 @@ struct txn {
 	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
+	struct split_txn sp;     /* the side of its route's split (split.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
 	struct fwdauth_txn *fa;  /* a forward auth subrequest (fwdauth.h), NULL none */
 
@@ -778,6 +780,13 @@ struct txn {
 	                          * response's (msg.h) */
 	struct hdr arena_mem[];  /* limits.headers entries: the arena's bytes */
 };
+
+/* The group <t> is sent to before any control steps in: its route's, or
+ * the side its route's split chose (split.h). */
+static inline uint32_t split_group(const struct txn *t)
+{
+	return t->sp.upstream_plus1 ? t->sp.upstream_plus1 - 1u : t->route->upstream;
+}
 
 /* Size of a txn with room for <nheaders> headers (the slab class size). */
 size_t txn_size(uint32_t nheaders);

@@ -95,7 +95,7 @@ static const char *rl_pair(const char *p, const char *end, char sep, const char 
 	return NULL;
 }
 
-const char *ratelimit_key_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl)
+const char *ratelimit_part_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl)
 {
 	const char *v = NULL;
 
@@ -179,7 +179,7 @@ static size_t rl_key(const struct txn *t, const struct config_rate_limit *l, uin
 			continue;
 		}
 		case CONFIG_RL_ROUTE: n = rl_put(k, n, tag, &t->route->stat, sizeof(t->route->stat)); continue;
-		default: v = ratelimit_key_value(t, l->parts[i].kind, name, nl, &vl); break;
+		default: v = ratelimit_part_value(t, l->parts[i].kind, name, nl, &vl); break;
 		}
 		if (!v) {
 			if (l->missing == CONFIG_RL_SKIP)
