@@ -626,6 +626,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		config_load_health(ld, e, u);
 		if (config_hdrrules_read(ld, e, "upstreams.headers", NULL, &u->hdr) < 0)
 			return -1;
+		config_hash_check(ld, e, u);
 		load_servers(ld, e, u, total);
 	}
 	config_resil_resolve(ld, list, cfg);

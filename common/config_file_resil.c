@@ -191,6 +191,14 @@ static const struct config_key retry_keys[] = {
     PERCENT(struct config_retry, budget_percent, "20",
             "retries in flight at most this share of the group's requests in flight, node-wide"),
     COUNT(struct config_retry, budget_min, "3", "retries in flight always allowed, whatever the share"),
+    {.name = "retry_after_max",
+     .type = CONFIG_KEY_DURATION_OFF,
+     AT(struct config_retry, retry_after_max),
+     .min = 0,
+     .max = UINT32_MAX,
+     .def = "1s",
+     .doc = "a retried answer's `Retry-After` up to this is the wait before the retry; a longer one: the answer "
+            "is returned; `\"off\"`: ignored"},
 };
 const struct config_keyset config_keys_upstream_retry = {.path = "upstreams.retry",
                                                          .where = "in upstreams.retry",

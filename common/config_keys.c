@@ -175,7 +175,8 @@ static const char *const verify_names[] = {
 
 static const char *const upstream_pp_names[] = {"off", "v1", "v2"};
 /* in enum balance_kind's order (shm/balance.h) */
-static const char *const upstream_balance_names[] = {"rr", "random", "least_request"};
+static const char *const upstream_balance_names[] = {"rr", "random", "least_request", "ring_hash", "maglev"};
+
 
 /* ---- the tables -------------------------------------------------------- */
 
@@ -371,14 +372,25 @@ static const struct config_key upstream_keys[] = {
     {.name = "fail_timeout", .type = CONFIG_KEY_DURATION, AT(struct config_upstream, fail_timeout), DAYS49,
      .def = "10s", .doc = "the window between failures, and how long a server stays down"},
     {.name = "balance", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, balance), .def = "rr",
-     .names = upstream_balance_names, .nnames = 3,
+     .names = upstream_balance_names, .nnames = 5,
      .doc = "`\"rr\"` smooth weighted round robin; `\"random\"` weighted; `\"least_request\"` the least busy of "
-            "`choices` drawn, by node-wide requests in flight over weight"},
+            "`choices` drawn, by node-wide requests in flight over weight; `\"ring_hash\"` and `\"maglev\"` by "
+            "`hash_key`"},
     {.name = "slow_start", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_upstream, slow_start), DAYS49,
      .def = "off", .doc = "a server that joins on a reload, or returns healthy or from ejection, ramps its weight "
                         "from 10 % over this window"},
     {.name = "choices", .type = CONFIG_KEY_INT, AT(struct config_upstream, choices), .min = 2, .max = 8, .def = "2",
      .doc = "servers `least_request` draws at random and compares"},
+    {.name = "hash_key", .type = CONFIG_KEY_STRING, .max = 80, .def = "client_ip", .store = config_store_hash_key,
+     .show = config_show_hash_key,
+     .doc = "what `ring_hash` and `maglev` hash: `\"client_ip\"`, `\"path\"`, `\"header:NAME\"`, "
+            "`\"cookie:NAME\"` or `\"query:NAME\"`"},
+    {.name = "hash_fallback", .type = CONFIG_KEY_STRING, .max = 16, .def = "random",
+     .store = config_store_hash_fallback, .show = config_show_hash_fallback,
+     .doc = "a request without its `hash_key`: `\"random\"`, `\"rr\"` or `\"client_ip\"`"},
+    {.name = "bounded_load", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_NUMBER, .max = 16, .def = "off", .store = config_store_bounded_load,
+     .show = config_show_bounded_load,
+     .doc = "`ring_hash` and `maglev`: no server takes more than this factor (1 to 100) times the mean in flight"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,
      .doc = "TLS to every server of the group"},
     {.name = "proxy_protocol", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, proxy_protocol), .def = "off",

@@ -42,6 +42,7 @@ enum {
 	CONFIG_KEY_SECRET = 1 << 2,   /* weir -T prints a comment, never the value */
 	CONFIG_KEY_OPTIONAL = 1 << 3, /* weir -T leaves it out while unset ("", no address) */
 	CONFIG_KEY_AUTO = 1 << 4,     /* INT: "auto" is the number of online cores, within the range */
+	CONFIG_KEY_NUMBER = 1 << 5,   /* STRING: may be written as a number, read as its text (bounded_load = 1.25) */
 };
 
 struct config_keyset;

@@ -107,6 +107,9 @@ struct config_retry {
 	uint32_t max_backoff;              /* ms cap */
 	uint32_t budget_percent;           /* retries in flight at most this share of the requests in flight */
 	uint32_t budget_min;               /* ... or this many, whichever is more */
+	/* ms: a retried answer's Retry-After up to this is the backoff; past
+	 * it, the answer is returned, not retried; 0: Retry-After ignored */
+	uint32_t retry_after_max;
 };
 
 struct config_resil {

@@ -579,12 +579,13 @@ static void render_balance(struct textbuf *o, const struct render *r)
 	const struct route_table *t = r->t;
 
 	family(o, "weir_upstream_server_in_flight", "gauge",
-	       "Requests in flight to an upstream server, node-wide (groups on least_request).");
+	       "Requests in flight to an upstream server, node-wide (groups on least_request or with bounded_load).");
 	for (uint32_t i = 0; i < t->nservers; i++) {
 		const struct route_upstream *u = &route_upstreams(t)[route_servers(t)[i].upstream];
 		uint16_t st = route_servers(t)[i].stat;
 
-		if (!r->server_shown[i] || u->balance != BALANCE_LEAST_REQUEST || st == STAT_SERVER_OTHER)
+		if (!r->server_shown[i] || (u->balance != BALANCE_LEAST_REQUEST && !u->bounded_load) ||
+		    st == STAT_SERVER_OTHER)
 			continue;
 		textbuf_printf(o, "weir_upstream_server_in_flight{");
 		server_labels(o, u, &route_servers(t)[i]);
@@ -766,6 +767,13 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       "Servers picked with every server of their group marked down (tried anyway).", c.upstream_panics);
 	metric(o, "weir_upstream_outlier_panic_total", "counter",
 	       "Picks that ignored outlier ejections: fewer servers usable than panic_threshold.", c.outlier_panics);
+	metric(o, "weir_upstream_hash_fallbacks_total", "counter",
+	       "ring_hash and maglev picks for a request without its hash_key (hash_fallback used).", c.hash_fallbacks);
+	metric(o, "weir_upstream_hash_skips_total", "counter",
+	       "ring_hash and maglev: servers walked past on the way to a key's server, as not usable.", c.hash_skips);
+	metric(o, "weir_upstream_hash_bounded_walks_total", "counter",
+	       "ring_hash and maglev: servers walked past as over bounded_load times the mean in flight.",
+	       c.hash_bounded_walks);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
 	metric(o, "weir_tunnels_active", "gauge", "Upgraded tunnels (WebSocket) open.", c.tunnels_active);
 	metric(o, "weir_tunnels_opened_total", "counter", "Upgrades switched to a tunnel (a 101 relayed).",

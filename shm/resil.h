@@ -88,7 +88,9 @@ enum resil_reject { RESIL_REJECT_BREAKER, RESIL_REJECT_LIMIT, RESIL_REJECT_QUEUE
 	X(BUDGET, "budget_exhausted")                                                                                  \
 	X(LIMIT, "limit")                                                                                              \
 	X(EXHAUSTED, "attempts_exhausted")                                                                             \
-	X(UNSAFE, "not_replayable")
+	X(UNSAFE, "not_replayable")                                                                                    \
+	X(AFTER, "retry_after")                                                                                        \
+	X(AFTER_LONG, "retry_after_too_long")
 
 enum retry_result {
 #define RETRY_RESULT_ENUM(name, label) RETRY_RESULT_##name,

@@ -6,6 +6,7 @@
 
 #include "common/auth_conf.h"
 #include "shm/route_split.h"
+#include "shm/route_hash.h"
 #include "shm/shm.h"
 
 #define ROUTE_ALIGN(n) (((n) + 7) & ~(size_t)7)
@@ -52,7 +53,7 @@ static uint32_t route_pow2(uint32_t n)
 struct route_counts {
 	uint32_t nsettings, nexact, nwild, strings;
 	size_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings, size;
-	size_t off_returns, off_limits, off_splits;
+	size_t off_returns, off_limits, off_splits, off_hash;
 	struct route_hdr_layout hdr;
 };
 
@@ -100,6 +101,8 @@ static void route_count(const struct config *cfg, struct route_counts *c)
 	n = route_hdrrules_layout(cfg, n, &c->hdr);
 	c->off_splits = ROUTE_ALIGN(n);
 	n = c->off_splits + ROUTE_ALIGN((size_t)cfg->nsplits * sizeof(struct route_split));
+	c->off_hash = n;
+	n += ROUTE_ALIGN(route_hash_size(cfg));
 	c->size = n;
 }
 
@@ -268,6 +271,7 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 	t->off_strings = (uint32_t)c.off_strings;
 	t->off_returns = (uint32_t)c.off_returns;
 	t->off_limits = (uint32_t)c.off_limits;
+	t->off_hash = (uint32_t)c.off_hash;
 	t->nreturns = (uint32_t)cfg->nreturns;
 	if (cfg->nreturns) /* cfg->returns is NULL without any */
 		memcpy(block + c.off_returns, cfg->returns, (size_t)cfg->nreturns * sizeof(struct policy_return));
@@ -331,6 +335,7 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 	}
 	t->off_splits = (uint32_t)c.off_splits;
 	t->nsplits = route_split_compile((struct route_split *)(block + c.off_splits), cfg);
+	route_hash_build(ups, (uint64_t *)(block + c.off_hash), cfg);
 	if (route_compile_routes(t, block, &c, cfg, group_settings, &nsettings) < 0)
 		return -1;
 	t->nsettings = nsettings;

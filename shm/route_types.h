@@ -31,6 +31,9 @@
  *                         header rules, the pieces of their values, their
  *                         names and literals (common/hdrrules.h)
  *   splits[nsplits]       routes.split, by config_split.index (route_split.c)
+ *   hash[]                the ring_hash and maglev tables of the groups
+ *                         balanced so (shm/route_hash.c), each group's
+ *                         at its route_upstream.hash_first
  */
 #ifndef WEIR_SHM_ROUTE_TYPES_H
 #define WEIR_SHM_ROUTE_TYPES_H
@@ -127,6 +130,15 @@ struct route_upstream {
 	uint16_t resil_group;      /* its limits and breaker state (shm/resil.h), or RESIL_GROUP_NONE */
 	char tls_ca[1024];   /* the CA file the context was made from */
 	uint64_t tls_ca_sum; /* and a digest of what it held (config_upstream.tls_ca_sum) */
+	/* ring_hash and maglev (shm/route_hash.c): the key (common/
+	 * config_hash.h), and the group's table, entries [hash_first,
+	 * hash_first + hash_n) of route_hash_entries() */
+	uint8_t hash_kind;
+	uint8_t hash_name_len;
+	uint8_t hash_fallback;
+	uint16_t bounded_load; /* hundredths; 0: off */
+	char hash_name[64];
+	uint32_t hash_first, hash_n;
 };
 
 /* A generation's header, in the segment's gens[]. */
@@ -153,6 +165,7 @@ struct route_table {
 	uint32_t nhdr_rules, nhdr_pieces, nhdr_text;
 	uint32_t off_hdr_rules, off_hdr_pieces, off_hdr_text;
 	uint32_t nsplits, off_splits; /* routes.split (route_split below) */
+	uint32_t off_hash; /* the hash balancers' tables (shm/route_hash.c) */
 };
 
 /* A route's split (common/split.h), as a worker reads it: the sides'
@@ -191,6 +204,7 @@ ROUTE_ARRAY(route_hdr_rules, struct hdrrule, off_hdr_rules)
 ROUTE_ARRAY(route_hdr_pieces, struct vars_piece, off_hdr_pieces)
 ROUTE_ARRAY(route_hdr_text, char, off_hdr_text)
 ROUTE_ARRAY(route_splits, struct route_split, off_splits)
+ROUTE_ARRAY(route_hash_entries, uint64_t, off_hash)
 #undef ROUTE_ARRAY
 
 /* Route <e>'s host (lower case; a wildcard's with its leading dot, "" for

@@ -20,6 +20,8 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /echo/slow/MS          the same, after sleeping MS (at most 10 s)
   /status/N              status N; 1xx: an interim N then a final 200;
                          204 and 304 have no body
+  /retry-after/N/V       status N with Retry-After: V; V "dateS" is the
+                         HTTP-date S seconds from now (S may be negative)
   /bytes/N               N bytes 'x' with Content-Length
   /chunked/N             N bytes 'x' in chunks of 1000
   /close/N               N bytes 'x', no Content-Length, closed after
@@ -59,6 +61,7 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
 """
 
 import argparse
+import email.utils
 import fcntl
 import hashlib
 import json
@@ -69,6 +72,7 @@ import sys
 import termios
 import threading
 import time
+import urllib.parse
 
 MAX_HEAD = 64 * 1024
 MAX_LINE = 8 * 1024
@@ -405,6 +409,12 @@ class Server:
                                "body_sha256": r.body_sha256}).encode() + b"\n"
             return self.respond(c, r, 200, body,
                                 [("Content-Type", "application/json")], close)
+        if parts[1:2] == ["retry-after"]:
+            n = min(max(num(2, 503), 200), 599)
+            v = urllib.parse.unquote(parts[3]) if len(parts) > 3 else "1"
+            if v.startswith("date"):
+                v = email.utils.formatdate(time.time() + int(v[4:] or 0), usegmt=True)
+            return self.respond(c, r, n, b"status %d\n" % n, [("Retry-After", v)], close)
         if parts[1:2] == ["status"]:
             n = num(2, 200)
             if n < 100 or n > 599:

@@ -250,7 +250,8 @@ int ratelimit_check(struct txn *t);
 
 /* The value of key part <kind> (header, cookie or query; enum
  * config_rl_part) named <name> (<nl> bytes) in the request of <t>, *vl
- * bytes; NULL if the request has none. Shared with splits (split.c). */
+ * bytes; NULL if the request has none. Shared with splits (split.c) and
+ * the hashing balancers (balance_key.c). */
 const char *ratelimit_part_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl);
 
 /* The end of a request: stops a delay, gives back concurrency. */
@@ -268,6 +269,10 @@ void ratelimit_release(struct txn *t);
  * client X-Forwarded-For names through trusted_proxies).
  */
 int ratelimit_client_addr(const struct txn *t, uint8_t out[16]);
+
+/* ring_hash and maglev: hashes <t>'s hash_key for group <up> and hands it
+ * to the next pick (worker/core/balance_key.c, worker/up/up.h). */
+void balance_key_prepare(const struct txn *t, const struct route_upstream *up);
 
 /* ==== realip ==== */
 /*
@@ -630,6 +635,7 @@ struct retry_txn {
 	uint8_t armed;   /* the backoff timer runs */
 	uint8_t connect; /* txn_connect() may pick again without asking (a retry just granted) */
 	int last_rc;     /* what the last try failed with */
+	uint32_t after;  /* ms + 1: the upstream's Retry-After is the next backoff; 0: none */
 };
 
 /* May <t>, whose try failed for <why> (a RETRY_ON_* bit, or 0 with
@@ -637,6 +643,11 @@ struct retry_txn {
  * yes, the retry (attempted, in flight). <sent>: bytes of it reached the
  * server. */
 int retry_wanted(struct txn *t, unsigned why, int status, int sent);
+
+/* retry_wanted() for <t>'s response head, whose status may be retried:
+ * its Retry-After (seconds or an HTTP-date) up to retry.retry_after_max
+ * becomes the next backoff; a longer one keeps the answer (0). */
+int retry_answer_wanted(struct txn *t);
 
 /* Starts the backoff of <t>, whose upstream is detached; the timer sends
  * it again (txn_retry_send) or fails it with <rc>. */
