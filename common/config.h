@@ -232,6 +232,10 @@ struct config_route {
 	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
 	uint8_t nrate_limits;
 	int line;
+	/* path_exact, path_regex, methods, match_headers, match_query,
+	 * strip_prefix, rewrite (common/config_match.h), malloc'd; NULL for
+	 * a route with none of them */
+	struct config_match *match;
 };
 
 /* rate_limits entries (docs/config.md, "Rate limits"): how a request's key

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/config_keys.h"
+#include "common/config_match.h"
 
 const char *config_dump_duration(uint32_t ms, char *buf, size_t cap)
 {
@@ -333,6 +334,7 @@ static void dump_routes(FILE *out, const struct config *cfg)
 		}
 		if (r->auth)
 			config_auth_dump(out, cfg, r->auth);
+		config_match_dump(out, r->match);
 		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);

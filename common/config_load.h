@@ -97,6 +97,11 @@ int config_policy_load_route(struct loader *ld, const config_setting_t *e, struc
 struct config_auth;
 int config_auth_read(struct loader *ld, const config_setting_t *e, struct config_auth **out);
 
+/* common/config_match.c: the matching and rewrite keys of route entry
+ * <e> into r->match (NULL when it has none), after its path was read.
+ * Returns 1 if good, 0 (reported) if not, -1 when out of memory. */
+int config_match_read(struct loader *ld, const config_setting_t *e, struct config_route *r);
+
 /* health = { ... } of upstream entry <e> into u->health (common/config_file_health.c). */
 void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
 

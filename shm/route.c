@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "common/auth_conf.h"
+#include "shm/route_match.h"
 #include "shm/shm.h"
 
 #define ROUTE_ALIGN(n) (((n) + 7) & ~(size_t)7)
@@ -52,6 +53,7 @@ struct route_counts {
 	uint32_t nsettings, nexact, nwild, strings;
 	size_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings, size;
 	size_t off_returns, off_limits;
+	size_t off_match; /* shm/route_match.c's block */
 };
 
 static int route_overrides(const struct config_overrides *o)
@@ -95,6 +97,8 @@ static void route_count(const struct config *cfg, struct route_counts *c)
 	n += ROUTE_ALIGN((size_t)cfg->nrate_limits * sizeof(struct config_rate_limit));
 	c->off_strings = n;
 	n += ROUTE_ALIGN(c->strings);
+	c->off_match = n;
+	n += route_match_size(cfg);
 	c->size = n;
 }
 
@@ -109,7 +113,8 @@ size_t route_size(const struct config *cfg)
 /* Sort order of the routes: exact hosts, wildcard hosts (longest suffix
  * first), any host, as /routes lists them; then by host, so one host's
  * routes are adjacent; then by path, as bytes (the order lookup's binary
- * search uses). */
+ * search uses); then, for one path, in the reverse of the order its routes
+ * are tried in (route_match.h). */
 static int route_cmp(const void *a, const void *b)
 {
 	const struct config_route *x = *(const struct config_route *const *)a, *y = *(const struct config_route *const *)b;
@@ -122,7 +127,10 @@ static int route_cmp(const void *a, const void *b)
 	if (xl != yl)
 		return xl > yl ? -1 : 1;
 	c = strcmp(x->host, y->host);
-	return c ? c : strcmp(x->path, y->path);
+	if (c || (c = strcmp(x->path, y->path)))
+		return c;
+	/* one path: the route tried first last, where lookup's walk starts */
+	return route_match_order(y, x);
 }
 
 static void route_settings_fill(struct route_settings *s, const struct config *cfg)
@@ -201,6 +209,7 @@ static int route_compile_routes(struct route_table *t, char *block, const struct
 		str += (uint32_t)pl + 1;
 		e->auth = cr->auth ? (uint8_t)cr->auth->type : 0;
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
+		e->match = cr->match ? (uint32_t)(cr - cfg->routes) : ROUTE_NONE; /* route_match_compile() */
 		e->nlimits = cr->nrate_limits;
 		memcpy(e->limits, cr->rate_limits, sizeof(e->limits));
 		/* a route answered by weir (return) has no group: the global ones */
@@ -323,6 +332,8 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 	}
 	if (route_compile_routes(t, block, &c, cfg, group_settings, &nsettings) < 0)
 		return -1;
+	route_match_compile(t, (struct route_entry *)(block + c.off_routes), block + c.off_match, (uint32_t)c.off_match,
+	                    cfg);
 	t->nsettings = nsettings;
 	return 0;
 }
@@ -401,6 +412,12 @@ static int route_path_cmp(const char *a, size_t an, const char *b, size_t bn)
 const struct route_entry *route_lookup(const struct route_table *t, const char *host, size_t host_len,
                                        const char *path, size_t path_len)
 {
+	return route_lookup_cond(t, host, host_len, path, path_len, NULL, NULL);
+}
+
+const struct route_entry *route_lookup_cond(const struct route_table *t, const char *host, size_t host_len,
+                                            const char *path, size_t path_len, route_cond_fn fn, void *ctx)
+{
 	const struct route_entry *routes = route_entries(t);
 	const char *strings = route_at(t, t->off_strings);
 	const struct route_host *h;
@@ -437,7 +454,9 @@ const struct route_entry *route_lookup(const struct route_table *t, const char *
 	for (at = lo - 1; at != ROUTE_NONE; at = routes[at].parent) {
 		const struct route_entry *e = &routes[at];
 
-		if (e->path_len <= path_len && memcmp(strings + e->path_off, path, e->path_len) == 0)
+		/* a table without conditions never reads e->cond */
+		if (e->path_len <= path_len && memcmp(strings + e->path_off, path, e->path_len) == 0 &&
+		    (!t->ncond_routes || route_cond_ok(t, e, path_len, fn, ctx)))
 			return e;
 	}
 	return NULL;
@@ -490,7 +509,7 @@ static void route_assign_stats(struct shm_segment *seg, struct route_table *t, i
 	}
 	for (uint32_t i = 0; i < t->nroutes; i++) {
 		struct route_entry *e = &routes[i];
-		e->stat = stat_route_index(&seg->keys, e->host_kind, route_host(t, e), route_path(t, e), live_r,
+		e->stat = stat_route_index(&seg->keys, e->host_kind, route_host(t, e), route_label(t, e), live_r,
 		                           &reclaimed);
 		if (reclaimed)
 			shm_key_zero_route(seg, e->stat);

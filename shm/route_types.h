@@ -27,6 +27,8 @@
  *                         (limit_assign): a worker of any config reads
  *                         a table's own
  *   strings               host names and paths, NUL-terminated
+ *   matches, mconds, regexes, mstrings
+ *                         routes' conditions and rewrites (shm/route_match.c)
  */
 #ifndef WEIR_SHM_ROUTE_TYPES_H
 #define WEIR_SHM_ROUTE_TYPES_H
@@ -72,6 +74,10 @@ struct route_entry {
 	 * walk from the nearest path below the request's (route.c) */
 	uint32_t parent;
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
+	/* matching and rewrites (shm/route_match.h): ROUTE_COND_* bits, and
+	 * the index of its route_match, ROUTE_NONE for a plain route */
+	uint8_t cond;
+	uint32_t match;
 };
 
 /* One distinct host pattern and its routes, routes[first .. first + n). */
@@ -137,6 +143,10 @@ struct route_table {
 	uint64_t size;
 	uint32_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings;
 	uint32_t off_returns, off_limits;
+	/* matching and rewrites (shm/route_match.h): routes with conditions
+	 * (0: lookup never looks at route_entry.cond), and the arrays */
+	uint32_t ncond_routes, nmatches, nmconds, nregexes;
+	uint32_t off_matches, off_mconds, off_regexes, off_mstrings;
 };
 
 /* The arrays of generation <t> (route_types.h). */

@@ -680,6 +680,7 @@ struct txn {
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
+	uint32_t fwd_target_len; /* a rewritten target's length in up.head (match.h), 0: the request's */
 
 	struct arena arena;      /* the header lists: the request's, then the
 	                          * response's (msg.h) */
