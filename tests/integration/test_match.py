@@ -5,6 +5,7 @@ forwarded target byte for byte at the origin, refusals with their
 counters, weir -t errors with their lines, and regexes swapped by reloads
 under load without a failed request."""
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -408,3 +409,23 @@ def test_reloads_swap_regexes_under_load_without_a_failed_request(weir_factory, 
         t.join(timeout=30)
     assert done[0] > 50, done
     assert failures == [], failures[:10]
+
+
+def test_auth_follows_the_route_among_routes_of_one_path(weir_factory, origin, tmp_path):
+    # auth's policies are found by the route's label, not its path alone:
+    # the writes of /echo/p take bob's key, its reads alice's
+    kr, kw = tmp_path / "readers", tmp_path / "writers"
+    kr.write_text("alice %s\n" % hashlib.sha256(b"alice-key-0123456789").hexdigest())
+    kw.write_text("bob %s\n" % hashlib.sha256(b"bob-key-0123456789").hexdigest())
+    w = start(weir_factory, origin, [
+        {"path": "/echo/p", "upstream": "a",
+         "extra": 'methods = [ "POST", "PUT" ]; auth = { type = "api_key"; keys_file = "%s"; }; ' % kw},
+        {"path": "/echo/p", "upstream": "a", "extra": 'auth = { type = "api_key"; keys_file = "%s"; }; ' % kr},
+    ])
+    alice, bob = [("X-Api-Key", "alice-key-0123456789")], [("X-Api-Key", "bob-key-0123456789")]
+    # (a 401 with a body unread closes: a connection each)
+    assert w.get("/echo/p", headers=alice).status == 200
+    assert w.get("/echo/p", headers=bob).status == 401
+    assert w.get("/echo/p", method="POST", body=b"x", headers=bob).status == 200
+    assert w.get("/echo/p", method="POST", body=b"x", headers=alice).status == 401
+    assert w.get("/echo/p", method="DELETE", headers=alice).status == 200
