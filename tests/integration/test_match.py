@@ -205,6 +205,8 @@ def test_strip_prefix_and_rewrite_reach_the_origin_byte_for_byte(weir_factory, o
          "extra": 'rewrite = { regex = "^/old/([^/]+)/(.*)"; replace = "/echo/new/$2/${1}"; }; '},
         {"path": "/named/", "upstream": "a",
          "extra": 'rewrite = { regex = "^/named/(?<rest>.*)"; replace = "/echo/n/${rest}$$"; }; '},
+        {"path": "/opt/", "upstream": "a",
+         "extra": 'rewrite = { regex = "^/opt/(x)?(.*)"; replace = "/echo/$1-$2"; }; '},
         {"path": "/both/", "upstream": "a",
          "extra": 'strip_prefix = "/both"; rewrite = { regex = "^/x/"; replace = "/echo/"; }; '},
         {"path": "/", "upstream": "a"},
@@ -219,6 +221,9 @@ def test_strip_prefix_and_rewrite_reach_the_origin_byte_for_byte(weir_factory, o
     assert echoed(w, origin, "/old/flat") == "/old/flat"
     assert echoed(w, origin, "/named/a/b") == "/echo/n/a/b$"
     assert echoed(w, origin, "/both/x/y?z") == "/echo/y?z"
+    # a group that took no part is empty
+    assert echoed(w, origin, "/opt/xy") == "/echo/x-y"
+    assert echoed(w, origin, "/opt/yz") == "/echo/-yz"
     # a path without a rewrite goes as it came
     assert echoed(w, origin, "/echo/plain?a=b") == "/echo/plain?a=b"
     # the access log shows the target as forwarded

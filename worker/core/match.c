@@ -300,9 +300,10 @@ int match_rewrite(struct txn *t, const char **out, uint32_t *len)
 
 		if (m->rw_regex >= s->n || !s->code[m->rw_regex] || !mw.md)
 			return rewrite_fail(t, WEIR_ERR(REWRITE_FAILED), "has no compiled regex");
-		rc = pcre2_substitute(s->code[m->rw_regex], (PCRE2_SPTR)a, n, 0, 0, mw.md, mw.mctx,
-		                      (PCRE2_SPTR)route_mstring(t->table, m->rw_replace_off), m->rw_replace_len,
-		                      (PCRE2_UCHAR *)b, &outlen);
+		/* a group that took no part in the match is empty, not an error */
+		rc = pcre2_substitute(s->code[m->rw_regex], (PCRE2_SPTR)a, n, 0, PCRE2_SUBSTITUTE_UNSET_EMPTY, mw.md,
+		                      mw.mctx, (PCRE2_SPTR)route_mstring(t->table, m->rw_replace_off),
+		                      m->rw_replace_len, (PCRE2_UCHAR *)b, &outlen);
 		if (rc == PCRE2_ERROR_NOMEMORY)
 			return rewrite_fail(t, WEIR_ERR(REWRITE_TOO_LONG), "passes 4 KiB");
 		if (rc < 0) {
