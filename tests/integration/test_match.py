@@ -76,6 +76,10 @@ def test_path_regex_is_tried_among_its_paths_routes(weir_factory, origin):
     # the regex sees the path, not the query
     assert took(w, "/a.json?x=1") == "root"
     assert took(w, "/a?x=.json") == "root-plain"
+    # each worker compiled them once, at its start, with the JIT
+    lines = [l for l in w.error_lines() if "route regex(es)" in l]
+    assert len(lines) == 2 and all("2 route regex(es) of generation 1 compiled, 2 with the JIT" in l
+                                   for l in lines), lines
 
 
 def test_methods_take_their_set_and_refuse_the_others(weir_factory, origin):

@@ -48,7 +48,7 @@ static void set_free(struct match_set *s)
  * code, which never matches and makes a rewrite fail: logged. */
 static void set_compile(struct match_set *s, const struct route_table *t)
 {
-	uint32_t pairs = mw.md_pairs;
+	uint32_t pairs = mw.md_pairs, jit = 0;
 
 	set_free(s);
 	s->code = calloc(t->nregexes, sizeof *s->code);
@@ -72,11 +72,13 @@ static void set_compile(struct match_set *s, const struct route_table *t)
 		}
 		/* without the JIT (a kernel refusing executable memory) the
 		 * interpreter runs the same code, slower */
-		pcre2_jit_compile(s->code[i], PCRE2_JIT_COMPLETE);
+		jit += pcre2_jit_compile(s->code[i], PCRE2_JIT_COMPLETE) == 0;
 		pcre2_pattern_info(s->code[i], PCRE2_INFO_CAPTURECOUNT, &cap);
 		if (cap + 1 > pairs)
 			pairs = cap + 1;
 	}
+	log_info("%u route regex(es) of generation %llu compiled, %u with the JIT", s->n, (unsigned long long)t->id,
+	         jit);
 	if (!s->code && t->nregexes)
 		log_error("no memory for the %u route regex(es) of generation %llu: they never match", t->nregexes,
 		          (unsigned long long)t->id);
