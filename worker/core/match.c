@@ -20,11 +20,26 @@
 #define MATCH_LIMIT 100000
 #define MATCH_DEPTH 10000
 
+/* A piece of a rewrite's replacement: <len> bytes of its text at <off>,
+ * or group <group>'s capture. */
+#define SEG_TEXT UINT16_MAX
+struct rw_seg {
+	uint16_t group;
+	uint16_t len;
+	uint32_t off;
+};
+
 /* The compiled regexes of one generation. */
 struct match_set {
 	uint64_t id; /* the generation's id; 0: empty */
 	uint32_t n;
 	pcre2_code **code; /* n of them; NULL where one did not compile */
+	/* a rewrite regex's replacement cut into pieces once, so a request
+	 * costs a match and copies, not pcre2_substitute's parse of the
+	 * replacement each time; nseg[i] 0: not a rewrite's regex, or one
+	 * left to pcre2_substitute (a name that is not unique) */
+	struct rw_seg **seg;
+	uint16_t *nseg;
 };
 
 static struct {
@@ -37,10 +52,73 @@ static struct {
 
 static void set_free(struct match_set *s)
 {
-	for (uint32_t i = 0; i < s->n; i++)
+	for (uint32_t i = 0; i < s->n; i++) {
 		pcre2_code_free(s->code[i]);
+		if (s->seg)
+			free(s->seg[i]);
+	}
 	free(s->code);
+	free(s->seg);
+	free(s->nseg);
 	memset(s, 0, sizeof *s);
+}
+
+/*
+ * Cuts replacement <rep> (<len> bytes, as config_match.c checked it: $n,
+ * ${n}, $name, ${name}, $$) for <code> into s->seg[i]. Leaves nseg[i] 0
+ * (pcre2_substitute does it) when a name is not unique or memory lacks.
+ */
+static void set_cut(struct match_set *s, uint32_t i, const char *rep, size_t len)
+{
+	struct rw_seg *v = calloc(len + 1, sizeof *v); /* at most a piece a byte */
+	uint16_t n = 0;
+
+	if (!v || !s->code[i])
+		goto fallback;
+	for (size_t p = 0; p < len;) {
+		if (rep[p] == '$' && p + 1 < len && rep[p + 1] == '$') { /* "$$": one '$' */
+			v[n++] = (struct rw_seg){.group = SEG_TEXT, .len = 1, .off = (uint32_t)p + 1};
+			p += 2;
+			continue;
+		}
+		if (rep[p] != '$') {
+			size_t q = p + 1;
+
+			while (q < len && rep[q] != '$')
+				q++;
+			v[n++] = (struct rw_seg){.group = SEG_TEXT, .len = (uint16_t)(q - p), .off = (uint32_t)p};
+			p = q;
+			continue;
+		}
+		{
+			int brace = p + 1 < len && rep[p + 1] == '{';
+			size_t a = p + 1 + (size_t)brace, b = a;
+			char name[64];
+			int g;
+
+			while (b < len && b - a < sizeof name - 1 &&
+			       (rep[b] == '_' || (rep[b] >= '0' && rep[b] <= '9') || (rep[b] >= 'a' && rep[b] <= 'z') ||
+			        (rep[b] >= 'A' && rep[b] <= 'Z')))
+				b++;
+			memcpy(name, rep + a, b - a);
+			name[b - a] = '\0';
+			if (b == a)
+				goto fallback;
+			g = name[0] >= '0' && name[0] <= '9' ? atoi(name)
+			                                     : pcre2_substring_number_from_name(s->code[i], (PCRE2_SPTR)name);
+			if (g < 0 || g >= SEG_TEXT)
+				goto fallback;
+			v[n++] = (struct rw_seg){.group = (uint16_t)g};
+			p = b + (size_t)brace;
+		}
+	}
+	if (!n) /* cannot be: a replacement starts with '/' or '$' */
+		goto fallback;
+	s->seg[i] = v;
+	s->nseg[i] = n;
+	return;
+fallback:
+	free(v);
 }
 
 /* Compiles <t>'s regexes into <s>, with the options config_match.c checked
@@ -79,6 +157,14 @@ static void set_compile(struct match_set *s, const struct route_table *t)
 	}
 	log_info("%u route regex(es) of generation %llu compiled, %u with the JIT", s->n, (unsigned long long)t->id,
 	         jit);
+	s->seg = s->n ? calloc(s->n, sizeof *s->seg) : NULL;
+	s->nseg = s->n ? calloc(s->n, sizeof *s->nseg) : NULL;
+	for (uint32_t k = 0; s->seg && s->nseg && k < t->nmatches; k++) {
+		const struct route_match *m = &route_matches(t)[k];
+
+		if (m->rw_regex != ROUTE_NONE && m->rw_regex < s->n)
+			set_cut(s, m->rw_regex, route_mstring(t, m->rw_replace_off), m->rw_replace_len);
+	}
 	if (!s->code && t->nregexes)
 		log_error("no memory for the %u route regex(es) of generation %llu: they never match", t->nregexes,
 		          (unsigned long long)t->id);
@@ -265,6 +351,49 @@ static int path_ok(const char *p, size_t n)
 	return 1;
 }
 
+/*
+ * pcre2_substitute() for a replacement cut by set_cut(): the first match
+ * of regex <i> in <a>[0..n) replaced by <rep> (the text the pieces point
+ * into) in <out> (*<outlen>: its room, then
+ * the bytes written). Returns as pcre2_substitute does: 1 replaced, 0 no
+ * match (nothing written), PCRE2_ERROR_NOMEMORY past the room, or the
+ * match's error.
+ */
+static int rewrite_cut(const struct match_set *s, uint32_t i, const char *rep, const char *a, size_t n, char *out,
+                       size_t *outlen)
+{
+	const struct rw_seg *v = s->seg[i];
+	PCRE2_SIZE *ov;
+	size_t w = 0, cap = *outlen;
+	int rc = pcre2_match(s->code[i], (PCRE2_SPTR)a, n, 0, 0, mw.md, mw.mctx);
+
+	if (rc == PCRE2_ERROR_NOMATCH)
+		return 0;
+	if (rc <= 0) /* 0: an ovector too small, which md is sized not to be */
+		return rc < 0 ? rc : PCRE2_ERROR_NOMEMORY;
+	ov = pcre2_get_ovector_pointer(mw.md);
+#define PUT(p, k)                                                                                                       \
+	do {                                                                                                           \
+		if (w + (k) > cap)                                                                                     \
+			return PCRE2_ERROR_NOMEMORY;                                                                   \
+		memcpy(out + w, (p), (k));                                                                             \
+		w += (k);                                                                                              \
+	} while (0)
+	PUT(a, ov[0]);
+	for (uint16_t k = 0; k < s->nseg[i]; k++) {
+		if (v[k].group == SEG_TEXT) {
+			PUT(rep + v[k].off, v[k].len);
+		} else if (v[k].group < rc && ov[2 * v[k].group] != PCRE2_UNSET) {
+			/* a group that took no part is empty (PCRE2_SUBSTITUTE_UNSET_EMPTY) */
+			PUT(a + ov[2 * v[k].group], ov[2 * v[k].group + 1] - ov[2 * v[k].group]);
+		}
+	}
+	PUT(a + ov[1], n - ov[1]);
+#undef PUT
+	*outlen = w;
+	return 1;
+}
+
 static int rewrite_fail(struct txn *t, int rc, const char *why)
 {
 	log_warn("%s: the rewrite of route %s%s %s; answering %d", t->c->peer, route_host(t->table, t->route),
@@ -302,10 +431,15 @@ int match_rewrite(struct txn *t, const char **out, uint32_t *len)
 
 		if (m->rw_regex >= s->n || !s->code[m->rw_regex] || !mw.md)
 			return rewrite_fail(t, WEIR_ERR(REWRITE_FAILED), "has no compiled regex");
+		if (s->nseg && s->nseg[m->rw_regex]) {
+			rc = rewrite_cut(s, m->rw_regex, route_mstring(t->table, m->rw_replace_off), a, n, b, &outlen);
+			goto done;
+		}
 		/* a group that took no part in the match is empty, not an error */
 		rc = pcre2_substitute(s->code[m->rw_regex], (PCRE2_SPTR)a, n, 0, PCRE2_SUBSTITUTE_UNSET_EMPTY, mw.md,
 		                      mw.mctx, (PCRE2_SPTR)route_mstring(t->table, m->rw_replace_off),
 		                      m->rw_replace_len, (PCRE2_UCHAR *)b, &outlen);
+	done:
 		if (rc == PCRE2_ERROR_NOMEMORY)
 			return rewrite_fail(t, WEIR_ERR(REWRITE_TOO_LONG), "passes 4 KiB");
 		if (rc < 0) {
