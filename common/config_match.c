@@ -393,7 +393,11 @@ int config_match_read(struct loader *ld, const config_setting_t *e, struct confi
 	r->match = m;
 	if ((s = config_setting_get_member(e, "path_exact")) && (v = config_setting_get_string(s)) &&
 	    !config_check_route_path(v)) {
-		if (config_setting_get_member(e, "path")) {
+		if (ld->cfg->merge_slashes && strstr(v, "//")) {
+			fail(ld, line_of(s), "routes.path_exact \"%s\" never matches: with merge_slashes on, requests are "
+			                     "routed with runs of '/' merged", v);
+			good = 0;
+		} else if (config_setting_get_member(e, "path")) {
 			fail(ld, line_of(s), "routes.path_exact and routes.path exclude each other: path_exact is the "
 			                     "whole path, path a prefix");
 			good = 0;

@@ -314,6 +314,7 @@ def test_weir_t_refuses_bad_matchers_with_their_lines(weir_factory, origin):
         ('strip_prefix = 3;', "routes.strip_prefix must be a string"),
         ('path_exact = "/y";', "routes.path_exact and routes.path exclude each other"),
         ('path_exact = "y";', 'routes.path_exact "y"'),
+        ('path_exact = "/a//b";', 'routes.path_exact "/a//b" never matches: with merge_slashes on'),
     ]
     for keys, message in cases:
         w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
