@@ -76,6 +76,10 @@ def test_path_regex_is_tried_among_its_paths_routes(weir_factory, origin):
     # the regex sees the path, not the query
     assert took(w, "/a.json?x=1") == "root"
     assert took(w, "/a?x=.json") == "root-plain"
+    # a regex route counts under its label, its backslash escaped in /metrics (\\)
+    m = wait_until(lambda: (lambda m: m if m("weir_route_requests_total", host="*", path="/ ~\\\\.json$") == 1
+                            else None)(w.metrics()), slack(3), what="the regex route's counter")
+    assert m("weir_route_requests_total", host="*", path="/api/ ~^/api/v[0-9]+/") == 2
     # each worker compiled them once, at its start, with the JIT
     lines = [l for l in w.error_lines() if "route regex(es)" in l]
     assert len(lines) == 2 and all("2 route regex(es) of generation 1 compiled, 2 with the JIT" in l
