@@ -398,6 +398,8 @@ static const struct config_key upstream_keys[] = {
      .sub = &config_keys_upstream_timeouts, .doc = "per-request timeouts for the routes to this group"},
     {.name = "request_limits", .type = CONFIG_KEY_GROUP, .def = "absent: the global ones",
      .sub = &config_keys_upstream_request_limits, .doc = "per-request limits (`limits` keys) for the routes to this group"},
+    {.name = "headers", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_headers,
+     .doc = "[header rules](#header-rules) for the routes to this group, before theirs"},
 };
 KEYSET(config_keys_upstream, "upstreams", "in upstreams entry", upstream_keys);
 
@@ -442,6 +444,8 @@ static const struct config_key route_keys[] = {
      .doc = "`true`: the route's `path` is cut from the path forwarded; or the prefix to cut, such as `\"/api\"`"},
     {.name = "rewrite", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_rewrite,
      .doc = "the forwarded path rewritten by a regex with captures"},
+    {.name = "headers", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_headers,
+     .doc = "[header rules](#header-rules): set, add, remove request and response headers, after its upstream's"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 

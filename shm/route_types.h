@@ -29,6 +29,9 @@
  *   strings               host names and paths, NUL-terminated
  *   matches, mconds, regexes, mstrings
  *                         routes' conditions and rewrites (shm/route_match.c)
+ *   hdr_rules, hdr_pieces, hdr_text
+ *                         header rules, the pieces of their values, their
+ *                         names and literals (common/hdrrules.h)
  */
 #ifndef WEIR_SHM_ROUTE_TYPES_H
 #define WEIR_SHM_ROUTE_TYPES_H
@@ -38,6 +41,7 @@
 #include <sys/socket.h>
 
 #include "common/config.h"
+#include "common/hdrrules.h"
 #include "common/policy.h"
 
 #define ROUTE_NONE UINT32_MAX
@@ -78,6 +82,7 @@ struct route_entry {
 	 * the index of its route_match, ROUTE_NONE for a plain route */
 	uint8_t cond;
 	uint32_t match;
+	struct hdrrules_ref hdr; /* its header rules: its group's, then its own (hdrrules.h) */
 };
 
 /* One distinct host pattern and its routes, routes[first .. first + n). */
@@ -147,6 +152,10 @@ struct route_table {
 	 * (0: lookup never looks at route_entry.cond), and the arrays */
 	uint32_t ncond_routes, nmatches, nmconds, nregexes;
 	uint32_t off_matches, off_mconds, off_regexes, off_mstrings;
+	/* header rules (common/hdrrules.h, shm/route_hdrrules.c): rules,
+	 * their pieces and their text pool, copied whole from the config */
+	uint32_t nhdr_rules, nhdr_pieces, nhdr_text;
+	uint32_t off_hdr_rules, off_hdr_pieces, off_hdr_text;
 };
 
 /* The arrays of generation <t> (route_types.h). */
@@ -166,6 +175,9 @@ ROUTE_ARRAY(route_settings_all, struct route_settings, off_settings)
 ROUTE_ARRAY(route_hosts, struct route_host, off_hosts)
 ROUTE_ARRAY(route_returns, struct policy_return, off_returns)
 ROUTE_ARRAY(route_limits, struct config_rate_limit, off_limits)
+ROUTE_ARRAY(route_hdr_rules, struct hdrrule, off_hdr_rules)
+ROUTE_ARRAY(route_hdr_pieces, struct vars_piece, off_hdr_pieces)
+ROUTE_ARRAY(route_hdr_text, char, off_hdr_text)
 #undef ROUTE_ARRAY
 
 /* Route <e>'s host (lower case; a wildcard's with its leading dot, "" for
