@@ -239,6 +239,10 @@ struct config_route {
 	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
 	uint8_t nrate_limits;
 	int line;
+	/* path_exact, path_regex, methods, match_headers, match_query,
+	 * strip_prefix, rewrite (common/config_match.h), malloc'd; NULL for
+	 * a route with none of them */
+	struct config_match *match;
 	/* headers = {...}: its run in config.hdr, its group's rules first
 	 * (common/hdrrules.h) */
 	struct hdrrules_ref hdr;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/config_keys.h"
+#include "common/config_match.h"
 
 const char *config_dump_duration(uint32_t ms, char *buf, size_t cap)
 {
@@ -343,6 +344,7 @@ static void dump_routes(FILE *out, const struct config *cfg)
 		}
 		if (r->auth)
 			config_auth_dump(out, cfg, r->auth);
+		config_match_dump(out, r->match);
 		config_hdrrules_dump(out, cfg, &r->hdr,
 		                     r->upstream >= 0 && !r->split ? &cfg->upstreams[r->upstream].hdr : NULL);
 		config_split_dump(out, cfg, r);

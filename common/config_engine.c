@@ -548,7 +548,7 @@ static enum got read_key(struct loader *ld, const config_setting_t *s, const str
 	}
 
 	/* an ENUM may name its values false and true (worker_cpu_affinity) */
-	if (k->type == CONFIG_KEY_ENUM && t == CONFIG_TYPE_BOOL)
+	if ((k->type == CONFIG_KEY_ENUM || (k->flags & CONFIG_KEY_TRUE_OK)) && t == CONFIG_TYPE_BOOL)
 		text = config_setting_get_bool(s) ? "true" : "false";
 	/* STRING, ENUM and ADDR are strings in the file */
 	if (!text) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/config_match.h"
 #include "common/split.h"
 
 /* the field <m> of struct <st> */
@@ -425,7 +426,8 @@ static const struct config_key route_keys[] = {
      .store = config_store_route_host, .show = route_host_show,
      .doc = "`\"*\"`, `\"*.example.com\"` or `\"example.com\"`"},
     {.name = "path", .type = CONFIG_KEY_STRING, AT(struct config_route, path), FITS(struct config_route, path),
-     .def = "/", .check = config_check_route_path, .doc = "a path prefix, starting with `/`"},
+     .def = "/", .check = config_check_route_path, .show = config_show_route_path,
+     .doc = "a path prefix, starting with `/`"},
     {.name = "upstream", .type = CONFIG_KEY_STRING, .max = 255, .show = route_upstream_show,
      .doc = "the `name` of an upstream; required unless the route has a `return`"},
     {.name = "upgrade", .type = CONFIG_KEY_STRINGS, .def = "`[ \"websocket\" ]`",
@@ -444,6 +446,22 @@ static const struct config_key route_keys[] = {
      .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
     {.name = "rate_limits", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
      .doc = "names of `rate_limits` entries, up to 8, all checked for each request"},
+    /* matching and rewrites (common/config_match.c reads them) */
+    {.name = "path_exact", .type = CONFIG_KEY_STRING, .max = CONFIG_PATH_MAX - 1, .check = config_check_route_path,
+     .show = config_show_path_exact, .doc = "the whole path, instead of `path`: `\"/x\"` matches `/x` only"},
+    {.name = "path_regex", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .show = config_show_path_regex,
+     .doc = "a PCRE2 regular expression the path must match, among the routes of `path`"},
+    {.name = "methods", .type = CONFIG_KEY_STRINGS, .def = "absent: any",
+     .doc = "the request methods it takes, such as `[ \"GET\", \"HEAD\" ]`"},
+    {.name = "match_headers", .type = CONFIG_KEY_LIST, .def = "absent: none", .sub = &config_keys_route_match_header,
+     .doc = "up to 8 request header conditions, all to be met"},
+    {.name = "match_query", .type = CONFIG_KEY_LIST, .def = "absent: none", .sub = &config_keys_route_match_query,
+     .doc = "up to 8 query argument conditions, all to be met"},
+    {.name = "strip_prefix", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_TRUE_OK, .max = CONFIG_PATH_MAX - 1,
+     .show = config_show_strip_prefix,
+     .doc = "`true`: the route's `path` is cut from the path forwarded; or the prefix to cut, such as `\"/api\"`"},
+    {.name = "rewrite", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_rewrite,
+     .doc = "the forwarded path rewritten by a regex with captures"},
     {.name = "headers", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_headers,
      .doc = "[header rules](#header-rules): set, add, remove request and response headers, after its upstream's"},
     {.name = "split", .type = CONFIG_KEY_LIST, .def = "absent: `upstream`", .sub = &config_keys_route_split,
@@ -458,6 +476,37 @@ static const struct config_key route_keys[] = {
      .doc = "copies of a share of the requests to a shadow group, answers discarded ([mirroring](#mirroring))"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
+
+static const struct config_key route_match_header_keys[] = {
+    {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_match_entry, name),
+     FITS(struct config_match_entry, name), .doc = "the header's name, compared without case"},
+    {.name = "exact", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a value it must equal"},
+    {.name = "prefix", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a prefix its value must have"},
+    {.name = "regex", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a PCRE2 regex its value must match"},
+    {.name = "present", .type = CONFIG_KEY_BOOL, AT(struct config_match_entry, present),
+     .doc = "`true`: the header must be there; `false`: it must not"},
+};
+KEYSET(config_keys_route_match_header, "routes.match_headers", "in routes.match_headers entry",
+       route_match_header_keys);
+
+static const struct config_key route_match_query_keys[] = {
+    {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_match_entry, name),
+     FITS(struct config_match_entry, name), .doc = "the argument's name, compared as sent"},
+    {.name = "exact", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a value it must equal"},
+    {.name = "prefix", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a prefix its value must have"},
+    {.name = "regex", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a PCRE2 regex its value must match"},
+    {.name = "present", .type = CONFIG_KEY_BOOL, AT(struct config_match_entry, present),
+     .doc = "`true`: the argument must be there; `false`: it must not"},
+};
+KEYSET(config_keys_route_match_query, "routes.match_query", "in routes.match_query entry", route_match_query_keys);
+
+static const struct config_key route_rewrite_keys[] = {
+    {.name = "regex", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = MATCH_TEXT_MAX - 1,
+     .doc = "a PCRE2 regex applied to the path (after `strip_prefix`)"},
+    {.name = "replace", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = MATCH_TEXT_MAX - 1,
+     .doc = "what replaces its first match: `$1`, `${1}`, `${name}` are its groups, `$$` a `$`"},
+};
+KEYSET(config_keys_route_rewrite, "routes.rewrite", "in routes.rewrite", route_rewrite_keys);
 
 static const struct config_key route_split_keys[] = {
     {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = CONFIG_NAME_MAX - 1,

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/tlscert.h"
 #include "master/adaptive_conc.h"
+#include "shm/route_match.h"
 #include "shm/shm.h"
 
 static void family(struct textbuf *o, const char *name, const char *type, const char *help);
@@ -189,7 +190,7 @@ static void route_labels(struct textbuf *o, const struct route_table *t, const s
 	textbuf_printf(o, "host=\"");
 	textbuf_label(o, config_host_text(e->host_kind, route_host(t, e), hb, sizeof(hb)));
 	textbuf_printf(o, "\",path=\"");
-	textbuf_label(o, route_path(t, e));
+	textbuf_label(o, route_label(t, e)); /* the path, and a conditional route's conditions */
 	textbuf_printf(o, "\"");
 }
 

@@ -27,6 +27,8 @@
  *                         (limit_assign): a worker of any config reads
  *                         a table's own
  *   strings               host names and paths, NUL-terminated
+ *   matches, mconds, regexes, mstrings
+ *                         routes' conditions and rewrites (shm/route_match.c)
  *   hdr_rules, hdr_pieces, hdr_text
  *                         header rules, the pieces of their values, their
  *                         names and literals (common/hdrrules.h)
@@ -81,6 +83,10 @@ struct route_entry {
 	 * walk from the nearest path below the request's (route.c) */
 	uint32_t parent;
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
+	/* matching and rewrites (shm/route_match.h): ROUTE_COND_* bits, and
+	 * the index of its route_match, ROUTE_NONE for a plain route */
+	uint8_t cond;
+	uint32_t match;
 	struct hdrrules_ref hdr; /* its header rules: its group's, then its own (hdrrules.h) */
 	uint16_t split; /* its split's index into the splits + 1; 0: none (upstream is the group) */
 	uint16_t mirror;        /* routes.mirror: the shadow group's index + 1; 0: none */
@@ -160,6 +166,10 @@ struct route_table {
 	uint64_t size;
 	uint32_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings;
 	uint32_t off_returns, off_limits;
+	/* matching and rewrites (shm/route_match.h): routes with conditions
+	 * (0: lookup never looks at route_entry.cond), and the arrays */
+	uint32_t ncond_routes, nmatches, nmconds, nregexes;
+	uint32_t off_matches, off_mconds, off_regexes, off_mstrings;
 	/* header rules (common/hdrrules.h, shm/route_hdrrules.c): rules,
 	 * their pieces and their text pool, copied whole from the config */
 	uint32_t nhdr_rules, nhdr_pieces, nhdr_text;

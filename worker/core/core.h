@@ -789,6 +789,7 @@ struct txn {
 	struct retry_txn rt;     /* retries (retry.h) */
 	struct split_txn sp;     /* the side of its route's split (split.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
+	uint32_t fwd_target_len; /* a rewritten target's length in up.head (match.h), 0: the request's */
 	struct fwdauth_txn *fa;  /* a forward auth subrequest (fwdauth.h), NULL none */
 
 	struct arena arena;      /* the header lists: the request's, then the
