@@ -50,7 +50,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 14u
+#define SHM_LAYOUT_VERSION 15u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -115,6 +115,7 @@ struct shm_counters {
 	uint64_t tunnel_bytes_down;       /* tunnel bytes upstream to client */
 	uint64_t tunnels_closed[TUNNEL_END_COUNT]; /* tunnels ended, by enum tunnel_end */
 	uint64_t outlier_panics;          /* picks that ignored ejections: too few servers usable */
+	uint64_t pipe_stalls[2];          /* body spans held back by a stream's pipe_budget: [0] request, [1] response */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */
