@@ -195,7 +195,7 @@ void txn_body_reset(struct txn *t)
 {
 	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
 	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
-	t->down.owes = 0;
+	t->down.owes = t->down.dry = 0;
 	if (!t->req_body_done) /* else the side's zeroed input state stands: none */
 		t->down.ops->body_start(&t->down, &t->req, TXN_SET(t)->limits.pipe_budget);
 }
@@ -447,7 +447,7 @@ static inline __attribute__((always_inline)) void txn_relay(struct side *from, s
 		to->owes = 1;
 		to->owed = sp->len;
 	} else {
-		from->ops->consumed(from, sp->len);
+		from->dry = !from->ops->consumed(from, sp->len);
 	}
 }
 
@@ -456,7 +456,8 @@ static inline void txn_written(struct side *from, struct side *to)
 {
 	if (to->owes && !to->q.count) {
 		to->owes = 0;
-		from->ops->consumed(from, to->owed);
+		/* nothing left to hand up: the next ask would only say so */
+		from->dry = !from->ops->consumed(from, to->owed);
 	}
 }
 
@@ -473,6 +474,8 @@ static int txn_fill_up(struct txn *t)
 		t->req_done = 1;
 		return 1;
 	}
+	if (t->down.dry)
+		return 0;
 	rc = t->down.ops->body_next(&t->down, &sp, 0);
 	if (t->down.in.moved)
 		t->replayable = 0; /* the body bytes sent are no longer as received */
@@ -489,7 +492,10 @@ static int txn_fill_up(struct txn *t)
 
 int txn_upstream_read(struct txn *t)
 {
-	int rc = t->up.ops->recv(&t->up);
+	int rc;
+
+	t->up.dry = 0; /* whatever it reads, body_next is asked again */
+	rc = t->up.ops->recv(&t->up);
 
 	if (rc > 0 && t->up_first == 0)
 		t->up_first = ev_now(wk.loop);
@@ -594,7 +600,7 @@ static int txn_response_head(struct txn *t)
 		rc = txn_response_start(t);
 		if (rc < 0)
 			return rc;
-		t->down.owes = 0;
+		t->down.owes = t->up.dry = 0;
 		t->up.ops->body_start(&t->up, &t->resp, TXN_SET(t)->limits.pipe_budget);
 		/* an upgrade offered and declined: the upstream may have read
 		 * what followed the request as its new protocol */
@@ -612,8 +618,11 @@ static int txn_response_head(struct txn *t)
 static int txn_fill_down(struct txn *t)
 {
 	struct body_span sp;
-	int rc = t->up.ops->body_next(&t->up, &sp, 0);
+	int rc;
 
+	if (t->up.dry)
+		return 0;
+	rc = t->up.ops->body_next(&t->up, &sp, 0);
 	if (rc <= 0)
 		return rc < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : 0;
 	t->resp_done = sp.eos;
@@ -656,6 +665,7 @@ static void txn_pump_buffer(struct txn *t)
 		}
 		if (!c->readable)
 			break;
+		t->down.dry = 0;
 		rc = t->down.ops->recv(&t->down);
 		if (rc > 0) {
 			io = 1;
@@ -735,6 +745,7 @@ void txn_pump(struct txn *t)
 				if (rc > 0) {
 					progress = 1;
 				} else if (c->readable) {
+					t->down.dry = 0;
 					rc = t->down.ops->recv(&t->down);
 					if (t->down.in.moved)
 						t->replayable = 0; /* sent bytes are gone from the buffer */

@@ -303,21 +303,23 @@ static inline __attribute__((always_inline)) int h1_body_next(struct side *s, st
 	return h1_body_next_rest(s, in, sp, whole);
 }
 
-static inline __attribute__((always_inline)) void h1_consumed(struct side *s, struct buf *in, size_t n)
+static inline __attribute__((always_inline)) int h1_consumed(struct side *s, struct buf *in, size_t n)
 {
 	struct side_in *bi = &s->in;
 
 	if (!bi->holding)
-		return;
+		return in && buf_len(in);
 	if (n < bi->span.len) {
 		/* part of it: HTTP/1 gives the input back per whole span */
 		bi->span.data += n;
 		bi->span.len -= n;
-		return;
+		return 1;
 	}
 	bi->holding = 0;
-	if (in)
-		in->start += bi->used;
+	if (!in)
+		return 0;
+	in->start += bi->used;
+	return buf_len(in) != 0;
 }
 
 /* Drops what the input buffer holds past the span handed up: the body's
@@ -359,9 +361,9 @@ static int h1_server_body_next(struct side *s, struct body_span *sp, int whole)
 	return h1_body_next(s, s->c->in, sp, whole);
 }
 
-static void h1_server_consumed(struct side *s, size_t n)
+static int h1_server_consumed(struct side *s, size_t n)
 {
-	h1_consumed(s, s->c->in, n);
+	return h1_consumed(s, s->c->in, n);
 }
 
 static void h1_server_discard(struct side *s)
@@ -478,9 +480,9 @@ static int h1_client_body_next(struct side *s, struct body_span *sp, int whole)
 	return h1_body_next(s, s->u->in, sp, whole);
 }
 
-static void h1_client_consumed(struct side *s, size_t n)
+static int h1_client_consumed(struct side *s, size_t n)
 {
-	h1_consumed(s, s->u->in, n);
+	return h1_consumed(s, s->u->in, n);
 }
 
 static void h1_client_discard(struct side *s)

@@ -109,6 +109,8 @@ struct side {
 	uint8_t owes;            /* q holds a span of the other side's input:
 	                          * the core consumes it there once q is written */
 	size_t owed;             /* its payload bytes */
+	uint8_t dry;             /* the core: consumed() said no input is ready;
+	                          * body_next() is not asked until a recv() */
 	struct side_in in;       /* the body from this side's peer */
 	const struct codec_ops *ops;
 	struct conn *c;          /* the client side's connection */
@@ -143,8 +145,9 @@ struct codec_ops {
 	/* The core has written <n> payload bytes of the span handed up to
 	 * the other side: the input it stands for may go (HTTP/1: consumed
 	 * from the input buffer once the whole span is; HTTP/2: flow-control
-	 * credit). */
-	void (*consumed)(struct side *s, size_t n);
+	 * credit). Returns 1 when more input is ready for body_next(), 0 when
+	 * the next span needs a recv() first (the core then does not ask). */
+	int (*consumed)(struct side *s, size_t n);
 	/* The rest of the body from the peer is not wanted: what is read of
 	 * it is dropped and no more is handed up (HTTP/1: the input buffer's
 	 * bytes, the core reads and drops what still comes; HTTP/2 would
