@@ -22,6 +22,7 @@
 #include "common/policy.h"
 #include "common/config_resil.h"
 #include "common/config_health.h"
+#include "common/hdrrules.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -195,6 +196,7 @@ struct config_upstream {
 	struct config_resil resil;    /* outlier, ...: common/config_resil.h */
 	struct config_health health;  /* active checks: health.type 0 when none */
 	struct config_overrides over; /* timeouts = {...}, request_limits = {...} */
+	struct hdrrules_ref hdr;      /* headers = {...}: its run in config.hdr (common/hdrrules.h) */
 };
 
 enum config_host_kind {
@@ -234,6 +236,9 @@ struct config_route {
 	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
 	uint8_t nrate_limits;
 	int line;
+	/* headers = {...}: its run in config.hdr, its group's rules first
+	 * (common/hdrrules.h) */
+	struct hdrrules_ref hdr;
 };
 
 /* rate_limits entries (docs/config.md, "Rate limits"): how a request's key
@@ -384,6 +389,9 @@ struct config {
 	int request_id;
 	struct policy_return *returns; /* malloc'd, nreturns entries */
 	int nreturns;
+	/* every route's and group's header rules (common/hdrrules.h), NULL
+	 * when there are none */
+	struct hdrrules_conf *hdr;
 };
 
 struct config_errors {
