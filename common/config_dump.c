@@ -283,6 +283,11 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_breaker, &u->resil.breaker, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		if (u->resil.adaptive.on) {
+			fputs("\t\tadaptive_concurrency = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_adaptive_conc, &u->resil.adaptive, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
 		if (u->resil.retry.on) {
 			fprintf(out, "\t\tretry = {\n\t\t\ton = [ %s ];\n", u->resil.retry.when_text);
 			dump_keys(out, cfg, &config_keys_upstream_retry, &u->resil.retry, "\t\t\t");
@@ -338,7 +343,9 @@ static void dump_routes(FILE *out, const struct config *cfg)
 		}
 		if (r->auth)
 			config_auth_dump(out, cfg, r->auth);
-		config_hdrrules_dump(out, cfg, &r->hdr, r->upstream >= 0 ? &cfg->upstreams[r->upstream].hdr : NULL);
+		config_hdrrules_dump(out, cfg, &r->hdr,
+		                     r->upstream >= 0 && !r->split ? &cfg->upstreams[r->upstream].hdr : NULL);
+		config_split_dump(out, cfg, r);
 		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);

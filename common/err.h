@@ -56,6 +56,7 @@
 	X(BREAKER_OPEN, 503, "breaker_open", "the upstream group's circuit breaker is open") \
 	X(UPSTREAM_LIMIT, 503, "upstream_limit", "the upstream group's limits.max_requests or max_connections reached") \
 	X(QUEUE_TIMEOUT, 503, "upstream_queue_timeout", "no place under the upstream group's limits within queue_timeout") \
+	X(ADAPTIVE_CONCURRENCY, 503, "adaptive_concurrency", "over the upstream group's adaptive_concurrency limit, at once or after its queue") \
 	X(AUTH_REQUIRED, 401, "auth_required", "missing or invalid credentials for a route with auth") \
 	X(AUTH_FORBIDDEN, 403, "auth_forbidden", "credentials valid, consumer not in the route's auth.allow") \
 	X(AUTH_BUSY, 503, "auth_busy", "unverified Basic credentials past the worker's auth.hash_rate") \

@@ -451,6 +451,19 @@ class Server:
             if not head_only:
                 self.send_x(c, n)
             return False
+        if parts[1:2] == ["conc"]:
+            # /conc/BASE/PER: answers after BASE + PER ms for each request
+            # in flight here, so latency rises with concurrency
+            # (tests/integration/test_adaptive_conc.py)
+            with self.lock:
+                self.conc = getattr(self, "conc", 0) + 1
+                n = self.conc
+            try:
+                time.sleep(min(num(2) + num(3) * n, 10000) / 1000.0)
+            finally:
+                with self.lock:
+                    self.conc -= 1
+            return self.respond(c, r, 200, b"conc %d\n" % n, (), close)
         if parts[1:2] == ["slow"]:
             time.sleep(min(num(2), 60000) / 1000.0)
             return self.respond(c, r, 200, b"slow\n", (), close)
@@ -470,7 +483,8 @@ class Server:
             stopping.wait(STALL_MAX)
             return False
         if parts[1:2] == ["mode-set"]:
-            # /mode-set/ok, /mode-set/sleep/MS, /mode-set/fail/STATUS: what
+            # /mode-set/ok, /mode-set/sleep/MS, /mode-set/fail/STATUS,
+            # /mode-set/failevery/N: what
             # /mode answers from now on (tests/integration/test_adaptive.py)
             self.mode = (parts[2] if len(parts) > 2 else "ok", num(3, 0))
             return self.respond(c, r, 200, b"mode %s\n" % str(self.mode).encode(), (), close)
@@ -480,6 +494,10 @@ class Server:
                 time.sleep(min(arg, 10000) / 1000.0)
             if kind == "fail":
                 return self.respond(c, r, min(max(arg, 500), 599), b"failing\n", (), close)
+            if kind == "failevery":  # every Nth answer a 500: a steady error ratio
+                self.mode_n = getattr(self, "mode_n", 0) + 1
+                if self.mode_n % max(arg, 1) == 0:
+                    return self.respond(c, r, 500, b"failing\n", (), close)
             return self.respond(c, r, 200, b"ok\n", (), close)
         if parts[1:2] == ["health-set"]:
             self.health = "stall" if parts[2:3] == ["stall"] else min(max(num(2, 200), 100), 599)

@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "worker/base/base.h"
 #include "worker/core/phase.h"
+#include "worker/core/split.h"
 #include "worker/h1/h1.h"
 
 /* ==== tunnel ==== */
@@ -246,6 +247,11 @@ enum { RATELIMIT_CONTINUE, RATELIMIT_WAIT, RATELIMIT_ANSWERED };
  * RATELIMIT_WAIT: txn_continue() is called when the delay ends;
  * RATELIMIT_ANSWERED: refused and answered (t is gone or answering). */
 int ratelimit_check(struct txn *t);
+
+/* The value of key part <kind> (header, cookie or query; enum
+ * config_rl_part) named <name> (<nl> bytes) in the request of <t>, *vl
+ * bytes; NULL if the request has none. Shared with splits (split.c). */
+const char *ratelimit_part_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl);
 
 /* The end of a request: stops a delay, gives back concurrency. */
 void ratelimit_release(struct txn *t);
@@ -539,6 +545,7 @@ struct breaker_txn {
 	uint8_t trial;           /* a half-open trial */
 	uint8_t done;            /* its outcome was recorded */
 	uint8_t queued;          /* waiting for a place (limits.max_pending) */
+	uint16_t server_plus1;   /* server stat index + 1 holding a place (max_requests_per_server); 0: none */
 	struct txn *qnext;       /* the worker's queue */
 	double queued_at;
 	const char *acted; /* the control that acted on it, for the access log; NULL: none */
@@ -562,8 +569,22 @@ void breaker_answer(struct txn *t, int status);
  * that never got an answer). */
 void breaker_release(struct txn *t);
 
+/* The pick in a group with limits.max_requests_per_server (or
+ * max_connections_per_server): upstream_pick() over the servers not yet
+ * tried, passing by (and counting) a server that is full, taking a place
+ * on the one picked (a compare-and-swap under the cap, so exact across
+ * workers; given back at the next pick or in breaker_release()). -1 when
+ * none has room. */
+int breaker_pick(struct txn *t, const struct route_upstream *up);
+
+/* The per-server cap of <up>'s limits, 0: none. */
+static inline uint32_t breaker_server_cap(const struct route_upstream *up)
+{
+	return config_uplimits_server_cap(&up->resil.limits);
+}
+
 /* The control that acted on <t>, for the access log ("breaker_open",
- * "breaker_backup", "upstream_limit", "queue_timeout", "retry_budget", "retry_limit",
+ * "breaker_backup", "upstream_limit", "queue_timeout", "adaptive_concurrency", "retry_budget", "retry_limit",
  * "retried"), or NULL when none did. */
 const char *breaker_acted(const struct txn *t);
 
@@ -750,6 +771,7 @@ struct txn {
 	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
+	struct split_txn sp;     /* the side of its route's split (split.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
 	struct fwdauth_txn *fa;  /* a forward auth subrequest (fwdauth.h), NULL none */
 
@@ -757,6 +779,13 @@ struct txn {
 	                          * response's (msg.h) */
 	struct hdr arena_mem[];  /* limits.headers entries: the arena's bytes */
 };
+
+/* The group <t> is sent to before any control steps in: its route's, or
+ * the side its route's split chose (split.h). */
+static inline uint32_t split_group(const struct txn *t)
+{
+	return t->sp.upstream_plus1 ? t->sp.upstream_plus1 - 1u : t->route->upstream;
+}
 
 /* Size of a txn with room for <nheaders> headers (the slab class size). */
 size_t txn_size(uint32_t nheaders);

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "shm/limit.h"
+#include "worker/core/grpc.h"
 
 #define RL_VALUE_MAX 256
 #define RL_KEY_MAX   (CONFIG_LIMIT_PARTS * (3 + RL_VALUE_MAX))
@@ -95,6 +96,38 @@ static const char *rl_pair(const char *p, const char *end, char sep, const char 
 	return NULL;
 }
 
+const char *ratelimit_part_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl)
+{
+	const char *v = NULL;
+
+	*vl = 0;
+	switch (kind) {
+	case CONFIG_RL_HEADER: {
+		const struct hdr *h = rl_header(t, name, nl);
+
+		if (h)
+			v = h->value, *vl = h->value_len;
+		break;
+	}
+	case CONFIG_RL_COOKIE:
+		for (uint32_t j = 0; j < t->req.hl.n && !v; j++) {
+			const struct hdr *h = &t->req.hl.v[j];
+
+			if (h->name_len == 6 && !strncasecmp(h->name, "cookie", 6))
+				v = rl_pair(h->value, h->value + h->value_len, ';', name, nl, vl);
+		}
+		break;
+	case CONFIG_RL_QUERY: {
+		const char *q = t->req.path_end, *end = t->req.target + t->req.target_len;
+
+		if (q < end && *q == '?')
+			v = rl_pair(q + 1, end, '&', name, nl, vl);
+		break;
+	}
+	}
+	return v;
+}
+
 /* Appends part <tag> of <len> bytes <v> to the key at <k> (room checked
  * by RL_KEY_MAX; a length past 65535 is kept as 65535: no request value is
  * that long); returns the new length. */
@@ -147,28 +180,7 @@ static size_t rl_key(const struct txn *t, const struct config_rate_limit *l, uin
 			continue;
 		}
 		case CONFIG_RL_ROUTE: n = rl_put(k, n, tag, &t->route->stat, sizeof(t->route->stat)); continue;
-		case CONFIG_RL_HEADER: {
-			const struct hdr *h = rl_header(t, name, nl);
-
-			if (h)
-				v = h->value, vl = h->value_len;
-			break;
-		}
-		case CONFIG_RL_COOKIE:
-			for (uint32_t j = 0; j < t->req.hl.n && !v; j++) {
-				const struct hdr *h = &t->req.hl.v[j];
-
-				if (h->name_len == 6 && !strncasecmp(h->name, "cookie", 6))
-					v = rl_pair(h->value, h->value + h->value_len, ';', name, nl, &vl);
-			}
-			break;
-		case CONFIG_RL_QUERY: {
-			const char *q = t->req.path_end, *end = t->req.target + t->req.target_len;
-
-			if (q < end && *q == '?')
-				v = rl_pair(q + 1, end, '&', name, nl, &vl);
-			break;
-		}
+		default: v = ratelimit_part_value(t, l->parts[i].kind, name, nl, &vl); break;
 		}
 		if (!v) {
 			if (l->missing == CONFIG_RL_SKIP)
@@ -250,7 +262,15 @@ static void rl_answer(struct txn *t, const struct limit_ask *a, struct config_ra
 	int blen = (int)strlen(reason) + 5;
 
 #define PUT(...) len += snprintf(p + len, len < cap ? (size_t)(cap - len) : 0, __VA_ARGS__)
-	PUT("HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n", first->status, reason, blen);
+	int grpc = grpc_request(t);
+
+	if (grpc) { /* RESOURCE_EXHAUSTED, trailers-only, with the limit's headers */
+		PUT("HTTP/1.1 200 OK\r\n");
+		len += grpc_fields(p + len, len < cap ? (size_t)(cap - len) : 0, GRPC_RESOURCE_EXHAUSTED, "rate limited");
+	} else {
+		PUT("HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n", first->status, reason,
+		    blen);
+	}
 	if (rated)
 		PUT("Retry-After: %llu\r\n", (unsigned long long)((wait + 999999999u) / 1000000000u));
 	for (int pass = 0; pass < 2; pass++) {
@@ -283,7 +303,7 @@ static void rl_answer(struct txn *t, const struct limit_ask *a, struct config_ra
 			break;
 		}
 	PUT("%s\r\n", close ? "Connection: close\r\n" : "");
-	if (t->req.method_id != HTTP_HEAD)
+	if (t->req.method_id != HTTP_HEAD && !grpc)
 		PUT("%d %s\n", first->status, reason);
 #undef PUT
 	if (len >= cap) {

@@ -253,7 +253,7 @@ static void txn_attach(struct txn *t, struct upconn *u)
 int txn_pick(struct txn *t)
 {
 	const struct route_upstream *up = breaker_upstream(t); /* a fallback group when open */
-	int s = upstream_pick(t->table, up, t->tried);
+	int s = breaker_server_cap(up) ? breaker_pick(t, up) : upstream_pick(t->table, up, t->tried);
 
 	if (s < 0)
 		return -1;
