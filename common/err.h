@@ -62,7 +62,13 @@
 	X(AUTH_STALE, 503, "auth_stale", "route has auth this worker's configuration does not know") \
 	X(AUTH_CLAIM_DROPPED, 0, "auth_claim_dropped", "JWT claim not passed upstream: not a scalar, a control character, or too long") \
 	X(RATE_LIMITED, 429, "rate_limited", "refused by a rate limit (its status may differ)") \
-	X(HEADER_SPACE, 500, "header_space", "no room in the stream's arena for a rewritten header")
+	X(HEADER_SPACE, 500, "header_space", "no room in the stream's arena for a rewritten header") \
+	X(H2_PROTOCOL, 0, "h2_protocol", "HTTP/2 connection error: GOAWAY and close") \
+	X(H2_STREAMS, 0, "h2_streams", "HTTP/2 stream past http2.max_concurrent_streams refused") \
+	X(H2_RAPID_RESET, 0, "h2_rapid_reset", "HTTP/2 client reset streams past http2.max_resets a second") \
+	X(H2_CONTINUATION, 0, "h2_continuation", "HTTP/2 header block past http2.max_continuations") \
+	X(H2_FLOOD, 0, "h2_flood", "HTTP/2 frames doing no work past http2.control_frames a second") \
+	X(H2_SETTINGS_TIMEOUT, 0, "h2_settings_timeout", "HTTP/2 client did not acknowledge SETTINGS in time")
 
 #define WEIR_OK 0
 
