@@ -37,6 +37,7 @@ struct h2_session {
 	uint8_t goaway;            /* GOAWAY submitted (drain or a defence) */
 	uint8_t dead;              /* being freed: callbacks do nothing */
 	uint8_t in_ng;             /* inside nghttp2 (mem_recv or mem_send) */
+	uint8_t refused;           /* a defence sent its GOAWAY */
 	uint8_t fatal;             /* a connection error: write what is queued, then close */
 };
 

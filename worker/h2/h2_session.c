@@ -52,6 +52,9 @@ void h2_gauges(int dstreams)
 /* A defence tripped: counted, logged at a rate, GOAWAY with <code>. */
 static void h2_session_refuse(struct h2_session *s, int rc, uint32_t code)
 {
+	if (s->refused) /* the rest of the batch that tripped it */
+		return;
+	s->refused = 1;
 	worker_count_error(rc);
 	if (worker_log_gate(&log_next, &log_unlogged)) {
 		log_warn("%s: HTTP/2 %s: GOAWAY (%u more not logged)", s->c->peer, weir_err_text(rc), log_unlogged);
@@ -527,7 +530,11 @@ static void h2_session_flush(struct h2_session *s)
 	h2_session_start_streams(s);
 	if ((s->fatal || c->eof || (!nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng))) &&
 	    (!s->out || !buf_len(s->out)) && !s->pend_len) {
-		conn_close(c); /* GOAWAY out and no stream left */
+		/* GOAWAY out and no stream left: a lingering close, as after an
+		 * HTTP/1 answer, so that frames the client still sends do not
+		 * make the kernel reset what it has not read yet */
+		h2_session_free(c);
+		conn_linger(c);
 		return;
 	}
 	if (s->out && buf_len(s->out) == 0 && !s->pend_len) {
