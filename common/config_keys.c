@@ -594,7 +594,7 @@ static const struct config_key http2_keys[] = {
     {.name = "header_table_size", .type = CONFIG_KEY_INT, AT(struct config_http2, header_table_size), .min = 0,
      .max = 65536, .def = "4096", .doc = "HPACK dynamic table size, both directions"},
     {.name = "settings_timeout", .type = CONFIG_KEY_DURATION, AT(struct config_http2, settings_timeout),
-     .min = 100, .max = 600000, .def = "10s", .doc = "how long the client may take to acknowledge SETTINGS"},
+     DAYS49, .def = "10s", .doc = "how long the client may take to acknowledge SETTINGS"},
 };
 KEYSET(config_keys_http2, "http2", "in http2", http2_keys);
 
