@@ -407,12 +407,15 @@ void h2_session_kick(struct h2_session *s)
 /* The streams whose heads came complete in this batch go to the core. */
 static void h2_session_start_streams(struct h2_session *s)
 {
+	/* a connection error in the batch: no upstream work for any of it */
+	int dead = s->fatal || s->refused || !nghttp2_session_want_read(s->ng);
+
 	while (s->start) {
 		struct h2_stream *st = s->start;
 
 		s->start = st->start_next;
 		st->in_start_list = 0;
-		if (!st->ng_closed && !st->core_done)
+		if (!st->ng_closed && !st->core_done && !dead)
 			h2_stream_start(st);
 	}
 }
