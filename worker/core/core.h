@@ -643,11 +643,6 @@ struct txn {
 	struct msg resp;         /* the response, once its head came */
 	struct http_request req_p;  /* HTTP/1 parse state of each head */
 	struct http_response resp_p;
-	struct http_chunked req_chunks;
-	struct http_chunked resp_chunks;
-	uint64_t req_body_left;  /* Content-Length bytes still to read */
-	uint64_t req_body_total; /* decoded body bytes read so far */
-	uint64_t resp_body_left;
 	uint32_t req_head_start; /* offset of the request head in c->in */
 	struct buf *body;        /* buffered body that did not fit behind the head
 	                          * in c->in (decoded if it came chunked) */
