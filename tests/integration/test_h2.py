@@ -15,7 +15,7 @@ import pytest
 from harness import fetch_metrics, slack, wait_until
 from h2util import H2Client
 from pki import make_ca, make_leaf, san
-from test_tls import start_tls_weir
+from test_tls import start_tls_weir, tls_listener
 
 CURL = shutil.which("curl")
 NGHTTP = shutil.which("nghttp")
@@ -206,3 +206,26 @@ def test_tls_offers_h2_by_alpn_and_tls_alpn_turns_it_off(weir_factory, origin, c
     p = run(CURL, "-s", "--http2", "--cacert", certs["ca"], "--resolve", "app.test:%d:127.0.0.1" % w2.port,
             "-o", "/dev/null", "-w", "%{http_version}", "https://app.test:%d/echo" % w2.port)
     assert p.stdout == b"1.1"
+
+
+def test_weir_t_refuses_bad_http2_values_with_their_lines(weir_factory, origin, certs):
+    w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a"}])
+    text = open(w.conf).read()
+    old = 'listeners = ( { address = "127.0.0.1:%d"; } );' % w.port
+    text = text.replace(old, "listeners = ( %s, { address = \"127.0.0.1:%d\"; h2c = \"yes\"; } );"
+                        % (tls_listener(w.port, [certs["ec"]], 'alpn = "h3,http/1.1";'), w.port + 1))
+    text += "http2 = { max_concurrent_streams = 0; control_frames = 5; };\n"
+    w.write_raw_config(text)
+    p = subprocess.run([w_bin(), "-t", "-c", w.conf], capture_output=True, timeout=slack(10))
+    err = p.stderr.decode()
+    assert p.returncode != 0
+    n = len(text.splitlines())
+    assert "weir.conf:%d: http2.max_concurrent_streams must be from 1 to 1000" % n in err, err
+    assert "http2.control_frames must be from 10" in err, err
+    assert "listeners.tls.alpn" in err and "listeners.h2c must be true or false" in err, err
+
+
+def w_bin():
+    from harness import WEIR_BIN
+    return WEIR_BIN
