@@ -52,8 +52,7 @@ struct h2_stream {
 	uint8_t want;              /* events the core waits for (conn_io_set) */
 	uint8_t head_done;         /* the request head is complete */
 	uint8_t in_eos;            /* the client's END_STREAM came */
-	uint8_t in_chunked;        /* the body goes to the core chunked */
-	uint8_t in_end_sent;       /* the last chunk went to the core */
+	uint8_t in_chunked;        /* no content-length: the head says chunked */
 	uint8_t too_large;         /* the header list passed the limits */
 	uint8_t is_head;           /* a HEAD request: no response body */
 	uint8_t started;           /* handed to the core */
@@ -66,6 +65,7 @@ struct h2_stream {
 	uint8_t rst_recv;          /* the client reset it */
 	uint8_t in_start_list;
 	uint32_t hbytes, hcount;   /* the header list so far */
+	uint32_t unreported;       /* DATA bytes come since the core last asked (recv) */
 	struct buf *hb;            /* header records while the block arrives */
 	struct buf *head;          /* the request head for the core */
 	struct buf *body;          /* DATA payload not yet read by the core */
@@ -77,9 +77,6 @@ struct h2_stream {
 	struct arena ra;
 	struct http_chunked rch;
 	uint64_t resp_left;
-	uint32_t chunk_left;       /* body bytes of the chunk under way to the core */
-	uint8_t fr_off, fr_len;    /* its framing not yet read by the core */
-	char fr[16];
 	char status[12];
 };
 

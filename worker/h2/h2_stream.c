@@ -18,9 +18,13 @@
 #define H2_IN_CAP (H2_WINDOW + 1)
 static int cls_in;
 
+static void h2_codec_init(void);
+static struct codec_ops h2_codec;
+
 void h2_stream_init_classes(void)
 {
 	cls_in = slab_add_class(&wk.slab, sizeof(struct buf) + H2_IN_CAP);
+	h2_codec_init();
 }
 
 static struct buf *h2_in_get(void)
@@ -57,6 +61,7 @@ struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id)
 	memset(st, 0, sizeof(*st));
 	conn_init_stream(&st->sc, s->c);
 	st->sc.h2s = st;
+	st->sc.codec = &h2_codec;
 	st->s = s;
 	st->id = id;
 	st->next = s->streams;
@@ -314,7 +319,7 @@ int h2_stream_data(struct h2_stream *st, const uint8_t *p, size_t len)
 		return -1;
 	if (!b && !(b = st->body = h2_in_get()))
 		return -1;
-	if (b->end + len > H2_IN_CAP && b->start) {
+	if (b->end + len > H2_IN_CAP && b->start && !(st->sc.txn && st->sc.txn->down.in.holding)) {
 		memmove(b->data, b->data + b->start, buf_len(b));
 		b->end -= b->start;
 		b->start = 0;
@@ -323,6 +328,7 @@ int h2_stream_data(struct h2_stream *st, const uint8_t *p, size_t len)
 		return -1; /* past the window: nghttp2 would have refused it */
 	memcpy(b->data + b->end, p, len);
 	b->end += (uint32_t)len;
+	st->unreported += (uint32_t)len;
 	if (st->want & EV_READ)
 		h2_stream_wake(st, EV_READ);
 	return 0;
@@ -342,75 +348,16 @@ void h2_stream_start(struct h2_stream *st)
 	ev_feed_event(wk.loop, &st->sc.io, EV_READ);
 }
 
-/* The core took <k> bytes of body: the client may send as many more. */
-static void h2_stream_consumed(struct h2_stream *st, size_t k)
-{
-	struct buf *b = st->body;
-
-	b->start += (uint32_t)k;
-	if (b->start == b->end)
-		h2_put(&st->body); /* a stream between DATA frames holds no buffer */
-	if (!st->ng_closed) {
-		nghttp2_session_consume(st->s->ng, st->id, k);
-		h2_session_kick(st->s);
-	}
-}
-
-/* Chunked towards the core: the framing is made as the body is read, in
- * pieces as small as the core's room (its decoder is incremental), one
- * chunk per run of buffered DATA whatever the frames were. */
-static size_t h2_stream_chunked(struct h2_stream *st, char *o, size_t n)
-{
-	size_t total = 0;
-
-	while (total < n) {
-		size_t avail = st->body ? buf_len(st->body) : 0, k;
-
-		if (st->fr_len) {
-			k = st->fr_len < n - total ? st->fr_len : n - total;
-			memcpy(o + total, st->fr + st->fr_off, k);
-			st->fr_off += (uint8_t)k;
-			st->fr_len -= (uint8_t)k;
-			total += k;
-		} else if (st->chunk_left && avail) {
-			k = avail < st->chunk_left ? avail : st->chunk_left;
-			if (k > n - total)
-				k = n - total;
-			memcpy(o + total, st->body->data + st->body->start, k);
-			h2_stream_consumed(st, k);
-			st->chunk_left -= (uint32_t)k;
-			total += k;
-			if (!st->chunk_left) {
-				memcpy(st->fr, "\r\n", 2);
-				st->fr_off = 0;
-				st->fr_len = 2;
-			}
-		} else if (!st->chunk_left && avail) {
-			st->chunk_left = (uint32_t)avail;
-			st->fr_off = 0;
-			st->fr_len = (uint8_t)snprintf(st->fr, sizeof(st->fr), "%zx\r\n", avail);
-		} else if (!st->chunk_left && st->in_eos && !st->in_end_sent) {
-			memcpy(st->fr, "0\r\n\r\n", 5);
-			st->fr_off = 0;
-			st->fr_len = 5;
-			st->in_end_sent = 1;
-		} else {
-			break;
-		}
-	}
-	return total;
-}
-
+/* The stream's transport: the request head, written for the core. The
+ * body never goes this way: the codec hands it up in place (below). */
 ssize_t h2_stream_recv(struct conn *c, void *p, size_t n)
 {
 	struct h2_stream *st = c->h2s;
-	size_t avail = st->body ? buf_len(st->body) : 0;
-	char *o = p;
 
 	if (st->head && buf_len(st->head)) {
 		size_t k = buf_len(st->head) < n ? buf_len(st->head) : n;
 
-		memcpy(o, st->head->data + st->head->start, k);
+		memcpy(p, st->head->data + st->head->start, k);
 		st->head->start += (uint32_t)k;
 		if (st->head->start == st->head->end)
 			h2_put(&st->head);
@@ -420,26 +367,121 @@ ssize_t h2_stream_recv(struct conn *c, void *p, size_t n)
 		errno = ECONNRESET;
 		return -1;
 	}
-	if (st->in_chunked) {
-		size_t k = h2_stream_chunked(st, o, n);
-
-		if (k)
-			return (ssize_t)k;
-		if (st->in_end_sent)
-			return 0;
-	} else {
-		if (avail) {
-			size_t k = avail < n ? avail : n;
-
-			memcpy(o, st->body->data + st->body->start, k);
-			h2_stream_consumed(st, k);
-			return (ssize_t)k;
-		}
-		if (st->in_eos)
-			return 0;
-	}
+	if (st->in_eos)
+		return 0;
 	errno = EAGAIN;
 	return -1;
+}
+
+/* ---- the codec: the request body handed up where DATA left it ---------- */
+
+static void h2_body_start(struct side *s, const struct msg *m)
+{
+	struct side_in *bi = &s->in;
+
+	/* a replay starts again from what is still held: what was consumed
+	 * is gone (bi->moved says so once it happened) */
+	bi->framing = (uint8_t)m->body;
+	bi->left = m->content_length;
+	bi->total = 0;
+	bi->holding = bi->eos = bi->eof = 0;
+}
+
+static int h2_body_next(struct side *s, struct body_span *sp, int whole)
+{
+	struct side_in *bi = &s->in;
+	struct h2_stream *st = s->c->h2s;
+	size_t avail = st->body ? buf_len(st->body) : 0;
+
+	if (bi->holding) {
+		*sp = bi->span;
+		return 1;
+	}
+	if (bi->eos)
+		return 0;
+	if (whole && !st->in_eos)
+		/* in place only while the window leaves the client room to
+		 * send the rest: past half of it, the core buffers by copy */
+		return (bi->framing == HTTP_BODY_LENGTH && bi->left > H2_WINDOW / 2) || avail >= H2_WINDOW / 2 ? CODEC_SPLIT
+		                                                                                      : 0;
+	if (!avail && !st->in_eos)
+		return 0;
+	/* all the DATA buffered, in place: the chunked framing the head
+	 * announced is the upstream side's to write */
+	bi->span.data = avail ? st->body->data + st->body->start : "";
+	bi->span.len = avail;
+	bi->span.eos = st->in_eos;
+	bi->holding = 1;
+	bi->total += avail;
+	if (st->in_eos)
+		bi->eos = 1;
+	*sp = bi->span;
+	return 1;
+}
+
+/* The core wrote <n> bytes upstream: only now the client may send more
+ * (nghttp2_session_consume, the WINDOW_UPDATE). */
+static void h2_consumed(struct side *s, size_t n)
+{
+	struct side_in *bi = &s->in;
+	struct h2_stream *st = s->c->h2s;
+	struct buf *b = st->body;
+
+	if (!bi->holding)
+		return;
+	bi->holding = 0;
+	bi->moved = 1; /* consumed is gone: a replay cannot send it again */
+	if (!b || !n)
+		return;
+	b->start += (uint32_t)n;
+	if (b->start == b->end) {
+		h2_put(&st->body); /* a stream between DATA frames holds no buffer */
+	} else {
+		/* what came meanwhile to the front: a held span never moves,
+		 * and the window keeps all of it under the buffer's size */
+		memmove(b->data, b->data + b->start, buf_len(b));
+		b->end -= b->start;
+		b->start = 0;
+	}
+	if (!st->ng_closed) {
+		nghttp2_session_consume(st->s->ng, st->id, n);
+		h2_session_kick(st->s);
+	}
+}
+
+/* More body from the client: the bytes not yet handed up, 0 once the
+ * request ended (its END_STREAM handed up), WEIR_EAGAIN. */
+static int h2_codec_recv(struct side *s)
+{
+	struct conn *c = s->c;
+	struct h2_stream *st = c->h2s;
+	size_t fresh = st->unreported;
+
+	c->readable = 0;
+	st->unreported = 0;
+	if (st->ng_closed && !st->in_eos)
+		return WEIR_ERR(CLIENT_CLOSED);
+	if (fresh) {
+		SHM_ADD(wk.cnt, bytes_in, fresh);
+		return (int)fresh;
+	}
+	if (st->in_eos && (!c->txn || c->txn->down.in.eos || c->txn->req_body_done)) {
+		c->eof = 1;
+		return 0;
+	}
+	return WEIR_EAGAIN;
+}
+
+/* The HTTP/1 server codec's output side (the response goes to the
+ * stream's transport as HTTP/1, parsed back there), this input side. */
+static void h2_codec_init(void)
+{
+	h2_codec = h1_server_codec;
+	h2_codec.name = "h2 server";
+	h2_codec.recv = h2_codec_recv;
+	h2_codec.body_start = h2_body_start;
+	h2_codec.body_next = h2_body_next;
+	h2_codec.consumed = h2_consumed;
 }
 
 void h2_stream_io_set(struct conn *c, int events)
@@ -448,8 +490,7 @@ void h2_stream_io_set(struct conn *c, int events)
 	int ready = 0;
 
 	st->want = (uint8_t)events;
-	if ((events & EV_READ) && ((st->head && buf_len(st->head)) || (st->body && buf_len(st->body)) ||
-	                           st->fr_len || st->in_eos || st->ng_closed))
+	if ((events & EV_READ) && ((st->head && buf_len(st->head)) || st->unreported || st->in_eos || st->ng_closed))
 		ready |= EV_READ;
 	if ((events & EV_WRITE) &&
 	    (st->resp_state != H2_RESP_BODY || !st->dout || st->dout->end < wk.buf_size || st->ng_closed))
