@@ -8,17 +8,17 @@
  * socket, and a stream-core transaction on it exactly as an HTTP/1
  * request has (routing, limits, auth, logs, counters): the stream's conn
  * is the codec's end (h2_stream.c). What the core reads from it is the
- * request written anew as HTTP/1.1 from the HEADERS (Host from
- * :authority, cookie crumbs joined, the body framed by its
- * content-length or chunked); what it writes to it is parsed back (the
+ * request head written anew as HTTP/1.1 from the HEADERS (Host from
+ * :authority, cookie crumbs joined, chunked when no content-length);
+ * what it writes to it is parsed back (the
  * strict HTTP/1 parser) into a HEADERS frame (names lower case, no
  * connection-specific field) and DATA frames. So the core keeps one
  * request path, and nothing it writes for a client is passed unread.
  *
- * Flow control and back-pressure: a stream's window is one buffer; DATA
- * is consumed (nghttp2_session_consume, the WINDOW_UPDATE) only as the
- * core reads it on towards the upstream, and what is thrown away is
- * consumed too. Towards the client a stream holds at most one buffer of
+ * Flow control and back-pressure: a stream's window is one buffer; the
+ * request body is handed up in place through the codec ops (body_next),
+ * and consumed (nghttp2_session_consume, the WINDOW_UPDATE) only once the
+ * core wrote it upstream (consumed); what is thrown away is consumed too. Towards the client a stream holds at most one buffer of
  * response body: when the client's window keeps it full, the core's
  * write is refused and the upstream is not read. Frames leave in one
  * gathered write per loop pass per connection (an ev_prepare).
