@@ -22,6 +22,8 @@
 #include "common/policy.h"
 #include "common/config_resil.h"
 #include "common/config_health.h"
+#include "common/hdrrules.h"
+#include "common/split.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -51,6 +53,7 @@ struct tlscert;
 struct tlsca;
 struct x509_store_st;
 struct config_auth;
+struct config_split;
 
 /* One certificate of a TLS listener: its files, and what was read from
  * them (common/tlscert.h), owned by the config. */
@@ -209,6 +212,7 @@ struct config_upstream {
 	struct config_resil resil;    /* outlier, ...: common/config_resil.h */
 	struct config_health health;  /* active checks: health.type 0 when none */
 	struct config_overrides over; /* timeouts = {...}, request_limits = {...} */
+	struct hdrrules_ref hdr;      /* headers = {...}: its run in config.hdr (common/hdrrules.h) */
 };
 
 enum config_host_kind {
@@ -248,6 +252,14 @@ struct config_route {
 	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
 	uint8_t nrate_limits;
 	int line;
+	/* headers = {...}: its run in config.hdr, its group's rules first
+	 * (common/hdrrules.h) */
+	struct hdrrules_ref hdr;
+	/* split = ( ... ): the groups it splits between, instead of one
+	 * upstream (common/split.h), malloc'd; NULL for none. upstream is
+	 * then its first side's group */
+	struct config_split *split;
+	struct config_mirror mirror; /* mirror = { ... } (common/split.h); group 0: none */
 };
 
 /* rate_limits entries (docs/config.md, "Rate limits"): how a request's key
@@ -346,6 +358,7 @@ struct config {
 	int ncerts;
 	struct config_rate_limit *rate_limits; /* malloc'd, nrate_limits entries */
 	int nrate_limits;
+	int nsplits; /* routes with a split (config_split.index: 0..nsplits - 1) */
 	/* rate_limit_table: keys the shared rate-limit table holds (all limits
 	 * together); read at start, kept across reloads (shm/limit.h) */
 	uint32_t rate_limit_table;
@@ -399,6 +412,9 @@ struct config {
 	int request_id;
 	struct policy_return *returns; /* malloc'd, nreturns entries */
 	int nreturns;
+	/* every route's and group's header rules (common/hdrrules.h), NULL
+	 * when there are none */
+	struct hdrrules_conf *hdr;
 };
 
 struct config_errors {

@@ -47,4 +47,10 @@ void config_dump_keys(FILE *out, const struct config *cfg, const struct config_k
 struct config_auth;
 void config_auth_dump(FILE *out, const struct config *cfg, const struct config_auth *a);
 
+/* common/config_hdrrules.c: "headers = { ... }; " of a group or a route,
+ * the rules of <own> less those it has from <inherit> (its group's). */
+struct hdrrules_ref;
+void config_hdrrules_dump(FILE *out, const struct config *cfg, const struct hdrrules_ref *own,
+                          const struct hdrrules_ref *inherit);
+
 #endif

@@ -84,7 +84,8 @@ extern const struct config_keyset config_keys_top, config_keys_log, config_keys_
     config_keys_upstream_health, config_keys_server, config_keys_route, config_keys_route_return,
     config_keys_route_auth, config_keys_timeouts, config_keys_limits, config_keys_rate_limit,
     config_keys_rate_limit_adaptive, config_keys_redis, config_keys_upstream_timeouts,
-    config_keys_upstream_request_limits, config_keys_route_timeouts, config_keys_route_limits, config_keys_http2;
+    config_keys_upstream_request_limits, config_keys_route_timeouts, config_keys_route_limits,
+    config_keys_headers, config_keys_headers_request, config_keys_headers_response, config_keys_http2;
 
 /*
  * Checks and stores for string keys, named in the descriptors, written
@@ -101,6 +102,14 @@ const char *config_store_route_host(const char *text, void *route);
 const char *config_check_rl_key(const char *text);
 const char *config_check_rl_rate(const char *text);
 const char *config_check_header_name(const char *text);
+/* common/config_split.c: routes.split_key and split_override's names */
+extern const struct config_keyset config_keys_route_split, config_keys_route_split_override, config_keys_route_mirror;
+const char *config_check_split_key(const char *text);
+const char *config_check_split_name(const char *text);
+const char *config_show_split_key(const struct config *cfg, const void *route, char *buf, size_t cap);
+/* and written back by config_dump (nothing for a route without one) */
+struct config_route;
+void config_split_dump(FILE *out, const struct config *cfg, const struct config_route *r);
 /* common/config_policy.c: access log formats, log_sample and direct
  * responses (routes.return) */
 const char *config_check_log_format(const char *text);

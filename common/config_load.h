@@ -92,10 +92,34 @@ void config_policy_load_top(struct loader *ld, const config_setting_t *root);
  * out of memory. */
 int config_policy_load_route(struct loader *ld, const config_setting_t *e, struct config_route *r, int has_upstream);
 
+/* common/config_policy.c: compiles <text> into <t> as a header value's
+ * template: NULL, or why not (an unknown variable, CR, LF or a control
+ * byte in a literal). */
+const char *config_header_tpl(struct vars_tpl *t, const char *text);
+
+/* common/config_hdrrules.c: headers = { ... } of entry <e> (<what>:
+ * "routes.headers" or "upstreams.headers") into the configuration's pools
+ * and *<out>, after the rules of <inherit> (a route's group; NULL for
+ * none). Returns -1 only when out of memory. config_hdrrules_check(), once
+ * every route is read, refuses a rule on a name weir vouches for (a
+ * listener's client_header, an auth policy's consumer or claim header). */
+struct hdrrules_ref;
+int config_hdrrules_read(struct loader *ld, const config_setting_t *e, const char *what,
+                         const struct hdrrules_ref *inherit, struct hdrrules_ref *out);
+void config_hdrrules_check(struct loader *ld);
+
 /* common/config_auth.c: the auth group of route entry <e>, if any, into
  * *<out> (NULL when absent). Returns -1 only when out of memory. */
 struct config_auth;
 int config_auth_read(struct loader *ld, const config_setting_t *e, struct config_auth **out);
+
+/* common/config_split.c: routes.split, split_key and split_override of
+ * entry <e> into r->split (left NULL without a split). Returns 1 if good,
+ * 0 (reported) if not, -1 when out of memory. The dump writes them back. */
+int config_split_load(struct loader *ld, const config_setting_t *e, struct config_route *r);
+/* A rate limit key <text> into <l>'s parts (config_ratelimit.c): NULL or
+ * what is wrong. */
+const char *config_rl_key_parse(const char *text, struct config_rate_limit *l);
 
 /* health = { ... } of upstream entry <e> into u->health (common/config_file_health.c). */
 void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);
