@@ -152,6 +152,8 @@ struct config_limits {
 	uint32_t body_buffer;  /* request bodies up to this are read whole before connecting: 65536 (0 = off) */
 	uint32_t client_body_rate; /* request body bytes/s at least, over rate_window: 512 (0 = off), 408 */
 	uint32_t client_send_rate; /* response bytes/s the client takes at least: 512 (0 = off), cut */
+	uint32_t pipe_budget;  /* body bytes a stream holds read from one side, not yet written to the
+	                        * other, per direction: 65536 (1024..16777216) */
 };
 
 /*

@@ -316,7 +316,7 @@ static const struct config_key over_timeout_keys[] = {
 static const struct config_key over_limit_keys[] = {
     OVER_LIMIT(body_size, 0, UINT64_MAX),         OVER_LIMIT(body_buffer, 0, 1048576),
     OVER_LIMIT(response_header_size, 1024, 65536), OVER_LIMIT(client_body_rate, 0, UINT32_MAX),
-    OVER_LIMIT(client_send_rate, 0, UINT32_MAX),
+    OVER_LIMIT(client_send_rate, 0, UINT32_MAX),  OVER_LIMIT(pipe_budget, 1024, 16777216),
 };
 KEYSET(config_keys_upstream_timeouts, "upstreams.timeouts", "in upstreams.timeouts", over_timeout_keys);
 KEYSET(config_keys_upstream_request_limits, "upstreams.request_limits", "in upstreams.request_limits", over_limit_keys);
@@ -556,6 +556,8 @@ static const struct config_key limit_keys[] = {
      .max = UINT32_MAX, .def = "512", .doc = "bytes per second a request body must arrive at; 0: no minimum; 408"},
     {.name = "client_send_rate", .type = CONFIG_KEY_SIZE, AT(struct config_limits, client_send_rate), .min = 0,
      .max = UINT32_MAX, .def = "512", .doc = "bytes per second a client must take the response at; 0: no minimum"},
+    {.name = "pipe_budget", .type = CONFIG_KEY_SIZE, AT(struct config_limits, pipe_budget), .min = 1024,
+     .max = 16777216, .def = "64k", .doc = "body bytes a stream holds read and not yet written on, each way"},
 };
 KEYSET(config_keys_limits, "limits", "in limits", limit_keys);
 

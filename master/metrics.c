@@ -753,6 +753,13 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               "weir_tunnel_bytes_total{direction=\"upstream\"} %llu\n"
 	               "weir_tunnel_bytes_total{direction=\"client\"} %llu\n",
 	               (unsigned long long)c.tunnel_bytes_up, (unsigned long long)c.tunnel_bytes_down);
+	family(o, "weir_pipe_budget_stalls_total", "counter",
+	       "Body spans a stream's pipe budget (limits.pipe_budget) held back: more was read than it lets wait "
+	       "unwritten, by direction.");
+	textbuf_printf(o,
+	               "weir_pipe_budget_stalls_total{direction=\"upstream\"} %llu\n"
+	               "weir_pipe_budget_stalls_total{direction=\"client\"} %llu\n",
+	               (unsigned long long)c.pipe_stalls[0], (unsigned long long)c.pipe_stalls[1]);
 	family(o, "weir_tunnels_closed_total", "counter", "Tunnels ended, by what ended them.");
 	by_label(o, "weir_tunnels_closed_total", "by", tunnel_end_labels, c.tunnels_closed, TUNNEL_END_COUNT);
 	metric(o, "weir_h2_connections_total", "counter", "HTTP/2 client connections.", c.h2_sessions_total);

@@ -39,7 +39,6 @@ struct txn *txn_new(struct conn *c)
 	memset(&t->resp, 0, offsetof(struct txn, req_p) - offsetof(struct txn, resp));
 	memset(&t->resp_p, 0, sizeof(*t) - offsetof(struct txn, resp_p));
 	t->c = c;
-	t->down.c = c;
 	t->down.ops = c->codec;
 	t->up.ops = &h1_client_codec; /* the route's protocol: HTTP/1 for now */
 	t->server = -1;
@@ -52,7 +51,7 @@ struct txn *txn_new(struct conn *c)
 	/* a Content-Length is held against the body_size of the route the
 	 * request takes, once routed (txn_start): not the head's to judge */
 	t->req_p.st.max_body = 0;
-	c->txn = t;
+	t->down.ops->attach(&t->down, c, NULL, t);
 	return t;
 }
 
@@ -97,12 +96,13 @@ static void txn_detach_upstream(struct txn *t, int reusable)
 	if (!u)
 		return;
 	t->u = NULL;
-	t->up.u = NULL;
-	u->txn = NULL;
-	if (reusable)
+	if (reusable) {
+		t->up.u = NULL;
+		u->txn = NULL;
 		upstream_release(u);
-	else
-		upstream_close(u);
+	} else {
+		t->up.ops->reset(&t->up, 0); /* HTTP/1: the connection closes */
+	}
 }
 
 void txn_abort(struct txn *t, int rc)
@@ -159,7 +159,7 @@ void txn_fail(struct txn *t, int rc)
 	worker_count_error(rc);
 	log_warn("%s: %s after the response had started; cutting the connection", c->peer, weir_err_text(rc));
 	txn_log_phase(t, 0, t->status);
-	conn_close(c);
+	t->down.ops->reset(&t->down, 0);
 }
 
 static void txn_finish(struct txn *t)
@@ -196,8 +196,9 @@ void txn_body_reset(struct txn *t)
 {
 	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
 	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
-	t->down.owes = 0;
-	t->down.ops->body_start(&t->down, &t->req);
+	t->down.owes = t->down.dry = 0;
+	if (!t->req_body_done) /* else the side's zeroed input state stands: none */
+		t->down.ops->body_start(&t->down, &t->req, TXN_SET(t)->limits.pipe_budget);
 }
 
 /* ---- connecting ------------------------------------------------------ */
@@ -237,14 +238,11 @@ static int txn_replay_request(struct txn *t)
 static void txn_attach(struct txn *t, struct upconn *u)
 {
 	t->u = u;
-	u->txn = t;
-	t->up.u = u;
 	/* a new connection speaks the route's protocol (t->up.ops); a pooled
 	 * one keeps the codec it was opened with */
-	if (!u->codec)
-		u->codec = t->up.ops;
-	t->up.ops = u->codec;
-	t->up.q.sent = 0;
+	if (u->codec)
+		t->up.ops = u->codec;
+	t->up.ops->attach(&t->up, NULL, u, t);
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
 	SHM_ADD(&wk.scnt[route_servers(t->table)[t->server].stat], requests, 1);
@@ -450,7 +448,7 @@ static inline __attribute__((always_inline)) void txn_relay(struct side *from, s
 		to->owes = 1;
 		to->owed = sp->len;
 	} else {
-		from->ops->consumed(from, sp->len);
+		from->dry = !from->ops->consumed(from, sp->len);
 	}
 }
 
@@ -459,7 +457,8 @@ static inline void txn_written(struct side *from, struct side *to)
 {
 	if (to->owes && !to->q.count) {
 		to->owes = 0;
-		from->ops->consumed(from, to->owed);
+		/* nothing left to hand up: the next ask would only say so */
+		from->dry = !from->ops->consumed(from, to->owed);
 	}
 }
 
@@ -476,6 +475,8 @@ static int txn_fill_up(struct txn *t)
 		t->req_done = 1;
 		return 1;
 	}
+	if (t->down.dry)
+		return 0;
 	rc = t->down.ops->body_next(&t->down, &sp, 0);
 	if (t->down.in.moved)
 		t->replayable = 0; /* the body bytes sent are no longer as received */
@@ -484,13 +485,18 @@ static int txn_fill_up(struct txn *t)
 	if (limit && t->down.in.total > limit)
 		return WEIR_ERR(BODY_TOO_LARGE); /* a Content-Length was judged at routing */
 	t->req_body_done = sp.eos;
+	if (sp.more)
+		SHM_ADD(wk.cnt, pipe_stalls[0], 1);
 	txn_relay(&t->down, &t->up, &sp);
 	return 1;
 }
 
 int txn_upstream_read(struct txn *t)
 {
-	int rc = t->up.ops->recv(&t->up);
+	int rc;
+
+	t->up.dry = 0; /* whatever it reads, body_next is asked again */
+	rc = t->up.ops->recv(&t->up);
 
 	if (rc > 0 && t->up_first == 0)
 		t->up_first = ev_now(wk.loop);
@@ -595,8 +601,8 @@ static int txn_response_head(struct txn *t)
 		rc = txn_response_start(t);
 		if (rc < 0)
 			return rc;
-		t->down.owes = 0;
-		t->up.ops->body_start(&t->up, &t->resp);
+		t->down.owes = t->up.dry = 0;
+		t->up.ops->body_start(&t->up, &t->resp, TXN_SET(t)->limits.pipe_budget);
 		/* an upgrade offered and declined: the upstream may have read
 		 * what followed the request as its new protocol */
 		t->up_reusable = t->resp.keep_alive && t->resp.body != HTTP_BODY_CLOSE && !t->tun.proto_len;
@@ -613,11 +619,16 @@ static int txn_response_head(struct txn *t)
 static int txn_fill_down(struct txn *t)
 {
 	struct body_span sp;
-	int rc = t->up.ops->body_next(&t->up, &sp, 0);
+	int rc;
 
+	if (t->up.dry)
+		return 0;
+	rc = t->up.ops->body_next(&t->up, &sp, 0);
 	if (rc <= 0)
 		return rc < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : 0;
 	t->resp_done = sp.eos;
+	if (sp.more)
+		SHM_ADD(wk.cnt, pipe_stalls[1], 1);
 	txn_relay(&t->up, &t->down, &sp);
 	return 1;
 }
@@ -655,6 +666,7 @@ static void txn_pump_buffer(struct txn *t)
 		}
 		if (!c->readable)
 			break;
+		t->down.dry = 0;
 		rc = t->down.ops->recv(&t->down);
 		if (rc > 0) {
 			io = 1;
@@ -663,9 +675,8 @@ static void txn_pump_buffer(struct txn *t)
 		}
 		if (rc == WEIR_EAGAIN)
 			break;
-		txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 		log_info("%s: client closed the connection during the request body", c->peer);
-		conn_close(c);
+		t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_CLOSED));
 		return;
 	}
 	conn_io_set(c, EV_READ);
@@ -715,8 +726,7 @@ void txn_pump(struct txn *t)
 						t->up_reusable = 0;
 						if (!t->req_body_done) {
 							t->body_discard = 1;
-							if (c->in)
-								c->in->start = c->in->end;
+							t->down.ops->discard(&t->down);
 						}
 					} else {
 						txn_upstream_lost(t, WEIR_ERR(UPSTREAM_CLOSED));
@@ -736,6 +746,7 @@ void txn_pump(struct txn *t)
 				if (rc > 0) {
 					progress = 1;
 				} else if (c->readable) {
+					t->down.dry = 0;
 					rc = t->down.ops->recv(&t->down);
 					if (t->down.in.moved)
 						t->replayable = 0; /* sent bytes are gone from the buffer */
@@ -743,9 +754,8 @@ void txn_pump(struct txn *t)
 						progress = cl_io = 1;
 						t->body_in += (uint64_t)rc;
 					} else if (rc != WEIR_EAGAIN) {
-						txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 						log_info("%s: client closed the connection during the request body", c->peer);
-						conn_close(c);
+						t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_CLOSED));
 						return;
 					}
 				}
@@ -759,8 +769,7 @@ void txn_pump(struct txn *t)
 			 * chunked or until-close bodies, which may be streams */
 			n = t->down.ops->flush(&t->down, t->resp.body == HTTP_BODY_LENGTH && !t->resp_done);
 			if (n < 0) {
-				txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
-				conn_close(c);
+				t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_CLOSED));
 				return;
 			}
 			if (n > 0) {

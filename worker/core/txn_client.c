@@ -126,8 +126,7 @@ int txn_send_continue(struct txn *t)
 	/* a fresh socket always takes these 25 bytes */
 	t->continued = 1;
 	if (conn_sendv(c, &v, 1, 0) != (ssize_t)sizeof(cont) - 1) {
-		txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
-		conn_close(c);
+		t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_CLOSED));
 		return -1;
 	}
 	SHM_ADD(wk.cnt, bytes_out, sizeof(cont) - 1);
@@ -228,8 +227,7 @@ void txn_client_fail(struct txn *t, int rc)
 	if (rc == WEIR_ERR(SEND_TOO_SLOW)) {
 		log_info("%s: %s; cutting the connection", c->peer, weir_err_text(rc));
 		txn_log_phase(t, 0, t->status);
-		txn_abort(t, rc);
-		conn_close(c);
+		t->down.ops->reset(&t->down, rc);
 		return;
 	}
 	txn_fail(t, rc);
@@ -281,9 +279,8 @@ void txn_on_client_timeout(struct txn *t)
 		return;
 	}
 	if (t->cl_wait == WAIT_SEND) {
-		txn_abort(t, WEIR_ERR(CLIENT_TIMEOUT));
 		log_info("%s: client stopped reading the response", c->peer);
-		conn_close(c);
+		t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_TIMEOUT));
 	} else if (t->cl_wait == WAIT_READ) {
 		txn_fail(t, WEIR_ERR(BODY_TIMEOUT));
 	} else {

@@ -266,13 +266,9 @@ static void txn_walk_request(struct txn *t)
 	case PH_ANSWER:
 		txn_fail(t, t->answer);
 		return;
-	case PH_ABORT: {
-		struct conn *c = t->c;
-
-		txn_abort(t, 0);
-		conn_close(c);
+	case PH_ABORT:
+		t->down.ops->reset(&t->down, 0);
 		return;
-	}
 	}
 }
 

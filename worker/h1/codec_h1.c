@@ -147,24 +147,27 @@ static void h1_send_body(struct side *s, const char *data, size_t len, int eos)
 
 /* ---- input framing, both sides ----------------------------------------- */
 
-static void h1_body_start(struct side *s, const struct msg *m)
+static void h1_body_start(struct side *s, const struct msg *m, uint32_t budget)
 {
 	struct side_in *bi = &s->in;
 
+	bi->budget = budget;
 	bi->framing = (uint8_t)m->body;
 	bi->left = m->content_length;
 	bi->total = 0;
 	bi->holding = bi->eos = bi->eof = bi->moved = 0;
-	http_chunked_init(&bi->chunks);
+	if (m->body == HTTP_BODY_CHUNKED)
+		http_chunked_init(&bi->chunks);
 }
 
 /* Hands up <n> bytes at <data>, standing for <used> bytes of the input. */
 static inline int h1_hand(struct side_in *bi, struct body_span *sp, const char *data, size_t n, uint32_t used,
-                          int eos)
+                          int eos, int more)
 {
 	bi->span.data = data;
 	bi->span.len = n;
 	bi->span.eos = (uint8_t)eos;
+	bi->span.more = (uint8_t)more;
 	bi->used = used;
 	bi->holding = 1;
 	bi->total += n;
@@ -187,14 +190,24 @@ static __attribute__((noinline)) int h1_body_chunked(struct side_in *bi, struct 
 	struct http_chunked *ch = &bi->chunks;
 	char *base = in->data + in->start, *span = NULL;
 	size_t avail = buf_len(in), off = 0, len = 0;
+	int more = 0;
 
-	while (off < avail && !ch->done) {
+	while (off < avail && !ch->done && !more) {
 		size_t used, dlen;
 		const char *data;
 		int rc = http_chunked_feed(ch, base + off, avail - off, &used, &data, &dlen);
 
 		if (rc < 0)
 			return rc;
+		if (dlen > bi->budget - len) {
+			/* the budget is full: the rest of this chunk waits */
+			size_t over = dlen - (bi->budget - len);
+
+			http_chunked_unread(ch, over);
+			used -= over;
+			dlen -= over;
+			more = 1;
+		}
 		off += used;
 		if (dlen == 0)
 			continue;
@@ -210,7 +223,7 @@ static __attribute__((noinline)) int h1_body_chunked(struct side_in *bi, struct 
 		in->start += (uint32_t)off; /* framing only: nothing will write it */
 		return 0;
 	}
-	return h1_hand(bi, sp, span, len, (uint32_t)off, ch->done);
+	return h1_hand(bi, sp, span, len, (uint32_t)off, ch->done, more);
 }
 
 /* body_next() but for the common case below: a whole body asked for,
@@ -230,6 +243,7 @@ static __attribute__((noinline)) int h1_body_next_rest(struct side *s, struct bu
 	switch (bi->framing) {
 	case HTTP_BODY_LENGTH: {
 		uint32_t n;
+		int more = 0;
 
 		if (whole) {
 			/* in place: all of it fits behind what precedes it */
@@ -241,8 +255,12 @@ static __attribute__((noinline)) int h1_body_next_rest(struct side *s, struct bu
 		if (avail == 0)
 			return 0;
 		n = avail < bi->left ? avail : (uint32_t)bi->left;
+		if (!whole && n > bi->budget) { /* a buffered body: body_buffer bounds it */
+			n = bi->budget;
+			more = 1;
+		}
 		bi->left -= n;
-		return h1_hand(bi, sp, in->data + in->start, n, n, bi->left == 0);
+		return h1_hand(bi, sp, in->data + in->start, n, n, bi->left == 0, more);
 	}
 	case HTTP_BODY_CHUNKED:
 		if (whole)
@@ -251,9 +269,11 @@ static __attribute__((noinline)) int h1_body_next_rest(struct side *s, struct bu
 	case HTTP_BODY_CLOSE:
 		if (whole)
 			return CODEC_SPLIT;
+		if (avail > bi->budget)
+			return h1_hand(bi, sp, in->data + in->start, bi->budget, bi->budget, 0, 1);
 		if (avail)
-			return h1_hand(bi, sp, in->data + in->start, avail, avail, 0);
-		return bi->eof ? h1_hand(bi, sp, NULL, 0, 0, 1) : 0;
+			return h1_hand(bi, sp, in->data + in->start, avail, avail, 0, 0);
+		return bi->eof ? h1_hand(bi, sp, NULL, 0, 0, 1, 0) : 0;
 	default:
 		return 0;
 	}
@@ -268,31 +288,48 @@ static inline __attribute__((always_inline)) int h1_body_next(struct side *s, st
 
 	if (bi->framing == HTTP_BODY_LENGTH && !whole && !bi->holding && !bi->eos) {
 		uint32_t avail = in ? buf_len(in) : 0, n;
+		int more = 0;
 
 		if (avail == 0)
 			return 0;
 		n = avail < bi->left ? avail : (uint32_t)bi->left;
+		if (n > bi->budget) {
+			n = bi->budget;
+			more = 1;
+		}
 		bi->left -= n;
-		return h1_hand(bi, sp, in->data + in->start, n, n, bi->left == 0);
+		return h1_hand(bi, sp, in->data + in->start, n, n, bi->left == 0, more);
 	}
 	return h1_body_next_rest(s, in, sp, whole);
 }
 
-static inline __attribute__((always_inline)) void h1_consumed(struct side *s, struct buf *in, size_t n)
+static inline __attribute__((always_inline)) int h1_consumed(struct side *s, struct buf *in, size_t n)
 {
 	struct side_in *bi = &s->in;
 
 	if (!bi->holding)
-		return;
+		return in && buf_len(in);
 	if (n < bi->span.len) {
 		/* part of it: HTTP/1 gives the input back per whole span */
 		bi->span.data += n;
 		bi->span.len -= n;
-		return;
+		return 1;
 	}
 	bi->holding = 0;
+	if (!in)
+		return 0;
+	in->start += bi->used;
+	return buf_len(in) != 0;
+}
+
+/* Drops what the input buffer holds past the span handed up: the body's
+ * rest, and whatever followed it (the connection closes after). */
+static void h1_discard(struct side_in *bi, struct buf *in)
+{
+	bi->holding = 0;
+	bi->eos = 1;
 	if (in)
-		in->start += bi->used;
+		in->start = in->end;
 }
 
 /* Room for more body: a full input buffer holding nothing handed up
@@ -324,9 +361,31 @@ static int h1_server_body_next(struct side *s, struct body_span *sp, int whole)
 	return h1_body_next(s, s->c->in, sp, whole);
 }
 
-static void h1_server_consumed(struct side *s, size_t n)
+static int h1_server_consumed(struct side *s, size_t n)
 {
-	h1_consumed(s, s->c->in, n);
+	return h1_consumed(s, s->c->in, n);
+}
+
+static void h1_server_discard(struct side *s)
+{
+	h1_discard(&s->in, s->c->in);
+}
+
+/* HTTP/1: a connection carries the stream whose request it is reading. */
+static void h1_server_attach(struct side *s, struct conn *c, struct upconn *u, struct txn *t)
+{
+	(void)u;
+	s->c = c;
+	c->txn = t;
+}
+
+static void h1_server_reset(struct side *s, int rc)
+{
+	struct conn *c = s->c; /* <s> goes with the stream */
+
+	if (c->txn)
+		txn_abort(c->txn, rc);
+	conn_close(c);
 }
 
 const struct codec_ops h1_server_codec = {
@@ -338,6 +397,9 @@ const struct codec_ops h1_server_codec = {
 	.body_start = h1_body_start,
 	.body_next = h1_server_body_next,
 	.consumed = h1_server_consumed,
+	.discard = h1_server_discard,
+	.attach = h1_server_attach,
+	.reset = h1_server_reset,
 };
 
 /* ---- the client side: an upstream connection ---------------------------- */
@@ -418,9 +480,38 @@ static int h1_client_body_next(struct side *s, struct body_span *sp, int whole)
 	return h1_body_next(s, s->u->in, sp, whole);
 }
 
-static void h1_client_consumed(struct side *s, size_t n)
+static int h1_client_consumed(struct side *s, size_t n)
 {
-	h1_consumed(s, s->u->in, n);
+	return h1_consumed(s, s->u->in, n);
+}
+
+static void h1_client_discard(struct side *s)
+{
+	h1_discard(&s->in, s->u ? s->u->in : NULL);
+}
+
+/* A new connection speaks the codec it is attached with; a pooled one
+ * keeps its own (the core attaches with u->codec's table). */
+static void h1_client_attach(struct side *s, struct conn *c, struct upconn *u, struct txn *t)
+{
+	(void)c;
+	s->u = u;
+	u->txn = t;
+	if (!u->codec)
+		u->codec = s->ops;
+	s->q.sent = 0;
+}
+
+static void h1_client_reset(struct side *s, int rc)
+{
+	struct upconn *u = s->u;
+
+	(void)rc;
+	s->u = NULL;
+	if (u) {
+		u->txn = NULL;
+		upstream_close(u);
+	}
 }
 
 /* HTTP/1 carries one stream at a time: a connection in use takes none. */
@@ -438,5 +529,8 @@ const struct codec_ops h1_client_codec = {
 	.body_start = h1_body_start,
 	.body_next = h1_client_body_next,
 	.consumed = h1_client_consumed,
+	.discard = h1_client_discard,
+	.attach = h1_client_attach,
+	.reset = h1_client_reset,
 	.avail_streams = h1_client_avail_streams,
 };

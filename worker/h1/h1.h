@@ -47,6 +47,7 @@
 struct buf;
 struct conn;
 struct upconn;
+struct txn;
 
 /* Pending output in one direction. */
 struct outq {
@@ -77,6 +78,7 @@ struct body_span {
 	const char *data;
 	size_t len;
 	uint8_t eos;
+	uint8_t more; /* more was ready than the side's budget let through */
 };
 
 /* What a side's codec keeps of the body coming from its peer (the
@@ -88,6 +90,8 @@ struct side_in {
 	struct http_chunked chunks; /* HTTP/1 chunked framing */
 	struct body_span span;   /* the span handed up and not yet consumed */
 	uint32_t used;           /* bytes of the input buffer it stands for */
+	uint32_t budget;         /* a span is at most this (the stream's pipe
+	                          * budget: payload handed up, not yet consumed) */
 	uint8_t framing;         /* enum http_body_kind of the message */
 	uint8_t holding;         /* <span> is handed up, not yet consumed */
 	uint8_t eos;             /* the end was handed up */
@@ -105,6 +109,8 @@ struct side {
 	uint8_t owes;            /* q holds a span of the other side's input:
 	                          * the core consumes it there once q is written */
 	size_t owed;             /* its payload bytes */
+	uint8_t dry;             /* the core: consumed() said no input is ready;
+	                          * body_next() is not asked until a recv() */
 	struct side_in in;       /* the body from this side's peer */
 	const struct codec_ops *ops;
 	struct conn *c;          /* the client side's connection */
@@ -128,16 +134,35 @@ struct codec_ops {
 	 * the caller puts the input back first). body_next(): the next span of
 	 * it into *<sp>: 1, 0 when more input is needed (recv), or
 	 * WEIR_ESMUGGLING for framing the codec refuses. A span stays handed
-	 * up (body_next() hands the same one again) until consumed(); with
-	 * <whole> the rest of the body is handed only as one span in place
-	 * (0 until all of it has come), or CODEC_SPLIT when it cannot be. */
-	void (*body_start)(struct side *s, const struct msg *m);
+	 * up (body_next() hands the same one again) until consumed(), and the
+	 * payload handed up and not consumed is at most <budget> bytes (the
+	 * pipe's: HTTP/2 would keep its stream window so); with <whole> the
+	 * rest of the body is handed only as one span in place (0 until all
+	 * of it has come), or CODEC_SPLIT when it cannot be: a buffered body
+	 * is bounded by limits.body_buffer, not by the budget. */
+	void (*body_start)(struct side *s, const struct msg *m, uint32_t budget);
 	int (*body_next)(struct side *s, struct body_span *sp, int whole);
 	/* The core has written <n> payload bytes of the span handed up to
 	 * the other side: the input it stands for may go (HTTP/1: consumed
 	 * from the input buffer once the whole span is; HTTP/2: flow-control
-	 * credit). */
-	void (*consumed)(struct side *s, size_t n);
+	 * credit). Returns 1 when more input is ready for body_next(), 0 when
+	 * the next span needs a recv() first (the core then does not ask). */
+	int (*consumed)(struct side *s, size_t n);
+	/* The rest of the body from the peer is not wanted: what is read of
+	 * it is dropped and no more is handed up (HTTP/1: the input buffer's
+	 * bytes, the core reads and drops what still comes; HTTP/2 would
+	 * reset the stream with NO_ERROR). */
+	void (*discard)(struct side *s);
+	/* Binds stream <t> to a connection: a server codec's side to client
+	 * connection <c> (HTTP/1: as its request is read), a client codec's
+	 * to upstream connection <u>, new or from the pool. */
+	void (*attach)(struct side *s, struct conn *c, struct upconn *u, struct txn *t);
+	/* Aborts the stream on this side, which ends with error <rc> (0: not
+	 * an error, cancelled). HTTP/1 has no other way than closing the
+	 * connection: on the server side that frees the stream (txn_abort,
+	 * counting <rc>), so <s> is gone after; HTTP/2 would send RST_STREAM
+	 * and keep the connection. */
+	void (*reset)(struct side *s, int rc);
 	/* Writes what is queued; <more>: more of a counted body follows at
 	 * once. Returns bytes written (the queue is empty when q.count is 0)
 	 * or -errno. */
@@ -286,6 +311,10 @@ void http_chunked_init(struct http_chunked *c);
  */
 int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t *used,
                       const char **data, size_t *data_len);
+
+/* Gives back the last <n> bytes of the data span the last call returned
+ * (the caller takes <n> fewer as used): the next call returns them again. */
+void http_chunked_unread(struct http_chunked *c, size_t n);
 
 /*
  * Normalises the request path <p>[0..len) (it starts with '/'; no query) in

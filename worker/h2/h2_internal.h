@@ -64,6 +64,7 @@ struct h2_stream {
 	uint8_t resp_eof;          /* the whole response body is in <dout> */
 	uint8_t rst_recv;          /* the client reset it */
 	uint8_t in_start_list;
+	uint8_t discarding;        /* the body is no longer wanted: DATA is dropped */
 	uint32_t hbytes, hcount;   /* the header list so far */
 	uint32_t unreported;       /* DATA bytes come since the core last asked (recv) */
 	struct buf *hb;            /* header records while the block arrives */

@@ -315,7 +315,7 @@ int h2_stream_data(struct h2_stream *st, const uint8_t *p, size_t len)
 {
 	struct buf *b = st->body;
 
-	if (!st->head_done || st->in_eos)
+	if (!st->head_done || st->in_eos || st->discarding)
 		return -1;
 	if (!b && !(b = st->body = h2_in_get()))
 		return -1;
@@ -375,7 +375,7 @@ ssize_t h2_stream_recv(struct conn *c, void *p, size_t n)
 
 /* ---- the codec: the request body handed up where DATA left it ---------- */
 
-static void h2_body_start(struct side *s, const struct msg *m)
+static void h2_body_start(struct side *s, const struct msg *m, uint32_t budget)
 {
 	struct side_in *bi = &s->in;
 
@@ -383,6 +383,7 @@ static void h2_body_start(struct side *s, const struct msg *m)
 	 * is gone (bi->moved says so once it happened) */
 	bi->framing = (uint8_t)m->body;
 	bi->left = m->content_length;
+	bi->budget = budget;
 	bi->total = 0;
 	bi->holding = bi->eos = bi->eof = 0;
 }
@@ -408,12 +409,17 @@ static int h2_body_next(struct side *s, struct body_span *sp, int whole)
 		return 0;
 	/* all the DATA buffered, in place: the chunked framing the head
 	 * announced is the upstream side's to write */
+	bi->span.more = 0;
+	if (!whole && bi->budget && avail > bi->budget) {
+		avail = bi->budget; /* the stream's pipe budget: the rest waits */
+		bi->span.more = 1;
+	}
 	bi->span.data = avail ? st->body->data + st->body->start : "";
 	bi->span.len = avail;
-	bi->span.eos = st->in_eos;
+	bi->span.eos = st->in_eos && !bi->span.more;
 	bi->holding = 1;
 	bi->total += avail;
-	if (st->in_eos)
+	if (bi->span.eos)
 		bi->eos = 1;
 	*sp = bi->span;
 	return 1;
@@ -421,22 +427,27 @@ static int h2_body_next(struct side *s, struct body_span *sp, int whole)
 
 /* The core wrote <n> bytes upstream: only now the client may send more
  * (nghttp2_session_consume, the WINDOW_UPDATE). */
-static void h2_consumed(struct side *s, size_t n)
+static int h2_consumed(struct side *s, size_t n)
 {
 	struct side_in *bi = &s->in;
 	struct h2_stream *st = s->c->h2s;
 	struct buf *b = st->body;
 
 	if (!bi->holding)
-		return;
-	bi->holding = 0;
+		return b && buf_len(b);
+	if (n < bi->span.len) {
+		bi->span.data += n;
+		bi->span.len -= n;
+	} else {
+		bi->holding = 0;
+	}
 	bi->moved = 1; /* consumed is gone: a replay cannot send it again */
 	if (!b || !n)
-		return;
+		return b && buf_len(b);
 	b->start += (uint32_t)n;
 	if (b->start == b->end) {
 		h2_put(&st->body); /* a stream between DATA frames holds no buffer */
-	} else {
+	} else if (!bi->holding) {
 		/* what came meanwhile to the front: a held span never moves,
 		 * and the window keeps all of it under the buffer's size */
 		memmove(b->data, b->data + b->start, buf_len(b));
@@ -447,6 +458,23 @@ static void h2_consumed(struct side *s, size_t n)
 		nghttp2_session_consume(st->s->ng, st->id, n);
 		h2_session_kick(st->s);
 	}
+	return (st->body && buf_len(st->body)) || st->in_eos;
+}
+
+/* The upstream no longer takes the body: what is buffered and what still
+ * comes is given back to the window unread. */
+static void h2_discard(struct side *s)
+{
+	struct h2_stream *st = s->c->h2s;
+
+	s->in.holding = 0;
+	s->in.eos = 1;
+	if (st->body) {
+		if (!st->ng_closed)
+			nghttp2_session_consume(st->s->ng, st->id, buf_len(st->body));
+		h2_put(&st->body);
+	}
+	st->discarding = 1;
 }
 
 /* More body from the client: the bytes not yet handed up, 0 once the
@@ -482,6 +510,7 @@ static void h2_codec_init(void)
 	h2_codec.body_start = h2_body_start;
 	h2_codec.body_next = h2_body_next;
 	h2_codec.consumed = h2_consumed;
+	h2_codec.discard = h2_discard;
 }
 
 void h2_stream_io_set(struct conn *c, int events)
