@@ -24,6 +24,7 @@
 #include "common/config_health.h"
 #include "common/hdrrules.h"
 #include "common/split.h"
+#include "common/config_hash.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -191,7 +192,8 @@ struct config_upstream {
 	 * of the one before, skip a server for fail_timeout */
 	int max_fails;
 	uint32_t fail_timeout;
-	/* balance = "rr" | "random" | "least_request" (worker/up/up.h: balance);
+	/* balance = "rr" | "random" | "least_request" | "ring_hash" | "maglev"
+	 * (worker/up/up.h: balance);
 	 * choices: candidates least_request draws (2..8) */
 	int balance;
 	int choices;
@@ -215,6 +217,7 @@ struct config_upstream {
 	struct config_health health;  /* active checks: health.type 0 when none */
 	struct config_overrides over; /* timeouts = {...}, request_limits = {...} */
 	struct hdrrules_ref hdr;      /* headers = {...}: its run in config.hdr (common/hdrrules.h) */
+	struct config_hash hash;      /* ring_hash and maglev: common/config_hash.h */
 };
 
 enum config_host_kind {
@@ -254,6 +257,10 @@ struct config_route {
 	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
 	uint8_t nrate_limits;
 	int line;
+	/* path_exact, path_regex, methods, match_headers, match_query,
+	 * strip_prefix, rewrite (common/config_match.h), malloc'd; NULL for
+	 * a route with none of them */
+	struct config_match *match;
 	/* headers = {...}: its run in config.hdr, its group's rules first
 	 * (common/hdrrules.h) */
 	struct hdrrules_ref hdr;
@@ -445,6 +452,11 @@ int config_parse_duration(const char *text, uint32_t *ms);
 
 /* Parses a size: "512", "16k", "1m", "1g" (powers of 1024). */
 int config_parse_size(const char *text, uint64_t *bytes);
+
+/* Parses a decimal "1", "0.25" exactly (no locale, no float rounding)
+ * into *<v> in 1/<scale> (a power of ten: at most that many decimals).
+ * Returns 0, or -1 if it is not such a number or passes 2^32 / <scale>. */
+int config_parse_decimal(const char *text, uint32_t scale, uint32_t *v);
 
 const char *config_log_level_name(enum log_level level);
 

@@ -113,6 +113,10 @@ void config_hdrrules_check(struct loader *ld);
 struct config_auth;
 int config_auth_read(struct loader *ld, const config_setting_t *e, struct config_auth **out);
 
+/* common/config_match.c: the matching and rewrite keys of route entry
+ * <e> into r->match (NULL when it has none), after its path was read.
+ * Returns 1 if good, 0 (reported) if not, -1 when out of memory. */
+int config_match_read(struct loader *ld, const config_setting_t *e, struct config_route *r);
 /* common/config_split.c: routes.split, split_key and split_override of
  * entry <e> into r->split (left NULL without a split). Returns 1 if good,
  * 0 (reported) if not, -1 when out of memory. The dump writes them back. */

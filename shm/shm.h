@@ -51,7 +51,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 18u
+#define SHM_LAYOUT_VERSION 21u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -120,6 +120,12 @@ struct shm_counters {
 	uint64_t tunnel_bytes_down;       /* tunnel bytes upstream to client */
 	uint64_t tunnels_closed[TUNNEL_END_COUNT]; /* tunnels ended, by enum tunnel_end */
 	uint64_t outlier_panics;          /* picks that ignored ejections: too few servers usable */
+	/* ring_hash and maglev (worker/up/balance_hash.c): picks of a request
+	 * without its hash_key, servers walked past as unusable, and as over
+	 * bounded_load */
+	uint64_t hash_fallbacks;
+	uint64_t hash_skips;
+	uint64_t hash_bounded_walks;
 	uint64_t pipe_stalls[2];          /* body spans held back by a stream's pipe_budget: [0] request, [1] response */
 	uint64_t h2_sessions_total;       /* HTTP/2 connections (worker/h2/h2.h) */
 	uint64_t h2_streams_total;        /* HTTP/2 streams opened by clients */

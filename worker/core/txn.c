@@ -253,7 +253,11 @@ static void txn_attach(struct txn *t, struct upconn *u)
 int txn_pick(struct txn *t)
 {
 	const struct route_upstream *up = breaker_upstream(t); /* a fallback group when open */
-	int s = upstream_pick(t->table, up, t->tried);
+	int s;
+
+	if (up->balance >= BALANCE_RING_HASH)
+		balance_key_prepare(t, up);
+	s = breaker_server_cap(up) ? breaker_pick(t, up) : upstream_pick(t->table, up, t->tried);
 
 	if (s < 0)
 		return -1;
@@ -587,7 +591,7 @@ static int txn_response_head(struct txn *t)
 			memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
 			continue;
 		}
-		if (retry_wanted(t, 0, t->resp.status, 1)) {
+		if (retry_answer_wanted(t)) {
 			/* answered, but with a status the group retries on: that
 			 * answer is dropped with its connection */
 			log_info("upstream %s answered %d; trying again", route_servers(t->table)[t->server].text,

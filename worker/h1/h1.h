@@ -446,6 +446,8 @@ struct head_req {
 	const char *xff;      /* the X-Forwarded-For to write, NULL: the
 	                       * client's list with our peer appended */
 	size_t xff_len;
+	const char *target;   /* the target to forward (a route's rewrite), NULL: the request's */
+	uint32_t target_len;
 };
 struct head_resp {
 	const struct msg *req;
