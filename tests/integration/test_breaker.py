@@ -215,10 +215,12 @@ def test_weir_t_refuses_bad_breaker_settings_with_file_and_line(tmp_path):
 
 def test_past_max_requests_up_to_max_pending_wait_for_a_place(weir_factory, origin_factory):
     a = origin_factory("A")
-    w = breaker_weir(weir_factory, [a.addr], block("limits", max_requests=2, max_pending=3, queue_timeout="5s"))
-    got = parallel(w, "/echo/slow/500", 7)
+    w = breaker_weir(weir_factory, [a.addr], block("limits", max_requests=2, max_pending=3, queue_timeout="10s"))
     # 2 in flight, 3 wait and go once a place frees (in either worker),
-    # 2 more find the queue full
+    # 2 more find the queue full. Each answer takes 1.5 s, so that all 7
+    # are in before the first is done even on a loaded machine (at 0.5 s
+    # an ASan run once had one of the 7 arrive after a place freed)
+    got = parallel(w, "/echo/slow/1500", 7)
     assert sorted(r.status for r in got) == [200] * 5 + [503] * 2, [r.status for r in got]
     assert len(a.requests()) == 5
     m = w.metrics()
