@@ -7,7 +7,7 @@ written beside this and reuses the mapping)."""
 import threading
 import time
 
-from harness import Client, free_port
+from harness import Client, free_port, slack, wait_until
 from test_auth import API_KEY, gate, keys  # noqa: F401 (fixtures)
 from test_breaker import block, breaker_weir
 from test_rate_limit import start
@@ -73,3 +73,39 @@ def test_auth_is_unauthenticated_or_permission_denied(gate):  # noqa: F811
     assert_grpc(call(gate.port, "/echo/only", extra=[("X-Api-Key", API_KEY)]), 7)
     r = call(gate.port, "/echo/key", None)
     assert r.status == 401 and r.get("WWW-Authenticate") is not None
+
+
+def test_a_grpcio_client_over_h2c_gets_the_codes_from_weir_itself(weir_factory, origin):
+    """A real gRPC client (python3-grpcio) over h2c: weir's own refusals
+    arrive as gRPC status codes with their messages, not as HTTP errors."""
+    grpc = __import__("pytest").importorskip("grpc")
+    dead = "127.0.0.1:%d" % free_port()  # nothing listens there
+    w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}, {"name": "d", "servers": [dead]}],
+                     routes=[{"path": "/svc.Echo/Limited", "upstream": "a"}, {"path": "/svc.Echo/Down", "upstream": "d"},
+                             {"path": "/svc.Echo/", "upstream": "a"}])
+    text = open(w.conf).read()
+    text = text.replace('log = {', 'rate_limits = ( { name = "one"; key = "route"; rate = "1/m"; burst = 1; } );\nlog = {', 1)
+    text = text.replace('path = "/svc.Echo/Limited"; upstream = "a"; }',
+                        'path = "/svc.Echo/Limited"; upstream = "a"; rate_limits = [ "one" ]; }', 1)
+    assert 'rate_limits = [ "one" ]' in text
+    w.write_raw_config(text)
+    w.start()
+    w.wait_workers()
+    got = {}
+    with grpc.insecure_channel("127.0.0.1:%d" % w.port) as ch:
+        for name, method in (("limited1", "/svc.Echo/Limited"), ("limited2", "/svc.Echo/Limited"),
+                             ("no_route", "/other.Svc/Call"), ("down", "/svc.Echo/Down")):
+            call_ = ch.unary_unary(method, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            try:
+                call_(b"hi", timeout=5)
+                got[name] = None
+            except grpc.RpcError as e:
+                got[name] = (e.code(), e.details())
+    # the first call reached the origin, which is no gRPC server: whatever
+    # it said, it was not weir's limit
+    assert got["limited1"] is None or got["limited1"][0] != grpc.StatusCode.RESOURCE_EXHAUSTED, got
+    assert got["limited2"] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limited"), got
+    assert got["no_route"][0] == grpc.StatusCode.UNIMPLEMENTED and "no route" in got["no_route"][1], got
+    assert got["down"][0] == grpc.StatusCode.UNAVAILABLE, got
+    # logged as the HTTP/2 requests they were (the log is written a beat later)
+    wait_until(lambda: sum("HTTP/2.0" in l for l in w.access_lines()) >= 4, slack(5), what="4 HTTP/2 log lines")
