@@ -1,6 +1,7 @@
 #include "common/config_dump.h"
 
 #include <arpa/inet.h>
+#include <http_parser.h> /* HTTP_METHOD_MAP */
 #include <inttypes.h>
 #include <string.h>
 
@@ -312,6 +313,58 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 	fputs(");\n", out);
 }
 
+/* A route's matching keys (common/config_match.h), written back. */
+static void dump_match(FILE *out, const struct config_match *m)
+{
+	static const char *const ops[] = {"exact", "prefix", "regex"};
+
+	if (!m)
+		return;
+	if (m->methods) {
+		int first = 1;
+
+		fputs("methods = [", out);
+#define XX(num, name, string)                                                                                         \
+	if (m->methods & (uint64_t)1 << num) {                                                                         \
+		fprintf(out, "%s\"%s\"", first ? " " : ", ", #string);                                               \
+		first = 0;                                                                                             \
+	}
+		HTTP_METHOD_MAP(XX)
+#undef XX
+		fputs(" ]; ", out);
+	}
+	for (int w = MATCH_HEADER; w <= MATCH_QUERY; w++) {
+		int first = 1;
+
+		for (int i = 0; i < m->ncond; i++) {
+			const struct config_match_cond *c = &m->cond[i];
+
+			if (c->where != w)
+				continue;
+			fprintf(out, "%s{ name = ", first ? (w == MATCH_HEADER ? "match_headers = ( " : "match_query = ( ")
+			                                  : ", ");
+			config_dump_string(out, c->name);
+			if (c->op == MATCH_PRESENT || c->op == MATCH_ABSENT) {
+				fprintf(out, "; present = %s; }", c->op == MATCH_PRESENT ? "true" : "false");
+			} else {
+				fprintf(out, "; %s = ", ops[c->op]);
+				config_dump_string(out, c->value);
+				fputs("; }", out);
+			}
+			first = 0;
+		}
+		if (!first)
+			fputs(" ); ", out);
+	}
+	if (m->rw_regex[0]) {
+		fputs("rewrite = { regex = ", out);
+		config_dump_string(out, m->rw_regex);
+		fputs("; replace = ", out);
+		config_dump_string(out, m->rw_replace);
+		fputs("; }; ", out);
+	}
+}
+
 static void dump_routes(FILE *out, const struct config *cfg)
 {
 	fputs("routes = (\n", out);
@@ -344,7 +397,7 @@ static void dump_routes(FILE *out, const struct config *cfg)
 		}
 		if (r->auth)
 			config_auth_dump(out, cfg, r->auth);
-		config_match_dump(out, r->match);
+		dump_match(out, r->match);
 		config_hdrrules_dump(out, cfg, &r->hdr,
 		                     r->upstream >= 0 && !r->split ? &cfg->upstreams[r->upstream].hdr : NULL);
 		config_split_dump(out, cfg, r);

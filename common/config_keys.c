@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "common/config_match.h"
+#include "common/match_conf.h"
 #include "common/split.h"
 
 /* the field <m> of struct <st> */

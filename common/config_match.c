@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/config_dump.h"
 #include "common/config_load.h"
 
 #define fail config_fail
@@ -469,55 +468,4 @@ const char *config_show_strip_prefix(const struct config *cfg, const void *route
 	if (!r->match || !r->match->strip)
 		return NULL;
 	return r->match->strip == 1 ? "true" : r->match->strip_text;
-}
-
-void config_match_dump(FILE *out, const struct config_match *m)
-{
-	static const char *const ops[] = {"exact", "prefix", "regex"};
-
-	if (!m)
-		return;
-	if (m->methods) {
-		int first = 1;
-
-		fputs("methods = [", out);
-#define XX(num, name, string)                                                                                         \
-	if (m->methods & (uint64_t)1 << num) {                                                                         \
-		fprintf(out, "%s\"%s\"", first ? " " : ", ", #string);                                               \
-		first = 0;                                                                                             \
-	}
-		HTTP_METHOD_MAP(XX)
-#undef XX
-		fputs(" ]; ", out);
-	}
-	for (int w = MATCH_HEADER; w <= MATCH_QUERY; w++) {
-		int first = 1;
-
-		for (int i = 0; i < m->ncond; i++) {
-			const struct config_match_cond *c = &m->cond[i];
-
-			if (c->where != w)
-				continue;
-			fprintf(out, "%s{ name = ", first ? (w == MATCH_HEADER ? "match_headers = ( " : "match_query = ( ")
-			                                  : ", ");
-			config_dump_string(out, c->name);
-			if (c->op == MATCH_PRESENT || c->op == MATCH_ABSENT) {
-				fprintf(out, "; present = %s; }", c->op == MATCH_PRESENT ? "true" : "false");
-			} else {
-				fprintf(out, "; %s = ", ops[c->op]);
-				config_dump_string(out, c->value);
-				fputs("; }", out);
-			}
-			first = 0;
-		}
-		if (!first)
-			fputs(" ); ", out);
-	}
-	if (m->rw_regex[0]) {
-		fputs("rewrite = { regex = ", out);
-		config_dump_string(out, m->rw_regex);
-		fputs("; replace = ", out);
-		config_dump_string(out, m->rw_replace);
-		fputs("; }; ", out);
-	}
 }

@@ -18,9 +18,8 @@
 #include <stdio.h>
 
 #include "common/config.h"
+#include "common/match_conf.h"
 
-#define MATCH_COND_MAX 8   /* match_headers entries, and match_query entries, each */
-#define MATCH_TEXT_MAX 256 /* a value, a pattern or a replacement, with its NUL */
 #define MATCH_TARGET_MAX 4096 /* a rewritten request target, at most (bytes) */
 
 enum match_where { MATCH_HEADER, MATCH_QUERY };
@@ -31,13 +30,6 @@ struct config_match_cond {
 	uint8_t op;                   /* enum match_op */
 	char name[CONFIG_NAME_MAX];   /* a header's in lower case; a query argument's as written */
 	char value[MATCH_TEXT_MAX];   /* exact or prefix text, or the pattern; "" for present/absent */
-};
-
-/* A match_headers or match_query entry as the descriptors read it
- * (common/config_keys.c); the rest is read by hand. */
-struct config_match_entry {
-	char name[CONFIG_NAME_MAX];
-	int present;
 };
 
 struct config_match {
@@ -74,8 +66,5 @@ static inline const char *config_route_label(const struct config_route *r)
 	return r->match && r->match->label[0] ? r->match->label : r->path;
 }
 
-/* weir -T: the hand-read keys of <m> ("methods = [...]; ..."), on the
- * current line. */
-void config_match_dump(FILE *out, const struct config_match *m);
 
 #endif

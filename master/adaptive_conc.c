@@ -11,7 +11,6 @@
 #include "common/log.h"
 #include "master/adaptive.h"
 #include "master/adaptive_conc.h"
-#include "master/metrics.h"
 #include "master/textbuf.h"
 #include "shm/resil.h"
 #include "shm/route.h"
@@ -211,10 +210,8 @@ static void adaptive_conc_family(struct textbuf *o, struct shm_segment *seg, con
 	}
 }
 
-void adaptive_conc_render(struct textbuf *o, struct shm_segment *seg)
+void adaptive_conc_render(struct textbuf *o, struct shm_segment *seg, const struct route_table *t)
 {
-	const struct route_table *t = metrics_table(seg);
-
 	adaptive_conc_family(o, seg, t, "weir_upstream_adaptive_concurrency_limit", "gauge",
 	                     "The adaptive cap on requests in flight to an upstream group, node-wide.", 0);
 	adaptive_conc_family(o, seg, t, "weir_upstream_adaptive_concurrency_latency_seconds", "gauge",

@@ -39,6 +39,7 @@ struct ev_loop;
 struct config;
 struct config_adaptive_conc;
 struct shm_segment;
+struct route_table;
 struct textbuf;
 
 /* Master: (re)starts the controller over <cfg>'s groups on <loop>; none
@@ -55,6 +56,6 @@ void adaptive_conc_step(const struct config_adaptive_conc *ac, double *limit, do
                         uint64_t in_flight);
 
 /* Appends the weir_upstream_adaptive_concurrency_* families (metrics.c). */
-void adaptive_conc_render(struct textbuf *o, struct shm_segment *seg);
+void adaptive_conc_render(struct textbuf *o, struct shm_segment *seg, const struct route_table *t);
 
 #endif

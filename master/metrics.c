@@ -862,6 +862,6 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_balance(o, r);
 	render_breakers(o, r);
 	render_server_limits(o, r);
-	adaptive_conc_render(o, seg);
+	adaptive_conc_render(o, seg, metrics_table(seg));
 	free(r);
 }

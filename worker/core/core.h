@@ -23,8 +23,30 @@
 #include "common/config.h"
 #include "worker/base/base.h"
 #include "worker/core/phase.h"
-#include "worker/core/split.h"
 #include "worker/h1/h1.h"
+
+/* ==== split ==== */
+/*
+ * split: a request's side of its route's split (routes.split;
+ * common/split.h has the buckets, split.c the choice) and the mirror
+ * copies (mirror.c).
+ */
+/* In struct txn, zeroed with it. */
+struct split_txn {
+	uint16_t upstream_plus1; /* the group chosen, + 1; 0: the route's own (no split) */
+	uint8_t side;            /* its place in the split, when chosen */
+};
+
+/* Chooses the side of <t>, whose route has a split: the override's group
+ * if the request names one, else the side of its key's bucket, else (no
+ * key) a bucket drawn at random; counts it; t->set becomes the group's
+ * settings unless the route has its own. Never fails. */
+void split_choose(struct txn *t);
+
+/* routes.mirror (mirror.c): once t->up.head is written, a copy of <t> to
+ * the shadow group for mirror_share of the requests, counted in the
+ * route's mirror[enum mirror_result]. Never waits, never fails <t>. */
+void mirror_maybe(struct txn *t);
 
 /* ==== tunnel ==== */
 /*
@@ -782,7 +804,7 @@ struct txn {
 	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
-	struct split_txn sp;     /* the side of its route's split (split.h) */
+	struct split_txn sp;     /* the side of its route's split (==== split ====) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
 	uint32_t fwd_target_len; /* a rewritten target's length in up.head (match.h), 0: the request's */
 	struct fwdauth_txn *fa;  /* a forward auth subrequest (fwdauth.h), NULL none */
@@ -793,7 +815,7 @@ struct txn {
 };
 
 /* The group <t> is sent to before any control steps in: its route's, or
- * the side its route's split chose (split.h). */
+ * the side its route's split chose (==== split ====). */
 static inline uint32_t split_group(const struct txn *t)
 {
 	return t->sp.upstream_plus1 ? t->sp.upstream_plus1 - 1u : t->route->upstream;

@@ -1,6 +1,6 @@
 /*
  * mirror.c: copies of a route's requests to a shadow group (routes.mirror;
- * worker/core/split.h).
+ * worker/core/core.h).
  *
  * A copy is a connection of its own, made once the real request's server
  * is picked (the pick phase: its upstream head written, a body up to

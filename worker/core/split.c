@@ -1,5 +1,5 @@
 /*
- * split.c: the side a request of a split route goes to (worker/core/split.h).
+ * split.c: the side a request of a split route goes to (worker/core/core.h).
  *
  * The key is read by the rate limiter's extraction (ratelimit.c), hashed
  * into a bucket with no seed (common/split.h), and the bucket's range in
