@@ -22,6 +22,7 @@
 #include "common/policy.h"
 #include "common/config_resil.h"
 #include "common/config_health.h"
+#include "common/compress_conf.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -231,6 +232,9 @@ struct config_route {
 	 * checked all at once (worker/ratelimit.h) */
 	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
 	uint8_t nrate_limits;
+	/* compress = { ... }: its keys over the top level's (compress_conf.h),
+	 * malloc'd; NULL: the top level's applies */
+	struct config_compress *compress;
 	int line;
 };
 
@@ -382,6 +386,9 @@ struct config {
 	int request_id;
 	struct policy_return *returns; /* malloc'd, nreturns entries */
 	int nreturns;
+	/* compress = { ... }: response compression for every route that
+	 * has no block of its own (compress_conf.h); off when absent */
+	struct config_compress compress;
 };
 
 struct config_errors {

@@ -424,6 +424,8 @@ static const struct config_key route_keys[] = {
      .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
     {.name = "rate_limits", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
      .doc = "names of `rate_limits` entries, up to 8, all checked for each request"},
+    {.name = "compress", .type = CONFIG_KEY_GROUP, .def = "absent: the top level's", .sub = &config_keys_route_compress,
+     .doc = "response compression, its keys over the top level's ([compression](#compress))"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 
@@ -608,5 +610,7 @@ static const struct config_key top_keys[] = {
     {.name = "rate_limit_table", .type = CONFIG_KEY_INT, AT(struct config, rate_limit_table), .min = 10,
      .max = 100000000, .def = "1048576",
      .doc = "keys the shared rate-limit table holds, 25.6 bytes each; read at start"},
+    {.name = "compress", .type = CONFIG_KEY_GROUP, .def = "absent: off", .sub = &config_keys_compress,
+     .doc = "gzip and brotli [compression](#compress) of responses"},
 };
 KEYSET(config_keys_top, "", "at top level", top_keys);

@@ -62,7 +62,8 @@
 	X(AUTH_STALE, 503, "auth_stale", "route has auth this worker's configuration does not know") \
 	X(AUTH_CLAIM_DROPPED, 0, "auth_claim_dropped", "JWT claim not passed upstream: not a scalar, a control character, or too long") \
 	X(RATE_LIMITED, 429, "rate_limited", "refused by a rate limit (its status may differ)") \
-	X(HEADER_SPACE, 500, "header_space", "no room in the stream's arena for a rewritten header")
+	X(HEADER_SPACE, 500, "header_space", "no room in the stream's arena for a rewritten header") \
+	X(COMPRESS_FAILED, 0, "compress_failed", "response encoder failed (out of pool memory); the response is cut")
 
 #define WEIR_OK 0
 

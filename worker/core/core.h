@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "worker/base/base.h"
 #include "worker/core/phase.h"
+#include "worker/core/compress.h"
 #include "worker/h1/h1.h"
 
 /* ==== tunnel ==== */
@@ -680,6 +681,7 @@ struct txn {
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
+	struct compress_txn cz;  /* the client's Accept-Encoding, the encoder (compress.h) */
 
 	struct arena arena;      /* the header lists: the request's, then the
 	                          * response's (msg.h) */

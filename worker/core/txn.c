@@ -62,6 +62,7 @@ void txn_free(struct txn *t)
 	retry_release(t);
 	breaker_release(t);
 	balance_end(&t->bal_held);
+	compress_end(t);
 	if (t->tun.on)
 		tunnel_free(t);
 	if (t->table)
@@ -448,8 +449,8 @@ void txn_upstream_begin(struct txn *t)
  * more input is needed, or a framing error (WEIR_ESMUGGLING) or
  * WEIR_EBODY_TOO_LARGE.
  */
-static int txn_fill_chunked(struct side *sd, struct http_chunked *ch, struct buf *in, uint64_t *total,
-                            uint64_t limit, int *moved)
+static int txn_fill_chunked(struct txn *t, struct side *sd, struct http_chunked *ch, struct buf *in,
+                            uint64_t *total, uint64_t limit, int *moved)
 {
 	char *base = in->data + in->start, *span = NULL;
 	size_t avail = buf_len(in), off = 0, len = 0;
@@ -477,6 +478,8 @@ static int txn_fill_chunked(struct side *sd, struct http_chunked *ch, struct buf
 		len += dlen;
 	}
 	/* framing only is consumed at once, unless the end must be written */
+	if (sd == &t->down && t->cz.s)
+		return compress_body(t, in, (uint32_t)off, span, len, ch->done);
 	sd->ops->send_body(sd, in, (uint32_t)off, span, len, ch->done);
 	return len || (ch->done && sd->chunked) ? 1 : ch->done;
 }
@@ -504,7 +507,7 @@ static int txn_fill_up(struct txn *t)
 	}
 	/* chunked: decode strictly, encode anew */
 	int moved = 0;
-	int rc = txn_fill_chunked(&t->up, &t->req_chunks, in, &t->req_body_total, TXN_SET(t)->limits.body_size,
+	int rc = txn_fill_chunked(t, &t->up, &t->req_chunks, in, &t->req_body_total, TXN_SET(t)->limits.body_size,
 	                          &moved);
 
 	if (moved)
@@ -547,6 +550,7 @@ static int txn_response_head_write(struct txn *t)
 		.request_id_len = t->ident.id_len,
 		.upgrade = t->tun.proto,
 		.upgrade_len = t->tun.proto_len,
+		.recoded = compress_on(t->cz.s),
 	};
 	int rc = head_write_response(&t->resp, &hr, &t->down.head);
 
@@ -643,19 +647,39 @@ static int txn_response_head(struct txn *t)
 		t->up_reusable = t->resp.keep_alive && t->resp.body != HTTP_BODY_CLOSE && !t->tun.proto_len;
 		if (t->resp.body == HTTP_BODY_NONE || (t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left == 0))
 			t->resp_done = 1;
+		else if ((rc = txn_fill_down(t)) < 0)
+			return rc == WEIR_ERR(COMPRESS_FAILED) ? rc : WEIR_ERR(UPSTREAM_BAD_RESPONSE);
 		else
-			return txn_fill_down(t) < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : 1;
+			return 1;
 		return 1;
 	}
 }
 
 /* Queues the next piece of response body from u->in. Returns 1 if queued,
  * 0 if upstream bytes are needed, or an error. */
+/* A span of the response body to the client: through the encoder when
+ * the response is compressed (compress.h), else as it lies in <in>. */
+static int txn_send_down(struct txn *t, struct buf *in, uint32_t used, const char *data, size_t len, int eos)
+{
+	if (t->cz.s)
+		return compress_body(t, in, used, data, len, eos);
+	t->down.ops->send_body(&t->down, in, used, data, len, eos);
+	return 1;
+}
+
 static int txn_fill_down(struct txn *t)
 {
 	struct buf *in = t->u->in;
 	uint32_t avail = in ? buf_len(in) : 0;
+	int rc = 0;
 
+	if (compress_pending(t)) {
+		/* the encoder's output filled its buffer: the rest of the span
+		 * is encoded before the upstream is read again */
+		rc = compress_resume(t);
+		t->resp_done = rc > 0 && compress_done(t);
+		return rc;
+	}
 	if (avail == 0)
 		return 0;
 	switch (t->resp.body) {
@@ -663,22 +687,28 @@ static int txn_fill_down(struct txn *t)
 		uint32_t n = avail < t->resp_body_left ? avail : (uint32_t)t->resp_body_left;
 		t->resp_body_left -= n;
 		t->resp_done = t->resp_body_left == 0;
-		t->down.ops->send_body(&t->down, in, n, in->data + in->start, n, t->resp_done);
-		return 1;
+		rc = txn_send_down(t, in, n, in->data + in->start, n, t->resp_done);
+		break;
 	}
 	case HTTP_BODY_CLOSE:
-		t->down.ops->send_body(&t->down, in, avail, in->data + in->start, avail, 0);
-		return 1;
+		rc = txn_send_down(t, in, avail, in->data + in->start, avail, 0);
+		break;
 	case HTTP_BODY_CHUNKED: {
 		uint64_t total = 0;
-		int moved, rc = txn_fill_chunked(&t->down, &t->resp_chunks, in, &total, 0, &moved);
+		int moved;
 
+		rc = txn_fill_chunked(t, &t->down, &t->resp_chunks, in, &total, 0, &moved);
 		t->resp_done = t->resp_chunks.done;
-		return rc < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : rc;
+		if (rc < 0 && rc != WEIR_ERR(COMPRESS_FAILED))
+			rc = WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+		break;
 	}
 	default:
 		return 0;
 	}
+	if (t->cz.s && rc >= 0)
+		t->resp_done = compress_done(t); /* the upstream's end is not the client's yet */
+	return rc;
 }
 
 /* The upstream closed its side. */
@@ -687,10 +717,11 @@ static int txn_upstream_eof(struct txn *t)
 	if (!t->resp_started)
 		return WEIR_ERR(UPSTREAM_CLOSED);
 	if (t->resp.body == HTTP_BODY_CLOSE) {
-		t->down.ops->send_body(&t->down, NULL, 0, NULL, 0, 1); /* the end, framed */
-		t->resp_done = 1;
+		int rc = txn_send_down(t, NULL, 0, NULL, 0, 1); /* the end, framed */
+
+		t->resp_done = !t->cz.s || compress_done(t);
 		t->up_reusable = 0;
-		return 1;
+		return rc;
 	}
 	return WEIR_ERR(UPSTREAM_CLOSED);
 }

@@ -217,7 +217,11 @@ static const struct ph_handler access_phase[] = {
 	{ph_respond, NULL},
 	{NULL, NULL},
 };
-static const struct ph_handler request_filters_phase[] = {{ph_request_head, NULL}, {NULL, NULL}};
+static const struct ph_handler request_filters_phase[] = {
+	{compress_ph_request, NULL}, /* Accept-Encoding, before the list is gone */
+	{ph_request_head, NULL},
+	{NULL, NULL},
+};
 static const struct ph_handler pick_phase[] = {
 	{ph_body, NULL},
 	{ph_breaker, NULL},
@@ -225,7 +229,7 @@ static const struct ph_handler pick_phase[] = {
 	{NULL, NULL},
 };
 static const struct ph_handler connect_phase[] = {{ph_connect, NULL}, {NULL, NULL}};
-static const struct ph_handler response_filters_phase[] = {{NULL, NULL}};
+static const struct ph_handler response_filters_phase[] = {{compress_ph_response, NULL}, {NULL, NULL}};
 static const struct ph_handler log_phase[] = {{ph_count, NULL}, {ph_access_log, NULL}, {NULL, NULL}};
 
 static const struct ph_handler *const txn_phases[PH_COUNT] = {

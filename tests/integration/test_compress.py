@@ -1,0 +1,308 @@
+"""Response compression (compress = { ... }): gzip and brotli decoded here
+and compared byte for byte with what the origin sent, for a small, a
+1 MiB, a chunked stream and an until-close body; every skip reason with
+its counter; Vary, ETag and Accept-Ranges; q-values; HTTP/1.0; busy and
+no_memory; config errors with their lines; a slow client on a large
+compressed response keeps the worker's memory flat."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import zlib
+
+import pytest
+
+from harness import WEIR_BIN, Client, build_request, proc_status, slack, wait_until
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "origin"))
+from origin import text_body  # noqa: E402  the origin's own bytes
+
+try:
+    import brotli  # python3-brotli
+except ImportError:  # pragma: no cover
+    brotli = None
+
+CURL = shutil.which("curl") or "/usr/bin/curl"
+BROTLI_CLI = shutil.which("brotli")
+
+
+def unbrotli(data):
+    if brotli is not None:
+        return brotli.decompress(data)
+    if BROTLI_CLI:
+        return subprocess.run([BROTLI_CLI, "-d", "-c"], input=data, capture_output=True, check=True,
+                              timeout=slack(10)).stdout
+    pytest.skip("neither python3-brotli nor the brotli command")
+
+
+def gunzip(data):
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = d.decompress(data) + d.flush()
+    assert d.eof, "the gzip stream did not end"
+    assert d.unused_data == b"", "bytes after the gzip stream"
+    return out
+
+
+def decode(r):
+    ce = r.get("content-encoding")
+    if ce == "gzip":
+        return gunzip(r.body)
+    if ce == "br":
+        return unbrotli(r.body)
+    assert ce is None, ce
+    return r.body
+
+
+def cz_weir(weir_factory, origin, block="compress = { };", route_extra="", **kw):
+    return weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                        routes=[{"path": "/", "upstream": "a", "extra": route_extra}], extra=block, **kw)
+
+
+def fetch(w, target, ae="gzip", version="1.1", method="GET", headers=()):
+    hs = list(headers)
+    if ae is not None:
+        hs.append(("Accept-Encoding", ae))
+    with Client(w.port, timeout=slack(20)) as c:
+        raw = build_request(method, target, headers=hs)
+        if version == "1.0":
+            raw = raw.replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1)
+        c.send(raw)
+        return c.read_response(method=method, timeout=20)
+
+
+def counters(w):
+    m = w.metrics()
+    return {"gzip": m("weir_compress_responses_total", encoding="gzip"),
+            "br": m("weir_compress_responses_total", encoding="br"),
+            "in": m("weir_compress_bytes_in_total"), "out": m("weir_compress_bytes_out_total"),
+            "skip": {r: m("weir_compress_skipped_total", reason=r)
+                     for r in ("no_body", "encoded", "range", "no_transform", "type", "too_small",
+                               "not_accepted", "busy", "no_memory")}}
+
+
+@pytest.mark.parametrize("enc", ["gzip", "br"])
+@pytest.mark.parametrize("n,mode", [(2000, "len"), (1 << 20, "len"), (300000, "chunked"), (200000, "close")])
+def test_the_body_decodes_to_the_origins_bytes(weir_factory, origin, enc, n, mode):
+    w = cz_weir(weir_factory, origin)
+    before = counters(w)
+    r = fetch(w, "/text/%d?mode=%s" % (n, mode), ae=enc)
+    assert r.status == 200
+    assert r.get("content-encoding") == enc
+    assert r.get("content-length") is None and r.chunked
+    assert r.get("vary") == "Accept-Encoding"
+    assert r.get("accept-ranges") is None
+    assert decode(r) == text_body(n)
+    assert len(r.body) < n / 2  # it did compress
+    after = counters(w)
+    assert after[enc] - before[enc] == 1
+    assert after["in"] - before["in"] == n
+    assert after["out"] - before["out"] == len(r.body)
+
+
+def test_curl_compressed_decodes_it(weir_factory, origin):
+    w = cz_weir(weir_factory, origin)
+    out = subprocess.run([CURL, "-sS", "--compressed", "-D", "-", "http://127.0.0.1:%d/text/100000" % w.port],
+                         capture_output=True, timeout=slack(10))
+    head, _, body = out.stdout.partition(b"\r\n\r\n")
+    assert b"\r\nContent-Encoding: " in head, head
+    assert body == text_body(100000)
+
+
+def test_q_values_choose_the_encoding(weir_factory, origin):
+    w = cz_weir(weir_factory, origin)
+    cases = [("gzip, br", "br"), ("gzip;q=1, br;q=0.5", "gzip"), ("br;q=0, gzip", "gzip"),
+             ("*", "br"), ("*;q=0.3, br;q=0", "gzip"), ("x-gzip", "gzip"), ("BR;Q=0.8, GZIP;q=0.9", "gzip"),
+             ("identity", None), ("gzip;q=0, br;q=0.000", None), ("deflate", None), ("", None),
+             ("gzip;q=garbage", None)]
+    for ae, want in cases:
+        r = fetch(w, "/text/5000", ae=ae)
+        assert r.get("content-encoding") == want, (ae, r)
+        assert decode(r) == text_body(5000)
+
+
+def test_each_skip_reason_is_counted_and_sent_as_it_came(weir_factory, origin):
+    w = cz_weir(weir_factory, origin, block='compress = { min_length = 1000; types = [ "text/html", "text/*" ]; };')
+    cases = [
+        ("/text/5000?ce=gzip", "encoded"),
+        ("/text/5000?range=1", "range"),
+        ("/text/5000?cc=public,%20no-transform", "no_transform"),
+        ("/text/5000?type=image/png", "type"),
+        ("/text/999", "too_small"),
+        ("/status/204", "no_body"),
+    ]
+    for target, reason in cases:
+        before = counters(w)["skip"][reason]
+        r = fetch(w, target, ae="gzip, br")
+        assert r.get("content-encoding") in (None, "gzip" if reason == "encoded" else None), (target, r)
+        if reason not in ("no_body", "encoded"):
+            assert r.body == text_body(int(target.split("/")[2].split("?")[0]))
+            assert r.get("content-length") is not None
+        wait_until(lambda: counters(w)["skip"][reason] - before == 1, slack(3), what=reason)
+    # HEAD: no body to compress
+    before = counters(w)["skip"]["no_body"]
+    r = fetch(w, "/text/5000", ae="gzip", method="HEAD")
+    assert r.get("content-encoding") is None and r.get("content-length") == "5000"
+    wait_until(lambda: counters(w)["skip"]["no_body"] - before == 1, slack(3), what="HEAD")
+    # a listed type with parameters, and type/* matches
+    r = fetch(w, "/text/5000?type=text/plain;%20charset=utf-8", ae="gzip")
+    assert r.get("content-encoding") == "gzip" and decode(r) == text_body(5000)
+
+
+def test_a_client_that_accepts_nothing_gets_vary_but_the_plain_body(weir_factory, origin):
+    w = cz_weir(weir_factory, origin)
+    before = counters(w)["skip"]["not_accepted"]
+    r = fetch(w, "/text/5000", ae=None)
+    assert r.get("content-encoding") is None
+    assert r.get("vary") == "Accept-Encoding"
+    assert r.get("content-length") == "5000" and r.body == text_body(5000)
+    wait_until(lambda: counters(w)["skip"]["not_accepted"] - before == 1, slack(3))
+    # the upstream's own Vary that says it already is not repeated
+    r = fetch(w, "/text/5000?vary=Accept-Encoding", ae="gzip")
+    assert r.get_all("vary") == ["Accept-Encoding"]
+    r = fetch(w, "/text/5000?vary=Cookie", ae="gzip")
+    assert r.get_all("vary") == ["Cookie", "Accept-Encoding"]
+
+
+def test_a_strong_etag_is_weakened_a_weak_one_kept(weir_factory, origin):
+    w = cz_weir(weir_factory, origin)
+    r = fetch(w, '/text/5000?etag="abc"', ae="gzip")
+    assert r.get("etag") == 'W/"abc"'
+    r = fetch(w, '/text/5000?etag=W/"abc"', ae="gzip")
+    assert r.get("etag") == 'W/"abc"'
+    r = fetch(w, '/text/5000?etag="abc"', ae=None)
+    assert r.get("etag") == '"abc"'
+
+
+def test_an_http10_client_gets_the_body_until_the_close(weir_factory, origin):
+    w = cz_weir(weir_factory, origin)
+    r = fetch(w, "/text/300000?mode=chunked", ae="gzip", version="1.0")
+    assert r.get("content-encoding") == "gzip" and not r.chunked and r.get("content-length") is None
+    assert "close" in r.connection_tokens()
+    assert decode(r) == text_body(300000)
+
+
+def test_keep_alive_carries_on_after_compressed_answers(weir_factory, origin):
+    w = cz_weir(weir_factory, origin)
+    with Client(w.port, timeout=slack(10)) as c:
+        for n, ae in ((3000, "gzip"), (70000, "br"), (3000, None), (200000, "gzip")):
+            c.send(build_request("GET", "/text/%d?mode=chunked" % n,
+                                 headers=[("Accept-Encoding", ae)] if ae else []))
+            r = c.read_response(timeout=10)
+            assert decode(r) == text_body(n)
+
+
+def test_a_route_block_over_the_top_level_and_off(weir_factory, origin):
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/off", "upstream": "a", "extra": "compress = { types = [ ]; }; "},
+                             {"path": "/json", "upstream": "a",
+                              "extra": 'compress = { types = [ "application/json" ]; min_length = 10; }; '},
+                             {"path": "/", "upstream": "a"}],
+                     extra='compress = { gzip_level = 9; };')
+    assert fetch(w, "/text/5000").get("content-encoding") == "gzip"
+    r = fetch(w, "/off/../text/5000")  # normalised to /text/5000: the top level's
+    assert r.get("content-encoding") == "gzip"
+    w2 = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                      routes=[{"path": "/text", "upstream": "a", "extra": "compress = { types = [ ]; }; "},
+                              {"path": "/", "upstream": "a"}],
+                      extra='compress = { };')
+    r = fetch(w2, "/text/5000")
+    assert r.get("content-encoding") is None and r.get("vary") is None and r.body == text_body(5000)
+    r = fetch(w, "/echo")  # application/json, small: the /json route only
+    assert r.get("content-encoding") is None
+    r = fetch(w, "/json/../echo")
+    assert r.get("content-encoding") is None
+
+
+def test_without_a_block_nothing_is_compressed(weir_factory, origin):
+    w = cz_weir(weir_factory, origin, block="")
+    r = fetch(w, "/text/5000", ae="gzip, br")
+    assert r.get("content-encoding") is None and r.get("vary") is None
+    assert r.get("content-length") == "5000"
+
+
+def test_past_max_streams_a_response_goes_uncompressed(weir_factory, origin):
+    w = cz_weir(weir_factory, origin, block="compress = { max_streams = 1; };", workers=1)
+    before = counters(w)["skip"]["busy"]
+    # the first stream stays under way: its client reads nothing
+    slow = Client(w.port, timeout=slack(10), rcvbuf=4096)
+    slow.send(build_request("GET", "/text/%d?mode=chunked&ms=20" % (4 << 20), headers=[("Accept-Encoding", "gzip")]))
+    wait_until(lambda: w.metrics()("weir_compress_streams_active") == 1, slack(5), what="one stream")
+    r = fetch(w, "/text/5000", ae="gzip")
+    assert r.get("content-encoding") is None and r.body == text_body(5000)
+    assert counters(w)["skip"]["busy"] - before == 1
+    slow.close()
+    wait_until(lambda: w.metrics()("weir_compress_streams_active") == 0, slack(10), what="stream ended")
+    assert fetch(w, "/text/5000", ae="gzip").get("content-encoding") == "gzip"
+
+
+def test_a_pool_too_small_for_brotli_falls_back_to_gzip_then_none(weir_factory, origin):
+    # 1 MiB holds gzip's 300 KiB three times, brotli's quality 11 never
+    w = cz_weir(weir_factory, origin, block='compress = { memory = "1m"; brotli_level = 11; };', workers=1)
+    before = counters(w)["skip"]["no_memory"]
+    r = fetch(w, "/text/5000", ae="br, gzip;q=0.5")
+    assert r.get("content-encoding") == "gzip" and decode(r) == text_body(5000)
+    r = fetch(w, "/text/5000", ae="br")
+    assert r.get("content-encoding") is None and r.body == text_body(5000)
+    assert counters(w)["skip"]["no_memory"] - before == 1
+
+
+@pytest.mark.parametrize("block,line,msg", [
+    ('compress = { gzip_level = 10; };', 1, "gzip_level"),
+    ('compress = { brotli_level = -1; };', 1, "brotli_level"),
+    ('compress = { types = [ "text html" ]; };', 1, "media types"),
+    ('compress = { types = "text/html"; };', 1, "list of strings"),
+    ('compress = { min_length = "big"; };', 1, "min_length"),
+    ('compress = { level = 3; };', 1, "level"),
+    ('compress = { memory = "10k"; };', 1, "memory"),
+])
+def test_weir_t_refuses_bad_values_with_their_line(weir_factory, origin, block, line, msg):
+    w = cz_weir(weir_factory, origin, block="\n" * 2 + block, start=False)
+    out = subprocess.run([WEIR_BIN, "-t", "-c", w.conf], capture_output=True, timeout=slack(10))
+    assert out.returncode != 0
+    err = out.stderr.decode() + out.stdout.decode()
+    assert msg in err, err
+    lines = open(w.conf).read().split("\n")
+    want = next(i for i, l in enumerate(lines, 1) if l.startswith("compress"))
+    assert ":%d:" % want in err, err
+
+
+def test_weir_t_refuses_a_bad_route_block_with_its_line(weir_factory, origin):
+    w = cz_weir(weir_factory, origin, block="", route_extra='compress = { max_streams = 3; }; ', start=False)
+    out = subprocess.run([WEIR_BIN, "-t", "-c", w.conf], capture_output=True, timeout=slack(10))
+    err = out.stderr.decode() + out.stdout.decode()
+    assert out.returncode != 0 and "max_streams" in err, err
+    want = next(i for i, l in enumerate(open(w.conf).read().split("\n"), 1) if "max_streams" in l)
+    assert ":%d:" % want in err, err
+
+
+def rss_kb(pid):
+    return proc_status(pid, "VmRSS")
+
+
+def test_a_slow_client_keeps_the_worker_flat_on_a_large_compressed_response(weir_factory, origin):
+    n = 64 << 20 if not os.environ.get("WEIR_QUICK") else 8 << 20
+    w = cz_weir(weir_factory, origin, block="compress = { };", workers=1)
+    pid = w.worker_pids()[0]
+    fetch(w, "/text/5000", ae="gzip")  # the pool and buffers touched once
+    base = rss_kb(pid)
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    s.sendall(build_request("GET", "/text/%d?mode=chunked&rep=1" % n, headers=[("Accept-Encoding", "gzip")]))
+    got, peak, deadline = bytearray(), base, time.monotonic() + slack(20)
+    s.settimeout(5)
+    while time.monotonic() < deadline:
+        try:
+            b = s.recv(4096)
+        except socket.timeout:
+            break
+        if not b:
+            break
+        got += b
+        time.sleep(0.002)  # a slow reader
+        peak = max(peak, rss_kb(pid))
+    s.close()
+    assert len(got) > 0
+    assert peak - base < 4096, (base, peak)  # a few buffers, never the body
