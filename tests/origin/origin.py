@@ -31,7 +31,8 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /text/N[?...]          N bytes of words (text_body(N)), Content-Type
                          text/html; query: type=, ce= (Content-Encoding),
                          cc= (Cache-Control), etag=, vary=, status=,
-                         range=1 (a 206 with Content-Range), mode=chunked
+                         range=1 (a 206 with Content-Range), rand=1
+                         (random_body(N) instead), mode=chunked
                          (4 KiB chunks; ms=M between them) or mode=close
   /cut/N                 Content-Length N, sends N/2 bytes, then closes
   /close-early           reads the request, closes without a byte
@@ -325,6 +326,13 @@ def text_body(n):
     return _TEXT[n]
 
 
+def random_body(n):
+    """/text/N?rand=1's body: bytes no encoder can shrink (a seeded
+    generator), so what it makes of a span overflows its buffer."""
+    import random
+    return random.Random(n).randbytes(n)
+
+
 def early_body(n):
     """The body /answer-early/N sends: a pattern a cut or a shift shows."""
     pat = bytes(range(251))
@@ -370,7 +378,8 @@ class Server:
     def text(self, c, r, n, head_only, close):
         """/text/N: see the module's doc."""
         q = dict(urllib.parse.parse_qsl(r.target.split("?", 1)[1] if "?" in r.target else ""))
-        body = text_body(n)
+        rep = q.get("rep") and q.get("mode") == "chunked"
+        body = b"" if rep else random_body(n) if q.get("rand") else text_body(n)
         status = int(q.get("status", "200"))
         hs = [("Content-Type", q.get("type", "text/html"))]
         for key, name in (("ce", "Content-Encoding"), ("cc", "Cache-Control"), ("etag", "ETag"),
@@ -382,7 +391,7 @@ class Server:
             status = 206
             hs.append(("Content-Range", "bytes 0-%d/%d" % (n - 1, n)))
         mode = q.get("mode", "len")
-        if q.get("rep") and mode == "chunked":
+        if rep:
             # text_body(65536) over and over: a large body made at once
             piece = text_body(65536)
             c.send(self.head_bytes(status, hs + [("Transfer-Encoding", "chunked")]))

@@ -57,6 +57,8 @@ static struct {
 	/* the route blocks of the table last seen, by route index */
 	const struct config_compress **by_route;
 	uint32_t nby_route;
+	int *own;   /* the indices of our config's routes with a block */
+	int nown;
 	uint64_t table_id;
 	const struct config *cfg;
 	ev_tstamp log_next;
@@ -67,8 +69,8 @@ static struct {
 
 static void cz_gauges(void)
 {
-	wk.cnt->compress_streams = cz.streams;
-	wk.cnt->compress_mem_in_use = cz.pool.in_use;
+	SHM_SET(wk.cnt, compress_streams, cz.streams);
+	SHM_SET(wk.cnt, compress_mem_in_use, cz.pool.in_use);
 }
 
 static voidpf cz_zalloc(voidpf opaque, uInt items, uInt size)
@@ -115,6 +117,14 @@ int compress_init(const struct config *cfg)
 	cz.max_streams = cfg->compress.max_streams;
 	if (!cz_any_on(cfg))
 		return 0;
+	/* the sync walks these, not every route of the config */
+	if (!(cz.own = malloc(sizeof(*cz.own) * (size_t)(cfg->nroutes ? cfg->nroutes : 1)))) {
+		log_error("compress: out of memory");
+		return -1;
+	}
+	for (int i = 0; i < cfg->nroutes; i++)
+		if (cfg->routes[i].compress)
+			cz.own[cz.nown++] = i;
 	/* mapped once; pages are only made as encoders touch them */
 	mem = mmap(NULL, cfg->compress.memory, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 	           -1, 0);
@@ -128,7 +138,8 @@ int compress_init(const struct config *cfg)
 
 /* ---- the route's block ------------------------------------------------------ */
 
-/* The blocks of the routes of <tab>, found by (host, path) in our config:
+/* The blocks of the routes of <tab>, found by (host, path) among our
+ * config's routes that have one (O(routes x blocks): blocks are few):
  * a route with no block of its own, or one our config does not know (a
  * draining worker's older config under a newer table), takes the top
  * level's. Once per table; the array grows with the tables, never per
@@ -149,10 +160,10 @@ static int cz_sync(const struct route_table *tab)
 		const struct route_entry *e = &route_entries(tab)[i];
 
 		cz.by_route[i] = &cfg->compress;
-		for (int k = 0; k < cfg->nroutes; k++) {
-			const struct config_route *r = &cfg->routes[k];
+		for (int k = 0; k < cz.nown; k++) {
+			const struct config_route *r = &cfg->routes[cz.own[k]];
 
-			if (r->compress && r->host_kind == e->host_kind && strcmp(r->host, route_host(tab, e)) == 0 &&
+			if (r->host_kind == e->host_kind && strcmp(r->host, route_host(tab, e)) == 0 &&
 			    strcmp(r->path, route_path(tab, e)) == 0) {
 				cz.by_route[i] = r->compress;
 				break;
