@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config_dump.h"
 #include "common/config_load.h"
 
 #define fail config_fail
@@ -150,4 +151,20 @@ int config_compress_read_route(struct loader *ld, const config_setting_t *e, str
 		return 0;
 	c->on = c->types[0] != '\0';
 	return 1;
+}
+
+void config_compress_dump(FILE *out, const struct config *cfg, const struct config_compress *c, int top)
+{
+	fputs(top ? "compress = {\n\t" : "compress = { ", out);
+	fputs("types = [", out);
+	for (const char *p = c->types; *p;) {
+		size_t n = strcspn(p, " ");
+
+		/* media types: nothing in them needs escaping */
+		fprintf(out, "%s\"%.*s\"", p == c->types ? " " : ", ", (int)n, p);
+		p += n + (p[n] == ' ');
+	}
+	fprintf(out, "%s];%s", c->types[0] ? " " : "", top ? "\n" : " ");
+	config_dump_keys(out, cfg, top ? &config_keys_compress : &config_keys_route_compress, c, top ? "\t" : NULL);
+	fputs(top ? "};\n" : "}; ", out);
 }

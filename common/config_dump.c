@@ -333,6 +333,8 @@ static void dump_routes(FILE *out, const struct config *cfg)
 		}
 		if (r->auth)
 			config_auth_dump(out, cfg, r->auth);
+		if (r->compress)
+			config_compress_dump(out, cfg, r->compress, 0);
 		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);
@@ -395,5 +397,9 @@ int config_dump(FILE *out, const struct config *cfg)
 	dump_group(out, cfg, "timeouts", &config_keys_timeouts, &cfg->timeouts);
 	fputc('\n', out);
 	dump_group(out, cfg, "limits", &config_keys_limits, &cfg->limits);
+	if (cfg->compress.line) {
+		fputc('\n', out);
+		config_compress_dump(out, cfg, &cfg->compress, 1);
+	}
 	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
 }
