@@ -7,6 +7,7 @@ compressed response keeps the worker's memory flat."""
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -227,6 +228,27 @@ def test_a_route_block_over_the_top_level_and_off(weir_factory, origin):
     assert r.get("content-encoding") is None
     r = fetch(w, "/json/../echo")
     assert r.get("content-encoding") is None
+
+
+def test_a_reload_turns_it_on_and_its_levels_change(weir_factory, origin):
+    w = cz_weir(weir_factory, origin, block="")
+    assert fetch(w, "/text/50000").get("content-encoding") is None
+
+    def hup(block):
+        w.write_config(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                       routes=[{"path": "/", "upstream": "a"}], extra=block)
+        before = w.metrics()("weir_reloads_total", result="ok")
+        w.signal(signal.SIGHUP)
+        wait_until(lambda: w.metrics()("weir_reloads_total", result="ok") > before, slack(5), what="reload")
+
+    hup("compress = { gzip_level = 1; };")
+    r1 = wait_until(lambda: (lambda r: r if r.get("content-encoding") == "gzip" else None)(fetch(w, "/text/50000")),
+                    slack(5), what="gzip after the reload")
+    assert decode(r1) == text_body(50000)
+    hup("compress = { gzip_level = 9; };")
+    r9 = wait_until(lambda: (lambda r: r if len(r.body) < len(r1.body) else None)(fetch(w, "/text/50000")),
+                    slack(5), what="level 9 after the second reload")
+    assert decode(r9) == text_body(50000)
 
 
 def test_without_a_block_nothing_is_compressed(weir_factory, origin):
