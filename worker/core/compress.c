@@ -386,8 +386,9 @@ static void cz_vary(struct txn *t)
 }
 
 /* The head of an encoded body: its encoding, no Accept-Ranges (ranges of
- * the encoded bytes are not the upstream's), a weak ETag. Returns 0 or -1
- * when the arena is full. */
+ * the encoded bytes are not the upstream's), a weak ETag (or none, when
+ * the arena has no room for it). Returns 0, or -1 with the head as it was
+ * when the arena has no room for the encoding. */
 static int cz_rewrite_head(struct txn *t, enum compress_enc enc)
 {
 	static const char *const names[] = {
@@ -395,9 +396,12 @@ static int cz_rewrite_head(struct txn *t, enum compress_enc enc)
 	    COMPRESS_ENC_TABLE(COMPRESS_ENC_TEXT)
 #undef COMPRESS_ENC_TEXT
 	};
+	uint32_t n = t->resp.hl.n;
 	struct hdr *h;
 
-	for (uint32_t i = 0; i < t->resp.hl.n; i++) {
+	if (!hlist_add(&t->arena, &t->resp.hl, "Content-Encoding", 16, names[enc], (uint32_t)strlen(names[enc])))
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
 		h = &t->resp.hl.v[i];
 		if (http_span_ieq(h->name, h->name_len, "content-encoding") ||
 		    http_span_ieq(h->name, h->name_len, "accept-ranges"))
@@ -412,12 +416,10 @@ static int cz_rewrite_head(struct txn *t, enum compress_enc enc)
 			memcpy(w, "W/", 2);
 			memcpy(w + 2, h->value, h->value_len);
 			if (hdr_set_value(&t->arena, h, w, h->value_len + 2) < 0)
-				return -1;
+				h->flags |= HDR_HOP; /* no room: dropped, never left strong */
 		}
 	}
-	return hlist_add(&t->arena, &t->resp.hl, "Content-Encoding", 16, names[enc], (uint32_t)strlen(names[enc]))
-	           ? 0
-	           : -1;
+	return 0;
 }
 
 static size_t cz_reserve(enum compress_enc enc, const struct config_compress *p)
