@@ -116,6 +116,38 @@ def test_an_incompressible_body_overflows_the_buffer_and_still_decodes(weir_fact
     assert len(r.body) >= n
 
 
+@pytest.mark.normal_only
+@pytest.mark.parametrize("enc", ["gzip", "br"])
+def test_a_stream_is_flushed_as_the_upstream_sends_it(weir_factory, origin, enc):
+    # 4 KiB chunks 700 ms apart: each must be decodable on arrival, not
+    # held in the encoder until the end of the body
+    w = cz_weir(weir_factory, origin)
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.settimeout(slack(5))
+    t0 = time.monotonic()
+    s.sendall(build_request("GET", "/text/16384?mode=chunked&ms=700", headers=[("Accept-Encoding", enc)]))
+    raw, plain = b"", b""
+    while len(plain) < 8192:  # two of the origin's chunks
+        b = s.recv(65536)
+        assert b, "closed before two chunks decoded"
+        raw += b
+        if b"\r\n\r\n" in raw:
+            body = chunks_of(raw)
+            plain = brotli_prefix(body) if enc == "br" else gunzip_prefix(body)
+    took = time.monotonic() - t0
+    s.close()
+    # the second chunk left the origin at 0.7 s, the last at 2.1 s
+    assert took < 1.9, took
+    assert plain == text_body(16384)[:len(plain)]
+
+
+def brotli_prefix(data):
+    """What a brotli decoder makes of a stream cut after a flush."""
+    if brotli is None:
+        pytest.skip("no python3-brotli")
+    return brotli.Decompressor().process(data)
+
+
 def test_curl_compressed_decodes_it(weir_factory, origin):
     w = cz_weir(weir_factory, origin)
     out = subprocess.run([CURL, "-sS", "--compressed", "-D", "-", "http://127.0.0.1:%d/text/100000" % w.port],
