@@ -649,14 +649,10 @@ static int txn_response_head(struct txn *t)
 			t->resp_done = 1;
 		else if ((rc = txn_fill_down(t)) < 0)
 			return rc == WEIR_ERR(COMPRESS_FAILED) ? rc : WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-		else
-			return 1;
 		return 1;
 	}
 }
 
-/* Queues the next piece of response body from u->in. Returns 1 if queued,
- * 0 if upstream bytes are needed, or an error. */
 /* A span of the response body to the client: through the encoder when
  * the response is compressed (compress.h), else as it lies in <in>. */
 static int txn_send_down(struct txn *t, struct buf *in, uint32_t used, const char *data, size_t len, int eos)
@@ -667,6 +663,8 @@ static int txn_send_down(struct txn *t, struct buf *in, uint32_t used, const cha
 	return 1;
 }
 
+/* Queues the next piece of response body from u->in. Returns 1 if queued,
+ * 0 if upstream bytes are needed, or an error. */
 static int txn_fill_down(struct txn *t)
 {
 	struct buf *in = t->u->in;
