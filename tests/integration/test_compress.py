@@ -183,11 +183,17 @@ def test_each_skip_reason_is_counted_and_sent_as_it_came(weir_factory, origin):
         ("/text/5000?type=image/png", "type"),
         ("/text/999", "too_small"),
         ("/status/204", "no_body"),
+        ("/304cl", "no_body"),
+        ("/text/0", "no_body"),
     ]
     for target, reason in cases:
         before = counters(w)["skip"][reason]
         r = fetch(w, target, ae="gzip, br")
         assert r.get("content-encoding") in (None, "gzip" if reason == "encoded" else None), (target, r)
+        if reason == "no_body":
+            assert r.body == b"" and r.get("vary") is None, (target, r)
+        if target == "/304cl":
+            assert r.get("etag") == '"v1"' and r.get("content-length") == "100", r
         if reason not in ("no_body", "encoded"):
             assert r.body == text_body(int(target.split("/")[2].split("?")[0]))
             assert r.get("content-length") is not None
