@@ -31,9 +31,9 @@
 #include <openssl/x509.h>
 
 #include "common/log.h"
+#include "common/proxy_hdr.h"
 #include "shm/route.h"
 #include "shm/shm.h"
-#include "worker/net/proxy_local.h"
 
 enum probe_phase {
 	PROBE_IDLE,
@@ -233,6 +233,15 @@ static int probe_tls_wait(struct probe *p, int rc)
 }
 
 /* Connected (and handshaken): a TCP check has passed; an HTTP one sends. */
+/* A server of a group with proxy_protocol takes a LOCAL header first,
+ * as HAProxy's checks send: it then uses the socket's own addresses. */
+static int probe_send_local(const struct probe *p)
+{
+	uint8_t h[PROXY_HDR_LOCAL_MAX];
+
+	return proxy_hdr_send(p->fd, h, proxy_hdr_local(p->cu->proxy_protocol, h));
+}
+
 static void probe_connected(struct probe *p)
 {
 	if (p->h->type == CONFIG_HEALTH_TCP) {
@@ -261,8 +270,8 @@ static void probe_step(struct probe *p)
 			probe_done(p, HEALTH_RESULT_REFUSED, 0, why);
 			return;
 		}
-		if (p->cu->proxy_protocol && upproxy_send_local(p->fd, p->cu->proxy_protocol) < 0) {
-			/* the server expects a PROXY header first (worker/net/proxy_local.h) */
+		if (p->cu->proxy_protocol && probe_send_local(p) < 0) {
+			/* the server expects a PROXY header first */
 			probe_done(p, HEALTH_RESULT_CLOSED, 0, "the PROXY header could not be written");
 			return;
 		}

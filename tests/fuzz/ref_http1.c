@@ -398,17 +398,6 @@ void ref_http1_request(const uint8_t *p, size_t len, const struct ref_limits *li
 			nhost++;
 			host = value;
 		} else if (span_ieq(name, "content-length")) {
-			struct span raw = {colon + 1, l.n - name.n - 1};
-
-			/* POLICY (http-parser 2.9.4): an HTAB after the first
-			 * byte of the value, trailing OWS though it is, fails
-			 * its own Content-Length parse */
-			while (raw.n && is_ws(raw.p[0])) {
-				raw.p++;
-				raw.n--;
-			}
-			if (memchr(raw.p, '\t', raw.n))
-				return reject(out, "HTAB in Content-Length");
 			ncl++;
 			cl = value;
 		} else if (span_ieq(name, "transfer-encoding")) {

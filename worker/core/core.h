@@ -378,7 +378,6 @@ int upproxy_send(struct txn *t);
  * the group sends none. */
 size_t upproxy_header(const struct txn *t, uint8_t *out);
 
-/* upproxy_send_local(): net/proxy_local.h, for the master's checks. */
 
 /* ==== vars ==== */
 /*

@@ -10,10 +10,7 @@
 #include <sys/socket.h>
 
 #include "common/log.h"
-
-static int upproxy_write(int fd, const void *h, size_t n);
-
-static const uint8_t v2_sig[12] = {0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a};
+#include "common/proxy_hdr.h"
 
 /* An address as 16 bytes of IPv6 (IPv4 mapped) and as its own family. */
 struct upproxy_addr {
@@ -85,7 +82,7 @@ size_t upproxy_header(const struct txn *t, uint8_t *out)
 		             s1, s2, src.port, dst.port);
 		return n > 0 && n <= PROXY_PROTO_V1_MAX ? (size_t)n : 0;
 	}
-	memcpy(out, v2_sig, 12);
+	memcpy(out, proxy_hdr_v2_sig, 12);
 	out[12] = 0x21; /* version 2, PROXY */
 	out[13] = src.v6 ? 0x21 : 0x11;
 	n = src.v6 ? 36 : 12;
@@ -105,34 +102,10 @@ int upproxy_send(struct txn *t)
 	uint8_t h[PROXY_PROTO_V1_MAX + 1];
 	size_t n = upproxy_header(t, h);
 
-	if (n == 0 || upproxy_write(t->u->io.fd, h, n) == 0)
+	errno = 0; /* a short write sets none */
+	if (n == 0 || proxy_hdr_send(t->u->io.fd, h, n) == 0)
 		return 0;
 	log_warn("upstream %s: the PROXY header could not be written: %s", route_servers(t->table)[t->server].text,
 	         errno ? strerror(errno) : "short write");
 	return WEIR_ERR(UPSTREAM_REFUSED);
-}
-
-/* One small write on a socket that has just connected. */
-static int upproxy_write(int fd, const void *h, size_t n)
-{
-	ssize_t w;
-
-	errno = 0; /* a short write sets none */
-	do
-		w = send(fd, h, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (w < 0 && errno == EINTR);
-	return w == (ssize_t)n ? 0 : -1;
-}
-
-int upproxy_send_local(int fd, int version)
-{
-	uint8_t h[16];
-
-	if (version == 1)
-		return upproxy_write(fd, "PROXY UNKNOWN\r\n", 15);
-	memcpy(h, v2_sig, 12);
-	h[12] = 0x20; /* version 2, LOCAL */
-	h[13] = 0x00; /* UNSPEC */
-	h[14] = h[15] = 0;
-	return upproxy_write(fd, h, sizeof(h));
 }

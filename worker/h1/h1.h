@@ -105,15 +105,15 @@ ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more);
 
 /* ==== http ==== */
 /*
- * http: strict HTTP/1.1 message heads and bodies, on top of http-parser.
+ * http: strict HTTP/1.1 message heads and bodies.
  *
- * Principle: weir never forwards bytes it has not understood. Debian's
- * libhttp_parser is built non-strict (a space before the colon, obs-fold,
- * bare LF, loose chunk framing, two-digit status codes all pass), so this
- * module uses it for the request and status lines and the header split,
- * checks every byte of the head on top of it, and frames bodies itself:
- * Content-Length is counted by the caller, chunked bodies go through the
- * strict decoder below. What comes out is a struct msg (worker/msg/msg.h):
+ * Principle: weir never forwards bytes it has not understood. Heads are
+ * read by weir's own strict reader (http_common.c): Debian's http-parser
+ * is built non-strict (a space before the colon, obs-fold, bare LF, loose
+ * chunk framing, two-digit status codes all pass), so every byte it took
+ * had to be checked again, at twice the cost; its method table stays.
+ * Bodies are framed here too: Content-Length is counted by the caller,
+ * chunked bodies go through the strict decoder below. What comes out is a struct msg (worker/msg/msg.h):
  * validated spans into the caller's buffer, the headers in a list in the
  * stream's arena, the framing taken out of the list into its fields.
  *
@@ -127,31 +127,36 @@ ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more);
 
 /* Parsing state shared by requests and responses; private to http*.c. */
 struct http_head_state {
-	http_parser parser;
-	size_t fed;          /* bytes of the buffer already given to the parser */
+	size_t fed;          /* bytes of the buffer already scanned */
 	const char *start;   /* the buffer the head is in */
-	int in_value;        /* last callback was a header value */
 	int done;            /* headers complete */
-	int error;           /* first error found by a callback, a WEIR_E* code */
+	int error;           /* the first error found, a WEIR_E* code (sticky) */
 	uint32_t max_headers;
 	size_t max_head;     /* head size limit */
 	size_t max_uri;      /* request target limit (requests only) */
 
-	/* Private to worker/http*.c: the line scanner and the callbacks. */
+	/* Private to worker/http*.c: the scanner and the line checks. */
 	struct msg *m;            /* the message parsed into */
 	struct arena *arena;      /* where its header list goes */
 	struct hdr *hdrs;         /* the list being parsed, max_headers long */
-	uint32_t nhdrs;           /* headers started so far */
+	uint32_t nhdrs;           /* field lines completed */
 	uint64_t max_body;        /* requests: Content-Length limit, 0 = none */
 	size_t line_start;        /* offset of the line being scanned */
+	size_t pl_from;           /* the line under way is checked up to here */
 	size_t line0, line0_end;  /* the start line, CRLF excluded */
 	size_t head_end;          /* offset past the final CRLF, 0 until seen */
-	const char *tok;          /* request target (on_url) or reason (on_status) */
+	const char *tok;          /* the request target */
 	size_t tok_len;
 	uint32_t nlines;          /* non-empty lines completed */
+	uint32_t pl_len;          /* the line under way: bytes of its part */
+	uint8_t pl_stage;         /* ... and which part: method, target,
+	                           * version; or name, value */
 	uint8_t cr;               /* the last scanned byte was a CR */
 	uint8_t leading_crlf;     /* empty lines before the start line allowed */
 	uint8_t head_method;      /* responses: the request was HEAD */
+	uint8_t is_request;
+	uint8_t method_id;        /* requests: enum http_method */
+	uint8_t version_minor;    /* requests: HTTP/1.<this> */
 };
 
 /* The HTTP/1 parse state of a head; the message goes into <m>. */
@@ -243,6 +248,9 @@ int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t 
  */
 #define HTTP_PATH_MERGE_SLASHES 0x1u
 int http_path_normalize(char *p, size_t len, unsigned flags, size_t *out_len);
+
+/* The name of method <id> and its length ("GET", 3). */
+const char *http_method_name(enum http_method id, uint32_t *len);
 
 /* Case-insensitive comparison of a span with a lower-case literal. */
 int http_span_ieq(const char *p, size_t len, const char *lower);

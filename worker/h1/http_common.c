@@ -1,13 +1,21 @@
 /*
- * http_common.c: head validation shared by requests and responses.
+ * http_common.c: the head reader shared by requests and responses.
  *
- * http-parser (Debian's build is non-strict) gives the start line and the
- * header split through its callbacks; the line scanner below walks the
- * same bytes first and decides where the head ends. The parser is only
- * ever given bytes the scanner has accepted, up to and including the final
- * LF, so it never sees a body byte; it is also paused in
- * on_headers_complete as a second guard. Both must agree on where the head
- * ends, or the head is refused.
+ * One pass over the bytes: memchr places the line ends (a bare CR, a bare
+ * LF, an obs-fold and a CR not followed by LF are refused as they are
+ * met), and each completed line is split and checked where it lies: the
+ * request line (method SP target SP "HTTP/1.x"), or a field line (a tchar
+ * name, ':', a value of field-vchar and whitespace). A line that has not
+ * ended yet is checked as far as it goes (line_partial), so a bad byte,
+ * a target past uri_size or one header too many is refused when it
+ * arrives, not when the line ends, and each byte is looked at there once.
+ *
+ * This replaces http-parser's state machine for heads: Debian builds it
+ * non-strict, so every byte it accepted was checked again here, and its
+ * execute loop was a third of weir's user-space instructions per proxied
+ * request (callgrind, docs/design.md). http-parser still gives weir its
+ * method table (HTTP_METHOD_MAP, enum http_method), and the fuzz targets
+ * hold the reader to a reference parser (tests/fuzz/ref_http1.c).
  */
 #include <arpa/inet.h>
 #include <string.h>
@@ -87,137 +95,153 @@ static int span_iprefix(const char *p, size_t len, const char *prefix)
 	return len >= n && http_span_ieq(p, n, prefix);
 }
 
-/* Records the first error a callback found and stops the parser. */
-static int cb_fail(struct http_head_state *st, int rc)
+/* The methods, by http-parser's numbering (enum http_method). */
+static const struct http_method_name {
+	const char *name;
+	uint8_t len;
+} http_methods[] = {
+#define HTTP_METHOD_ENTRY(num, name, string) [num] = {#string, sizeof(#string) - 1},
+	HTTP_METHOD_MAP(HTTP_METHOD_ENTRY)
+#undef HTTP_METHOD_ENTRY
+};
+
+const char *http_method_name(enum http_method id, uint32_t *len)
 {
-	if (!st->error)
-		st->error = rc;
+	*len = http_methods[id].len;
+	return http_methods[id].name;
+}
+
+/* The method named by the token <p>[0..len) (case matters), or -1. */
+static int method_lookup(const char *p, size_t len)
+{
+	/* the common ones first, without the walk */
+	if (len == 3 && memcmp(p, "GET", 3) == 0)
+		return HTTP_GET;
+	if (len == 4 && memcmp(p, "POST", 4) == 0)
+		return HTTP_POST;
+	for (size_t i = 0; i < sizeof(http_methods) / sizeof(http_methods[0]); i++)
+		if (http_methods[i].len == len && memcmp(http_methods[i].name, p, len) == 0)
+			return (int)i;
 	return -1;
 }
 
+/* Bytes of a request target: VCHAR (no SP, no CTL, no obs-text). */
+static inline int target_char(unsigned char c)
+{
+	return (unsigned)(c - 0x21) < 0x5e;
+}
+
 /*
- * The request target, possibly in several pieces (one per feed). Every
- * byte must be VCHAR: http-parser lets HTAB, FF and bytes >= 0x80 through.
+ * A complete request line [p, e), CRLF excluded: exactly method SP target
+ * SP "HTTP/1.0" or "HTTP/1.1". HTTP/0.9 (no version), 2.0 and other
+ * protocols ("ICE/1.0") are refused; so is a second space anywhere.
  */
-/* Grows the start-line token by a piece; pieces must be contiguous in the
- * buffer (anything else means the library skipped bytes). */
-static int tok_extend(struct http_head_state *st, const char *at, size_t n)
+static int request_line(struct http_head_state *st, const char *p, const char *e)
 {
-	if (!st->tok)
-		st->tok = at;
-	if (at != st->tok + st->tok_len)
-		return -1;
-	st->tok_len += n;
-	return 0;
-}
+	const char *m = p, *t;
+	int id;
 
-static int on_url(http_parser *p, const char *at, size_t n)
-{
-	struct http_head_state *st = p->data;
-	size_t i;
-
-	if (tok_extend(st, at, n) < 0)
-		return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	if (st->tok_len > st->max_uri)
-		return cb_fail(st, WEIR_ERR(URI_TOO_LONG));
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)at[i];
-
-		if (c <= 0x20 || c >= 0x7f)
-			return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	}
-	return 0;
-}
-
-/* The reason phrase: HTAB, SP, VCHAR, obs-text (the library takes CTLs). */
-static int on_status(http_parser *p, const char *at, size_t n)
-{
-	struct http_head_state *st = p->data;
-	size_t i;
-
-	if (tok_extend(st, at, n) < 0)
-		return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	for (i = 0; i < n; i++)
-		if (!http_is((unsigned char)at[i], HTTP_C_VCHAR | HTTP_C_WS))
-			return cb_fail(st, WEIR_ERR(BAD_REQUEST));
+	while (p < e && http_is((unsigned char)*p, HTTP_C_TCHAR))
+		p++;
+	if (p == m || p == e || *p != ' ' || (id = method_lookup(m, (size_t)(p - m))) < 0)
+		return WEIR_ERR(BAD_REQUEST);
+	t = ++p;
+	while (p < e && target_char((unsigned char)*p))
+		p++;
+	if ((size_t)(p - t) > st->max_uri)
+		return WEIR_ERR(URI_TOO_LONG);
+	if (p == t || p == e || *p != ' ')
+		return WEIR_ERR(BAD_REQUEST);
+	st->tok = t;
+	st->tok_len = (size_t)(p - t);
+	p++;
+	if (e - p != 8 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1'))
+		return WEIR_ERR(BAD_REQUEST);
+	st->method_id = (uint8_t)id;
+	st->version_minor = (uint8_t)(p[7] - '0');
 	return 0;
 }
 
 /*
- * A header name or a piece of one. The non-strict library takes a space
- * inside a name ("Host : x" gives the name "Host "), so every byte is
- * checked against tchar here.
+ * A complete field line [p, e): a name of tchar (no space before the
+ * colon), ':', then the value, field-vchar and whitespace only (trimmed
+ * by http_head_finish). An obs-fold never gets here (the scanner).
  */
-static int on_header_field(http_parser *p, const char *at, size_t n)
+static int field_line(struct http_head_state *st, const char *p, const char *e)
 {
-	struct http_head_state *st = p->data;
+	const char *n = p, *v;
 	struct hdr *h;
-	size_t i;
 
-	if (st->in_value || st->nhdrs == 0) {
-		if (st->nhdrs >= st->max_headers)
-			return cb_fail(st, WEIR_ERR(HEADERS_TOO_LARGE));
-		h = &st->hdrs[st->nhdrs++];
-		memset(h, 0, sizeof(*h));
-		h->name = at;
-		st->in_value = 0;
-	} else {
-		h = &st->hdrs[st->nhdrs - 1];
-	}
-	if (at != h->name + h->name_len)
-		return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	for (i = 0; i < n; i++)
-		if (!http_is((unsigned char)at[i], HTTP_C_TCHAR))
-			return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	h->name_len += (uint32_t)n;
+	if (st->nhdrs >= st->max_headers)
+		return WEIR_ERR(HEADERS_TOO_LARGE);
+	while (p < e && http_is((unsigned char)*p, HTTP_C_TCHAR))
+		p++;
+	if (p == n || p == e || *p != ':')
+		return WEIR_ERR(BAD_REQUEST);
+	v = ++p;
+	for (; p < e; p++)
+		if (!http_is((unsigned char)*p, HTTP_C_VCHAR | HTTP_C_WS))
+			return WEIR_ERR(BAD_REQUEST);
+	h = &st->hdrs[st->nhdrs++];
+	h->name = n;
+	h->name_len = (uint32_t)(v - 1 - n);
+	h->value = v;
+	h->value_len = (uint32_t)(e - v);
+	h->tok = 0;
+	h->flags = 0;
 	return 0;
 }
 
 /*
- * A header value or a piece of one, leading whitespace already skipped by
- * the library. Pieces must be contiguous: the library reports an obs-fold
- * as a second piece after a gap (the scanner refuses folds before that).
+ * The bytes [from, e) of a line that has not ended, checked as far as
+ * they go, so that a client cannot hold a bad line open until its
+ * timeout: st->pl_stage and st->pl_len carry where the line stands
+ * between feeds. The status line of a response is checked whole, once
+ * it ends (http_response.c).
  */
-static int on_header_value(http_parser *p, const char *at, size_t n)
+static int line_partial(struct http_head_state *st, const char *buf, size_t from, size_t e)
 {
-	struct http_head_state *st = p->data;
-	struct hdr *h;
-	size_t i;
+	for (size_t i = from; i < e; i++) {
+		unsigned char c = (unsigned char)buf[i];
 
-	if (st->nhdrs == 0)
-		return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	h = &st->hdrs[st->nhdrs - 1];
-	if (!st->in_value) {
-		h->value = at;
-		h->value_len = 0;
-		st->in_value = 1;
+		if (st->nlines == 0) {
+			if (!st->is_request)
+				return 0;
+			if (st->pl_stage == 0) { /* the method */
+				if (http_is(c, HTTP_C_TCHAR))
+					st->pl_len++;
+				else if (c == ' ' && st->pl_len > 0)
+					st->pl_stage = 1, st->pl_len = 0;
+				else
+					return WEIR_ERR(BAD_REQUEST);
+			} else if (st->pl_stage == 1) { /* the target */
+				if (target_char(c)) {
+					if (++st->pl_len > st->max_uri)
+						return WEIR_ERR(URI_TOO_LONG);
+				} else if (c == ' ' && st->pl_len > 0) {
+					st->pl_stage = 2;
+				} else {
+					return WEIR_ERR(BAD_REQUEST);
+				}
+			} /* the version is checked whole */
+			continue;
+		}
+		if (st->pl_stage == 0) { /* the name */
+			if (st->pl_len == 0 && st->nhdrs >= st->max_headers)
+				return WEIR_ERR(HEADERS_TOO_LARGE);
+			if (http_is(c, HTTP_C_TCHAR))
+				st->pl_len++;
+			else if (c == ':' && st->pl_len > 0)
+				st->pl_stage = 1;
+			else
+				return WEIR_ERR(BAD_REQUEST);
+		} else if (!http_is(c, HTTP_C_VCHAR | HTTP_C_WS)) {
+			return WEIR_ERR(BAD_REQUEST);
+		}
 	}
-	if (at != h->value + h->value_len)
-		return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	for (i = 0; i < n; i++)
-		if (!http_is((unsigned char)at[i], HTTP_C_VCHAR | HTTP_C_WS))
-			return cb_fail(st, WEIR_ERR(BAD_REQUEST));
-	h->value_len += (uint32_t)n;
+	st->pl_from = e;
 	return 0;
 }
-
-/* Stops the parser at the final LF: the body is the caller's business. */
-static int on_headers_complete(http_parser *p)
-{
-	struct http_head_state *st = p->data;
-
-	st->done = 1;
-	http_parser_pause(p, 1);
-	return 0;
-}
-
-static const http_parser_settings head_settings = {
-	.on_url = on_url,
-	.on_status = on_status,
-	.on_header_field = on_header_field,
-	.on_header_value = on_header_value,
-	.on_headers_complete = on_headers_complete,
-};
 
 void http_head_init(struct http_head_state *st, enum http_parser_type type, struct msg *m,
                     struct arena *a, uint32_t max_headers, size_t max_head)
@@ -227,16 +251,7 @@ void http_head_init(struct http_head_state *st, enum http_parser_type type, stru
 	memset(st, 0, sizeof(*st));
 	memset(m, 0, sizeof(*m));
 	arena_reset(a);
-	http_parser_init(&st->parser, type);
-	st->parser.data = st;
-	/* Framing is weir's (http_head_finish and the request and response
-	 * rules), from its own header list. http-parser 2.9.4 takes every name
-	 * that starts with "Transfer-Encoding" ("Transfer-Encoding-Hint") for
-	 * the real one and refuses it beside a Content-Length: with these two
-	 * flags it never judges TE with CL. Lenient only lets controls through
-	 * to the value callback, which refuses them itself. */
-	st->parser.allow_chunked_length = 1;
-	st->parser.lenient_http_headers = 1;
+	st->is_request = type == HTTP_REQUEST;
 	st->m = m;
 	st->arena = a;
 	st->hdrs = hlist_open(a, max_headers > HTTP_MAX_HEADERS ? HTTP_MAX_HEADERS : max_headers, &room);
@@ -244,53 +259,75 @@ void http_head_init(struct http_head_state *st, enum http_parser_type type, stru
 	m->hl.v = st->hdrs;
 	st->max_head = max_head;
 	/* RFC 9112 2.2: a server SHOULD ignore at least one empty line before
-	 * the request-line; http-parser does. Before a status line they would
-	 * mean the previous response was framed wrongly, so they are refused. */
-	st->leading_crlf = type == HTTP_REQUEST;
+	 * the request-line. Before a status line they would mean the previous
+	 * response was framed wrongly, so they are refused. */
+	st->leading_crlf = st->is_request;
+}
+
+/* A line [start, end) has ended (end at its CR): the start line or a
+ * field line. */
+static int line_done(struct http_head_state *st, const char *buf, size_t start, size_t end)
+{
+	st->pl_stage = 0;
+	st->pl_len = 0;
+	if (st->nlines == 0) {
+		st->line0 = start;
+		st->line0_end = end;
+		return st->is_request ? request_line(st, buf + start, buf + end) : 0;
+	}
+	return field_line(st, buf + start, buf + end);
 }
 
 /*
- * The line scanner: looks at <buf>[st->fed..limit) and stops after the
- * final CRLF. Sets *stop to the offset the parser may be fed up to and
- * returns 0, or WEIR_EBAD_REQUEST with *stop at the offending byte for a
- * bare CR, a bare LF, an obs-fold line, or an empty line where none may be.
+ * The scanner: looks at <buf>[st->fed..limit) and stops after the final
+ * CRLF (st->done, st->head_end). Returns 0, or the first fault in the
+ * byte stream: a bare CR, a bare LF, an obs-fold line or an empty line
+ * where none may be (WEIR_EBAD_REQUEST), or what a line's check found,
+ * the bytes of a line before the offending byte checked first.
  */
-static int scan_lines(struct http_head_state *st, const char *buf, size_t limit, size_t *stop)
+static int scan_lines(struct http_head_state *st, const char *buf, size_t limit)
 {
-	size_t i = st->fed;
+	size_t i = st->fed, end;
+	int rc;
 
-	/* memchr finds the line ends: every head byte is looked at by the
-	 * parser anyway, this pass only has to place CRs and LFs */
 	while (i < limit) {
 		const char *cr, *lf;
 		size_t j;
 
 		if (st->cr) {
-			if (buf[i] != '\n')
+			if (buf[i] != '\n') {
+				end = i - 1; /* the line's bytes end before that CR */
 				goto bad;
+			}
 			st->cr = 0;
 			if (i - 1 == st->line_start) {
 				if (st->nlines > 0) {
 					st->head_end = i + 1;
-					*stop = i + 1;
+					st->done = 1;
 					return 0;
 				}
-				if (!st->leading_crlf)
+				if (!st->leading_crlf) {
+					end = i;
 					goto bad;
-			} else if (st->nlines++ == 0) {
-				st->line0 = st->line_start;
-				st->line0_end = i - 1;
+				}
+			} else {
+				rc = line_done(st, buf, st->line_start, i - 1);
+				if (rc)
+					return rc;
+				st->nlines++;
 			}
-			st->line_start = ++i;
+			st->line_start = st->pl_from = ++i;
 			continue;
 		}
-		if (i == st->line_start && st->nlines > 0 && (buf[i] == ' ' || buf[i] == '\t'))
-			goto bad; /* obs-fold, or whitespace before a field name */
+		if (i == st->line_start && st->nlines > 0 && (buf[i] == ' ' || buf[i] == '\t')) {
+			end = i; /* obs-fold, or whitespace before a field name */
+			goto bad;
+		}
 		cr = memchr(buf + i, '\r', limit - i);
 		j = cr ? (size_t)(cr - buf) : limit;
 		lf = memchr(buf + i, '\n', j - i);
 		if (lf) {
-			i = (size_t)(lf - buf); /* a bare LF */
+			i = end = (size_t)(lf - buf); /* a bare LF */
 			goto bad;
 		}
 		if (!cr)
@@ -298,32 +335,18 @@ static int scan_lines(struct http_head_state *st, const char *buf, size_t limit,
 		st->cr = 1;
 		i = j + 1;
 	}
-	*stop = limit;
-	return 0;
+	/* a line under way: checked up to its CR if that came last */
+	end = limit - st->cr;
+	return end > st->pl_from ? line_partial(st, buf, st->pl_from, end) : 0;
 bad:
-	*stop = i;
-	return WEIR_ERR(BAD_REQUEST);
-}
-
-/* Maps an http-parser error that no callback caused to a weir code. */
-static int parser_err(enum http_errno e)
-{
-	switch (e) {
-	case HPE_INVALID_CONTENT_LENGTH:
-	case HPE_UNEXPECTED_CONTENT_LENGTH:
-	case HPE_INVALID_TRANSFER_ENCODING:
-		return WEIR_ERR(SMUGGLING);
-	case HPE_HEADER_OVERFLOW:
-		return WEIR_ERR(HEADERS_TOO_LARGE);
-	default:
-		return WEIR_ERR(BAD_REQUEST);
-	}
+	rc = end > st->pl_from ? line_partial(st, buf, st->pl_from, end) : 0;
+	return rc ? rc : WEIR_ERR(BAD_REQUEST);
 }
 
 int http_head_feed(struct http_head_state *st, const char *buf, size_t len)
 {
-	size_t limit, stop = 0, n;
-	int raw;
+	size_t limit;
+	int rc;
 
 	if (st->error)
 		return st->error;
@@ -332,36 +355,16 @@ int http_head_feed(struct http_head_state *st, const char *buf, size_t len)
 	if (st->fed > 0 && buf != st->start)
 		return st->error = WEIR_ERR(BAD_REQUEST); /* the buffer moved */
 	st->start = buf;
-	st->parser.data = st;
 
 	limit = len < st->max_head ? len : st->max_head;
-	if (st->fed >= limit)
-		goto incomplete;
-	raw = scan_lines(st, buf, limit, &stop);
-
-	/* The parser gets the bytes before the scanner's error, if any, so
-	 * that the first fault in the byte stream is the one reported. */
-	if (stop > st->fed) {
-		n = http_parser_execute(&st->parser, &head_settings, buf + st->fed, stop - st->fed);
-		if (st->done) {
-			/* Paused on the final LF, which it did not count. */
-			if (st->fed + n + 1 != st->head_end)
-				return st->error = WEIR_ERR(BAD_REQUEST);
-		} else if (HTTP_PARSER_ERRNO(&st->parser) != HPE_OK) {
-			return st->error = st->error ? st->error
-			                             : parser_err(HTTP_PARSER_ERRNO(&st->parser));
-		} else if (n != stop - st->fed) {
-			return st->error = WEIR_ERR(BAD_REQUEST);
-		}
-		st->fed = stop;
+	if (st->fed < limit) {
+		rc = scan_lines(st, buf, limit);
+		st->fed = limit;
+		if (rc)
+			return st->error = rc;
+		if (st->done)
+			return 0;
 	}
-	if (raw)
-		return st->error = raw;
-	if (st->done)
-		return 0;
-	if (st->head_end) /* the scanner saw the end, the parser did not */
-		return st->error = WEIR_ERR(BAD_REQUEST);
-incomplete:
 	if (len > st->max_head)
 		return st->error = WEIR_ERR(HEADERS_TOO_LARGE);
 	return WEIR_EAGAIN;

@@ -22,28 +22,6 @@ void http_request_init(struct http_request *r, struct msg *m, struct arena *a,
 }
 
 /*
- * The request line must be exactly method SP target SP "HTTP/1.x": the
- * library skips extra spaces before the target and would take other
- * versions (HTTP/0.9 without one, 2.0, "ICE/1.0" for SOURCE).
- */
-static int check_request_line(const struct http_request *r, const char *buf)
-{
-	const struct http_head_state *st = &r->st;
-	const char *line = buf + st->line0, *end = buf + st->line0_end, *tend;
-	size_t mlen = r->m->method_len;
-
-	if (!st->tok || st->parser.http_major != 1 || st->parser.http_minor > 1)
-		return WEIR_ERR(BAD_REQUEST);
-	tend = st->tok + st->tok_len;
-	if ((size_t)(end - line) < mlen + 1 || memcmp(line, r->m->method, mlen) != 0 ||
-	    line[mlen] != ' ' || st->tok != line + mlen + 1)
-		return WEIR_ERR(BAD_REQUEST);
-	if (end - tend != 9 || memcmp(tend, " HTTP/1.", 8) != 0 || (tend[8] != '0' && tend[8] != '1'))
-		return WEIR_ERR(BAD_REQUEST);
-	return 0;
-}
-
-/*
  * Splits the target into m->target, m->path_end and, for absolute-form,
  * m->scheme and m->host. Every byte is already known to be VCHAR (on_url).
  */
@@ -143,15 +121,14 @@ static int request_finish(struct http_request *r, const char *buf)
 	struct http_head_info info;
 	int rc;
 
-	r->m->method_id = (enum http_method)r->st.parser.method;
-	r->m->method = http_method_str(r->m->method_id);
-	r->m->method_len = (uint32_t)strlen(r->m->method);
-	r->m->version_minor = r->st.parser.http_minor;
+	(void)buf;
+	r->m->method_id = (enum http_method)r->st.method_id;
+	r->m->method = http_method_name(r->m->method_id, &r->m->method_len);
+	r->m->version_minor = r->st.version_minor;
 	r->m->head_len = r->st.head_end;
 
-	rc = check_request_line(r, buf);
-	if (!rc)
-		rc = parse_target(r);
+	/* the request line was checked whole as it ended (http_common.c) */
+	rc = parse_target(r);
 	if (!rc)
 		rc = http_head_finish(&r->st, &info);
 	if (!rc)

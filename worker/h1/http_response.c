@@ -41,7 +41,7 @@ static int check_status_line(struct http_response *r, const char *buf)
 			return -1;
 		code = code * 10 + (line[i] - '0');
 	}
-	if (code != r->st.parser.status_code || code < 100 || code > 599)
+	if (code < 100 || code > 599)
 		return -1;
 	r->m->status = code;
 	r->m->version_minor = line[7] - '0';

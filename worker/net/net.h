@@ -18,7 +18,6 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "worker/net/proxy_local.h"
 #include "common/config.h"
 #include "shm/shm.h"
 

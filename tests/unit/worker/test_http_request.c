@@ -473,6 +473,12 @@ static void test_obs_text_and_tabs_in_values_are_accepted(void)
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9\ta\xff\r\n\r\n"), 0);
 	CU_ASSERT(span_is(hdr("X")->value, hdr("X")->value_len, "caf\xc3\xa9\ta\xff"));
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\r\n!#$%&'*+-.^_`|~09az: x\r\n\r\n"), 0);
+	/* OWS around a Content-Length is no part of it (RFC 9110 5.5), an
+	 * HTAB as well as a space; inside the digits it is no number */
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\t5\t \r\n\r\n"), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(req.content_length, 5);
+	CU_ASSERT_EQUAL(parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\t5\r\n\r\n"), WEIR_ERR(SMUGGLING));
 }
 
 static void test_obs_fold_is_refused(void)
