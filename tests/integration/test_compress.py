@@ -327,6 +327,28 @@ def test_a_pool_too_small_for_brotli_falls_back_to_gzip_then_none(weir_factory, 
     assert counters(w)["skip"]["no_memory"] - before == 1
 
 
+def test_a_short_body_reserves_a_smaller_gzip_encoder(weir_factory, origin):
+    # 1 MiB of pool holds three encoders for bodies of unknown length
+    # (262 KiB of zlib state each); a 5000-byte body needs 72 KiB, which
+    # the rest still holds
+    w = cz_weir(weir_factory, origin, block='compress = { memory = "1m"; };', workers=1)
+    held = []
+    for i in range(3):
+        c = Client(w.port, timeout=slack(10), rcvbuf=4096)
+        c.send(build_request("GET", "/text/%d?mode=chunked&ms=20" % (4 << 20), headers=[("Accept-Encoding", "gzip")]))
+        held.append(c)
+        wait_until(lambda: w.metrics()("weir_compress_streams_active") == i + 1, slack(5), what="stream %d" % i)
+    before = counters(w)["skip"]["no_memory"]
+    r = fetch(w, "/text/300000?mode=chunked", ae="gzip")
+    assert r.get("content-encoding") is None and r.body == text_body(300000)
+    assert counters(w)["skip"]["no_memory"] - before == 1
+    r = fetch(w, "/text/5000", ae="gzip")
+    assert r.get("content-encoding") == "gzip" and decode(r) == text_body(5000)
+    for c in held:
+        c.close()
+    wait_until(lambda: w.metrics()("weir_compress_memory_bytes_in_use") == 0, slack(10), what="pool empty")
+
+
 @pytest.mark.parametrize("block,line,msg", [
     ('compress = { gzip_level = 10; };', 1, "gzip_level"),
     ('compress = { brotli_level = -1; };', 1, "brotli_level"),

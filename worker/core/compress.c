@@ -35,10 +35,10 @@ struct cz_stream {
 
 enum { CZ_PROCESS, CZ_FLUSH, CZ_FINISH };
 
-/* zlib's window and memLevel: 32 KiB of history, 256 KiB of state */
+/* zlib's window and memLevel: 32 KiB of history, 256 KiB of state, less
+ * for a body known to be shorter (cz_gzip_params) */
 #define CZ_GZIP_WBITS 15
 #define CZ_GZIP_MEMLEVEL 8
-#define CZ_GZIP_RESERVE (300u << 10)
 #define CZ_BROTLI_LGWIN 18
 
 /* The most brotli's state reached with a 256 KiB window, measured for
@@ -422,20 +422,41 @@ static int cz_rewrite_head(struct txn *t, enum compress_enc enc)
 	return 0;
 }
 
-static size_t cz_reserve(enum compress_enc enc, const struct config_compress *p)
+/* zlib's window bits and memLevel for a body of <len> bytes (0: not
+ * known), as nginx chooses them: halved while the body still fits the
+ * smaller window, so a 4 KiB answer takes 40 KiB of state, not 262 KiB. */
+static void cz_gzip_params(uint64_t len, int *wbits, int *mem)
 {
-	size_t base = (sizeof(struct cz_stream) + 64);
+	*wbits = CZ_GZIP_WBITS;
+	*mem = CZ_GZIP_MEMLEVEL;
+	while (len && *wbits > 9 && len < (1u << (*wbits - 1)) - 262) {
+		(*wbits)--;
+		if (*mem > 1)
+			(*mem)--;
+	}
+}
 
-	if (enc == COMPRESS_GZIP)
-		return base + CZ_GZIP_RESERVE;
+/* What an encoder may take of the pool: zlib's is exact (its window and
+ * prev, 2^(wbits+2); head and pending, 2^(memLevel+9); its state, 6 KiB),
+ * brotli's the table above; with the pool's block headers. */
+static size_t cz_reserve(struct txn *t, enum compress_enc enc, const struct config_compress *p)
+{
+	size_t base = sizeof(struct cz_stream) + 64 + 8 * 32;
+	int wbits, mem;
+
+	if (enc == COMPRESS_GZIP) {
+		cz_gzip_params(t->resp.body == HTTP_BODY_LENGTH ? t->resp.content_length : 0, &wbits, &mem);
+		return base + ((size_t)1 << (wbits + 2)) + ((size_t)1 << (mem + 9)) + (8u << 10);
+	}
 	return base + ((size_t)cz_brotli_reserve_kib[p->brotli_level] << 10);
 }
 
 /* A new encoder for <enc>, or NULL (no pool room, no buffer). */
 static struct cz_stream *cz_stream_new(struct txn *t, enum compress_enc enc, const struct config_compress *p)
 {
-	size_t need = cz_reserve(enc, p);
+	size_t need = cz_reserve(t, enc, p);
 	struct cz_stream *s;
+	int wbits, mem;
 
 	if (cz.reserved + need > cz.pool.size)
 		return NULL;
@@ -451,8 +472,8 @@ static struct cz_stream *cz_stream_new(struct txn *t, enum compress_enc enc, con
 	if (enc == COMPRESS_GZIP) {
 		s->u.z.zalloc = cz_zalloc;
 		s->u.z.zfree = cz_zfree;
-		if (deflateInit2(&s->u.z, (int)p->gzip_level, Z_DEFLATED, CZ_GZIP_WBITS + 16, CZ_GZIP_MEMLEVEL,
-		                 Z_DEFAULT_STRATEGY) != Z_OK)
+		cz_gzip_params(t->resp.body == HTTP_BODY_LENGTH ? t->resp.content_length : 0, &wbits, &mem);
+		if (deflateInit2(&s->u.z, (int)p->gzip_level, Z_DEFLATED, wbits + 16, mem, Z_DEFAULT_STRATEGY) != Z_OK)
 			goto fail;
 	} else {
 		if (!(s->u.br = BrotliEncoderCreateInstance(cz_balloc, cz_bfree, NULL)))

@@ -25,7 +25,8 @@
  * the response. The encoders' own state comes from a per-worker region of
  * compress.memory bytes (compress_pool.h) through zlib's zalloc and
  * brotli's alloc_func: a stream is admitted only when its encoder's
- * reservation (its measured peak and a margin) still fits beside those
+ * reservation (zlib's exact size, smaller for a short body of known
+ * length; brotli's measured peak and a margin) still fits beside those
  * under way, and at most compress.max_streams at once; past either the
  * response goes uncompressed and is counted (busy, no_memory). Brotli
  * runs with a 256 KiB window (lgwin 18) to keep its state small.
