@@ -424,7 +424,7 @@ static int cz_rewrite_head(struct txn *t, enum compress_enc enc)
 
 /* zlib's window bits and memLevel for a body of <len> bytes (0: not
  * known), as nginx chooses them: halved while the body still fits the
- * smaller window, so a 4 KiB answer takes 40 KiB of state, not 262 KiB. */
+ * smaller window, so a 2 KiB answer takes 40 KiB of state, not 262 KiB. */
 static void cz_gzip_params(uint64_t len, int *wbits, int *mem)
 {
 	*wbits = CZ_GZIP_WBITS;
