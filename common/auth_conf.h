@@ -24,12 +24,14 @@ enum auth_type {
 	AUTH_API_KEY,
 	AUTH_JWT,
 	AUTH_BASIC,
+	AUTH_FORWARD, /* a subrequest to an auth service (worker/core/fwdauth.c) */
 };
 
 #define AUTH_NAME_MAX   64 /* consumer and user names, with the NUL */
 #define AUTH_CLAIMS_MAX 8  /* claims_to_headers entries */
 #define AUTH_ALLOW_MAX  64 /* allow entries */
 #define AUTH_PEM_MAX    16 /* keys entries (PEM files) */
+#define AUTH_FWD_HEADERS_MAX 16 /* forward: request_headers, response_headers, cache_key entries */
 
 /* One line of keys_file: "consumer sha256hex". */
 struct auth_apikey {
@@ -110,6 +112,20 @@ struct config_auth {
 	uint32_t hash_rate;      /* password hashes per second per worker */
 	struct auth_user *users; /* sorted by name */
 	int nusers;
+
+	/* forward: a subrequest to upstream group <fwd_upstream> (index
+	 * fwd_group in the config; a worker finds it by name in its table) */
+	char fwd_upstream[64];
+	int fwd_group;
+	char fwd_path[1024];
+	char fwd_req[AUTH_FWD_HEADERS_MAX][AUTH_NAME_MAX];  /* request_headers: sent to it */
+	int nfwd_req;
+	char fwd_resp[AUTH_FWD_HEADERS_MAX][AUTH_NAME_MAX]; /* response_headers: copied upstream on 2xx */
+	int nfwd_resp;
+	char fwd_key[AUTH_FWD_HEADERS_MAX][AUTH_NAME_MAX];  /* cache_key: what a cached result is keyed by */
+	int nfwd_key;
+	uint32_t fwd_cache;   /* ms a result is kept per worker; 0: off */
+	uint32_t fwd_timeout; /* ms for the whole subrequest */
 };
 
 /* The name of <t> as written in a file ("api_key"). */

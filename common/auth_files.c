@@ -32,14 +32,14 @@
 
 #define AUTH_FILE_LINES_MAX 100000 /* keys or users in one file */
 
-static const char *const type_names[] = {"none", "api_key", "jwt", "basic"};
+static const char *const type_names[] = {"none", "api_key", "jwt", "basic", "forward"};
 static const char *const alg_names[JWT_ALG_COUNT] = {
     "none", "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA",
 };
 
 const char *auth_type_name(enum auth_type t)
 {
-	return (unsigned)t < 4 ? type_names[t] : "unknown";
+	return (unsigned)t < sizeof type_names / sizeof type_names[0] ? type_names[t] : "unknown";
 }
 
 const char *auth_jwt_alg_name(enum auth_jwt_alg a)

@@ -4,7 +4,8 @@
  * that shows them as weir_auth_total{result, reason} (master/metrics.c).
  *
  * X(NAME, result, reason): result is "ok", "denied" (401), "forbidden"
- * (403), "busy" (503, the password hash budget is spent) or "error" (503);
+ * (403), "busy" (503, the password hash budget is spent) or "error" (503;
+ * forward auth's: 502 for an answer other than 2xx, 401 and 403);
  * reason says which check said no, "" for ok.
  */
 #ifndef WEIR_COMMON_AUTH_RESULT_H
@@ -26,7 +27,12 @@
 	X(AUDIENCE, "denied", "audience")                                                                              \
 	X(FORBIDDEN, "forbidden", "not_allowed")                                                                       \
 	X(BUSY, "busy", "hash_budget")                                                                                 \
-	X(STALE, "error", "stale_worker")
+	X(STALE, "error", "stale_worker")                                                                              \
+	X(FWD_DENIED, "denied", "forward_401")                                                                         \
+	X(FWD_FORBIDDEN, "forbidden", "forward_403")                                                                   \
+	X(FWD_STATUS, "error", "forward_status")                                                                       \
+	X(FWD_UNREACHABLE, "error", "forward_unreachable")                                                             \
+	X(FWD_TIMEOUT, "error", "forward_timeout")
 
 enum auth_result {
 #define AUTH_R_ENUM(n, r, why) AUTH_R_##n,

@@ -23,6 +23,7 @@
 #include "common/config_resil.h"
 #include "common/config_health.h"
 #include "common/compress_conf.h"
+#include "common/hdrrules.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -194,6 +195,7 @@ struct config_upstream {
 	struct config_resil resil;    /* outlier, ...: common/config_resil.h */
 	struct config_health health;  /* active checks: health.type 0 when none */
 	struct config_overrides over; /* timeouts = {...}, request_limits = {...} */
+	struct hdrrules_ref hdr;      /* headers = {...}: its run in config.hdr (common/hdrrules.h) */
 };
 
 enum config_host_kind {
@@ -236,6 +238,9 @@ struct config_route {
 	 * malloc'd; NULL: the top level's applies */
 	struct config_compress *compress;
 	int line;
+	/* headers = {...}: its run in config.hdr, its group's rules first
+	 * (common/hdrrules.h) */
+	struct hdrrules_ref hdr;
 };
 
 /* rate_limits entries (docs/config.md, "Rate limits"): how a request's key
@@ -389,6 +394,9 @@ struct config {
 	/* compress = { ... }: response compression for every route that
 	 * has no block of its own (compress_conf.h); off when absent */
 	struct config_compress compress;
+	/* every route's and group's header rules (common/hdrrules.h), NULL
+	 * when there are none */
+	struct hdrrules_conf *hdr;
 };
 
 struct config_errors {

@@ -44,14 +44,25 @@ static const char *claim_check(const char *v)
 	return *v ? NULL : "must not be empty";
 }
 
-static const char *const type_names[] = {NULL, "api_key", "jwt", "basic"};
+/* forward's path: a request target of visible ASCII starting with '/'. */
+static const char *fwd_path_check(const char *v)
+{
+	if (v[0] != '/')
+		return "must start with '/'";
+	for (const char *p = v; *p; p++)
+		if (*p <= 0x20 || *p >= 0x7f)
+			return "must be visible ASCII without spaces: it is a request target";
+	return NULL;
+}
+
+static const char *const type_names[] = {NULL, "api_key", "jwt", "basic", "forward"};
 
 #define A(m) .offset = offsetof(struct config_auth, m), .size = sizeof(((struct config_auth *)0)->m)
 #define F(m) .max = sizeof(((struct config_auth *)0)->m) - 1
 
 static const struct config_key auth_keys[] = {
     {.name = "type", .type = CONFIG_KEY_ENUM, .flags = CONFIG_KEY_REQUIRED, A(type), .names = type_names,
-     .nnames = 4, .doc = "`\"api_key\"`, `\"jwt\"` or `\"basic\"`"},
+     .nnames = 5, .doc = "`\"api_key\"`, `\"jwt\"`, `\"basic\"` or `\"forward\"`"},
     {.name = "realm", .type = CONFIG_KEY_STRING, A(realm), F(realm), .def = "weir", .check = realm_check,
      .doc = "the realm of `WWW-Authenticate` in a 401"},
     {.name = "consumer_header", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, A(consumer_header),
@@ -86,6 +97,20 @@ static const struct config_key auth_keys[] = {
      .doc = "basic, required: an htpasswd file of bcrypt or SHA-crypt hashes"},
     {.name = "hash_rate", .type = CONFIG_KEY_INT, A(hash_rate), .min = 1, .max = 100000, .def = "20",
      .doc = "basic: password hashes a worker computes per second at most; past it, unverified credentials get 503"},
+    {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_OPTIONAL, A(fwd_upstream), F(fwd_upstream),
+     .doc = "forward, required: the upstream group of the auth service (plain HTTP)"},
+    {.name = "path", .type = CONFIG_KEY_STRING, A(fwd_path), F(fwd_path), .def = "/", .check = fwd_path_check,
+     .doc = "forward: the target asked of the auth service"},
+    {.name = "request_headers", .type = CONFIG_KEY_STRINGS, .def = "`[ \"Authorization\", \"Cookie\" ]`",
+     .doc = "forward: the client's headers sent to the auth service, up to 16"},
+    {.name = "response_headers", .type = CONFIG_KEY_STRINGS, .def = "absent: none",
+     .doc = "forward: the auth service's headers copied into the request on a 2xx, up to 16; a client's own is dropped"},
+    {.name = "cache", .type = CONFIG_KEY_DURATION_OFF, A(fwd_cache), .min = 1, .max = 86400000, .def = "off",
+     .doc = "forward: how long a worker keeps a result (2xx, 401, 403) for the same `cache_key` values"},
+    {.name = "cache_key", .type = CONFIG_KEY_STRINGS, .def = "`request_headers`",
+     .doc = "forward: the request headers a cached result is keyed by, up to 16"},
+    {.name = "timeout", .type = CONFIG_KEY_DURATION, A(fwd_timeout), .min = 1, .max = 600000, .def = "5s",
+     .doc = "forward: connect, send and answer within it, else 503"},
 };
 
 const struct config_keyset config_keys_route_auth = {
@@ -104,6 +129,9 @@ static unsigned key_types(const char *name)
 	    {"audience", 1u << AUTH_JWT},     {"leeway", 1u << AUTH_JWT},        {"cookie", 1u << AUTH_JWT},
 	    {"consumer_claim", 1u << AUTH_JWT}, {"claims_to_headers", 1u << AUTH_JWT},
 	    {"htpasswd", 1u << AUTH_BASIC},   {"hash_rate", 1u << AUTH_BASIC},
+	    {"upstream", 1u << AUTH_FORWARD}, {"path", 1u << AUTH_FORWARD},    {"request_headers", 1u << AUTH_FORWARD},
+	    {"response_headers", 1u << AUTH_FORWARD}, {"cache", 1u << AUTH_FORWARD}, {"cache_key", 1u << AUTH_FORWARD},
+	    {"timeout", 1u << AUTH_FORWARD},
 	};
 
 	for (size_t i = 0; i < sizeof only / sizeof only[0]; i++)
@@ -186,6 +214,71 @@ static int take_claim(struct loader *ld, int line, struct config_auth *a, int i,
 	return 0;
 }
 
+/* forward's header lists: names weir does not write itself. */
+static int take_name(struct loader *ld, int line, const char *key, char *dst, const char *v)
+{
+	if (strlen(v) >= AUTH_NAME_MAX || config_check_header_name(v)) {
+		fail(ld, line, "routes.auth.%s \"%.64s\" must be a header name weir does not write itself", key, v);
+		return -1;
+	}
+	strcpy(dst, v);
+	return 0;
+}
+
+static int take_fwd_req(struct loader *ld, int line, struct config_auth *a, int i, const char *v)
+{
+	return take_name(ld, line, "request_headers", a->fwd_req[i], v);
+}
+
+static int take_fwd_resp(struct loader *ld, int line, struct config_auth *a, int i, const char *v)
+{
+	return take_name(ld, line, "response_headers", a->fwd_resp[i], v);
+}
+
+static int take_fwd_key(struct loader *ld, int line, struct config_auth *a, int i, const char *v)
+{
+	return take_name(ld, line, "cache_key", a->fwd_key[i], v);
+}
+
+/* forward: the lists (defaults: Authorization and Cookie sent, the cache
+ * keyed by what is sent) and the group, which must be plain HTTP. */
+static void check_forward(struct loader *ld, const config_setting_t *g, struct config_auth *a, const enum got *got)
+{
+	const struct config *cfg = ld->cfg;
+	int n;
+
+	if ((n = read_strings(ld, g, "request_headers", AUTH_FWD_HEADERS_MAX, take_fwd_req, a)) >= 0)
+		a->nfwd_req = n;
+	if (!config_setting_get_member(g, "request_headers")) {
+		strcpy(a->fwd_req[0], "Authorization");
+		strcpy(a->fwd_req[1], "Cookie");
+		a->nfwd_req = 2;
+	}
+	if ((n = read_strings(ld, g, "response_headers", AUTH_FWD_HEADERS_MAX, take_fwd_resp, a)) >= 0)
+		a->nfwd_resp = n;
+	if ((n = read_strings(ld, g, "cache_key", AUTH_FWD_HEADERS_MAX, take_fwd_key, a)) >= 0)
+		a->nfwd_key = n;
+	if (!config_setting_get_member(g, "cache_key")) {
+		memcpy(a->fwd_key, a->fwd_req, sizeof a->fwd_key);
+		a->nfwd_key = a->nfwd_req;
+	}
+	a->fwd_group = -1;
+	if (config_engine_got(&config_keys_route_auth, got, "upstream") == GOT_NONE) {
+		fail(ld, line_of(g), "routes.auth.upstream is required for type \"forward\"");
+		return;
+	}
+	for (int i = 0; i < cfg->nupstreams; i++)
+		if (strcmp(cfg->upstreams[i].name, a->fwd_upstream) == 0)
+			a->fwd_group = i;
+	if (a->fwd_group < 0)
+		fail(ld, line_of(config_setting_get_member(g, "upstream")), "routes.auth.upstream \"%s\" is not defined",
+		     a->fwd_upstream);
+	else if (cfg->upstreams[a->fwd_group].tls || cfg->upstreams[a->fwd_group].proxy_protocol)
+		fail(ld, line_of(config_setting_get_member(g, "upstream")),
+		     "routes.auth.upstream \"%s\" must be a plain HTTP group: forward auth speaks neither TLS nor the "
+		     "PROXY protocol to it", a->fwd_upstream);
+}
+
 /* Loads one file with <load>, reporting <why> on the line of key <key>. */
 static void load_file(struct loader *ld, const config_setting_t *g, const char *key, struct config_auth *a,
                       int (*load)(struct config_auth *, char *, size_t))
@@ -219,6 +312,9 @@ static void check_type_rules(struct loader *ld, const config_setting_t *g, struc
 		for (int i = 0; i < a->npem; i++)
 			if (auth_load_pem(a, i, why, sizeof why) < 0)
 				fail(ld, line_of(config_setting_get_member(g, "keys")), "routes.auth.keys %s", why);
+		break;
+	case AUTH_FORWARD:
+		check_forward(ld, g, a, got);
 		break;
 	case AUTH_BASIC:
 		if (config_engine_got(ks, got, "htpasswd") == GOT_NONE)
@@ -266,6 +362,17 @@ int config_auth_read(struct loader *ld, const config_setting_t *e, struct config
 	return 0;
 }
 
+/* weir -T: "<name> = [ ... ]; " of <n> names of AUTH_NAME_MAX bytes. */
+static void dump_names(FILE *out, const char *name, const char (*v)[AUTH_NAME_MAX], int n)
+{
+	fprintf(out, "%s = [", name);
+	for (int i = 0; i < n; i++) {
+		fputs(i ? ", " : " ", out);
+		config_dump_string(out, v[i]);
+	}
+	fputs(n ? " ]; " : "]; ", out);
+}
+
 /* weir -T: the keys of a->type only, then the lists. */
 void config_auth_dump(FILE *out, const struct config *cfg, const struct config_auth *a)
 {
@@ -302,6 +409,11 @@ void config_auth_dump(FILE *out, const struct config *cfg, const struct config_a
 		for (int i = 0; i < a->nclaims; i++)
 			fprintf(out, "%s\"%s:%s\"", i ? ", " : " ", a->claims[i].claim, a->claims[i].header);
 		fputs(" ]; ", out);
+	}
+	if (a->type == AUTH_FORWARD) {
+		dump_names(out, "request_headers", (const char(*)[AUTH_NAME_MAX])a->fwd_req, a->nfwd_req);
+		dump_names(out, "response_headers", (const char(*)[AUTH_NAME_MAX])a->fwd_resp, a->nfwd_resp);
+		dump_names(out, "cache_key", (const char(*)[AUTH_NAME_MAX])a->fwd_key, a->nfwd_key);
 	}
 	fputs("}; ", out);
 }

@@ -290,6 +290,11 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 		}
 		if (u->health.type)
 			dump_health(out, cfg, &u->health);
+		if (u->hdr.nreq + u->hdr.nresp) {
+			fputs("\t\t", out);
+			config_hdrrules_dump(out, cfg, &u->hdr, NULL);
+			fputs("\n", out);
+		}
 		fputs("\t\tservers = (\n", out);
 		for (int s = 0; s < u->nservers; s++) {
 			fputs("\t\t\t{ ", out);
@@ -335,6 +340,7 @@ static void dump_routes(FILE *out, const struct config *cfg)
 			config_auth_dump(out, cfg, r->auth);
 		if (r->compress)
 			config_compress_dump(out, cfg, r->compress, 0);
+		config_hdrrules_dump(out, cfg, &r->hdr, r->upstream >= 0 ? &cfg->upstreams[r->upstream].hdr : NULL);
 		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);

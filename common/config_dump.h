@@ -52,4 +52,10 @@ void config_compress_dump(FILE *out, const struct config *cfg, const struct conf
 struct config_auth;
 void config_auth_dump(FILE *out, const struct config *cfg, const struct config_auth *a);
 
+/* common/config_hdrrules.c: "headers = { ... }; " of a group or a route,
+ * the rules of <own> less those it has from <inherit> (its group's). */
+struct hdrrules_ref;
+void config_hdrrules_dump(FILE *out, const struct config *cfg, const struct hdrrules_ref *own,
+                          const struct hdrrules_ref *inherit);
+
 #endif

@@ -624,6 +624,8 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &u->over);
 		config_resil_load(ld, e, &u->resil);
 		config_load_health(ld, e, u);
+		if (config_hdrrules_read(ld, e, "upstreams.headers", NULL, &u->hdr) < 0)
+			return -1;
 		load_servers(ld, e, u, total);
 	}
 	config_resil_resolve(ld, list, cfg);
@@ -713,6 +715,12 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		load_overrides(ld, e, &config_keys_route_timeouts, &config_keys_route_limits, &r->over);
 		if (config_auth_read(ld, e, &r->auth) < 0)
 			return -1;
+		if (r->ret >= 0 && config_setting_get_member(e, "headers"))
+			fail(ld, line_of(config_setting_get_member(e, "headers")),
+			     "routes.headers needs an upstream: a return's answer is written whole by weir");
+		else if (config_hdrrules_read(ld, e, "routes.headers",
+		                              r->upstream >= 0 ? &cfg->upstreams[r->upstream].hdr : NULL, &r->hdr) < 0)
+			return -1;
 		good &= config_route_rate_limits(ld, e, r);
 		if ((rc = config_compress_read_route(ld, e, r)) < 0)
 			return -1;
@@ -781,6 +789,7 @@ static int load_tree(struct loader *ld, const config_setting_t *root)
 	if (load_listeners(ld, root) < 0 || load_upstreams(ld, root) < 0 || config_load_rate_limits(ld, root) < 0 ||
 	    load_routes(ld, root) < 0)
 		return -1;
+	config_hdrrules_check(ld);
 	config_engine_read(ld, config_get_group(ld, root, "timeouts", "timeouts"), &config_keys_timeouts,
 	                   &cfg->timeouts, NULL);
 	load_limits(ld, root);
@@ -847,6 +856,7 @@ void config_free(struct config *cfg)
 	}
 	free(cfg->routes);
 	free(cfg->returns);
+	hdrrules_conf_free(cfg->hdr);
 	free(cfg->rate_limits);
 	for (int i = 0; i < cfg->ncerts; i++)
 		tlscert_free(cfg->certs[i].loaded);

@@ -397,6 +397,8 @@ static const struct config_key upstream_keys[] = {
      .sub = &config_keys_upstream_timeouts, .doc = "per-request timeouts for the routes to this group"},
     {.name = "request_limits", .type = CONFIG_KEY_GROUP, .def = "absent: the global ones",
      .sub = &config_keys_upstream_request_limits, .doc = "per-request limits (`limits` keys) for the routes to this group"},
+    {.name = "headers", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_headers,
+     .doc = "[header rules](#header-rules) for the routes to this group, before theirs"},
 };
 KEYSET(config_keys_upstream, "upstreams", "in upstreams entry", upstream_keys);
 
@@ -426,6 +428,8 @@ static const struct config_key route_keys[] = {
      .doc = "names of `rate_limits` entries, up to 8, all checked for each request"},
     {.name = "compress", .type = CONFIG_KEY_GROUP, .def = "absent: the top level's", .sub = &config_keys_route_compress,
      .doc = "response compression, its keys over the top level's ([compression](#compress))"},
+    {.name = "headers", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_headers,
+     .doc = "[header rules](#header-rules): set, add, remove request and response headers, after its upstream's"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
 

@@ -92,6 +92,22 @@ void config_policy_load_top(struct loader *ld, const config_setting_t *root);
  * out of memory. */
 int config_policy_load_route(struct loader *ld, const config_setting_t *e, struct config_route *r, int has_upstream);
 
+/* common/config_policy.c: compiles <text> into <t> as a header value's
+ * template: NULL, or why not (an unknown variable, CR, LF or a control
+ * byte in a literal). */
+const char *config_header_tpl(struct vars_tpl *t, const char *text);
+
+/* common/config_hdrrules.c: headers = { ... } of entry <e> (<what>:
+ * "routes.headers" or "upstreams.headers") into the configuration's pools
+ * and *<out>, after the rules of <inherit> (a route's group; NULL for
+ * none). Returns -1 only when out of memory. config_hdrrules_check(), once
+ * every route is read, refuses a rule on a name weir vouches for (a
+ * listener's client_header, an auth policy's consumer or claim header). */
+struct hdrrules_ref;
+int config_hdrrules_read(struct loader *ld, const config_setting_t *e, const char *what,
+                         const struct hdrrules_ref *inherit, struct hdrrules_ref *out);
+void config_hdrrules_check(struct loader *ld);
+
 /* common/config_auth.c: the auth group of route entry <e>, if any, into
  * *<out> (NULL when absent). Returns -1 only when out of memory. */
 struct config_auth;

@@ -80,7 +80,7 @@ const char *config_show_log_sample(const struct config *cfg, const void *route, 
 
 /* A header value made of <t>'s literals: no CR, LF or NUL may reach the
  * head (a NUL cannot be in a libconfig string; CR and LF can). */
-static const char *config_header_tpl(struct vars_tpl *t, const char *text)
+const char *config_header_tpl(struct vars_tpl *t, const char *text)
 {
 	const char *why = vars_compile(t, text);
 

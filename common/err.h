@@ -63,7 +63,10 @@
 	X(AUTH_CLAIM_DROPPED, 0, "auth_claim_dropped", "JWT claim not passed upstream: not a scalar, a control character, or too long") \
 	X(RATE_LIMITED, 429, "rate_limited", "refused by a rate limit (its status may differ)") \
 	X(HEADER_SPACE, 500, "header_space", "no room in the stream's arena for a rewritten header") \
-	X(COMPRESS_FAILED, 0, "compress_failed", "response encoder failed (out of pool memory); the response is cut")
+	X(COMPRESS_FAILED, 0, "compress_failed", "response encoder failed (out of pool memory); the response is cut") \
+	X(FWD_AUTH_FAILED, 502, "forward_auth_failed", "the forward auth service answered other than 2xx, 401 or 403, or invalidly") \
+	X(FWD_AUTH_UNREACHABLE, 503, "forward_auth_unreachable", "no server of the forward auth group answered within its timeout") \
+	X(HEADER_RULE_DROPPED, 0, "header_rule_dropped", "a header rule's value from variables held CR, LF, NUL or another control byte, or passed 4 KiB: the header was not written")
 
 #define WEIR_OK 0
 

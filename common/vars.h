@@ -57,7 +57,8 @@
 	X(CTL, "ctl", "the traffic control that acted (`breaker_open`, `retried`, ...), or empty") \
 	X(HTTP, "http_", "a request header: `$http_user_agent`")                        \
 	X(COOKIE, "cookie_", "a cookie of the request: `$cookie_session`")              \
-	X(ARG, "arg_", "a query argument as sent: `$arg_page`")
+	X(ARG, "arg_", "a query argument as sent: `$arg_page`")                        \
+	X(JWT_CLAIM, "jwt_claim_", "a claim of the route's verified JWT: `$jwt_claim_sub` (request header rules)")
 
 enum vars_id {
 	VARS_LITERAL,

@@ -52,6 +52,7 @@ struct route_counts {
 	uint32_t nsettings, nexact, nwild, strings;
 	size_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings, size;
 	size_t off_returns, off_limits;
+	struct route_hdr_layout hdr;
 };
 
 static int route_overrides(const struct config_overrides *o)
@@ -95,6 +96,7 @@ static void route_count(const struct config *cfg, struct route_counts *c)
 	n += ROUTE_ALIGN((size_t)cfg->nrate_limits * sizeof(struct config_rate_limit));
 	c->off_strings = n;
 	n += ROUTE_ALIGN(c->strings);
+	n = route_hdrrules_layout(cfg, n, &c->hdr);
 	c->size = n;
 }
 
@@ -201,6 +203,7 @@ static int route_compile_routes(struct route_table *t, char *block, const struct
 		str += (uint32_t)pl + 1;
 		e->auth = cr->auth ? (uint8_t)cr->auth->type : 0;
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
+		e->hdr = cr->hdr;
 		e->nlimits = cr->nrate_limits;
 		memcpy(e->limits, cr->rate_limits, sizeof(e->limits));
 		/* a route answered by weir (return) has no group: the global ones */
@@ -267,6 +270,7 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 	t->nlimits = (uint32_t)cfg->nrate_limits;
 	if (cfg->nrate_limits)
 		memcpy(block + c.off_limits, cfg->rate_limits, (size_t)cfg->nrate_limits * sizeof(struct config_rate_limit));
+	route_hdrrules_write(t, block, &c.hdr, cfg);
 	set = (struct route_settings *)(block + c.off_settings);
 	ups = (struct route_upstream *)(block + c.off_upstreams);
 	srv = (struct route_server *)(block + c.off_servers);

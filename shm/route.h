@@ -51,6 +51,15 @@ struct shm_segment;
 /* Bytes the block of a generation compiled from <cfg> takes. */
 size_t route_size(const struct config *cfg);
 
+/* shm/route_hdrrules.c: where the header rules' arrays go in a block,
+ * from offset <at> (returns the end), and writing them. */
+struct route_hdr_layout {
+	size_t off_rules, off_pieces, off_text;
+};
+size_t route_hdrrules_layout(const struct config *cfg, size_t at, struct route_hdr_layout *l);
+void route_hdrrules_write(struct route_table *t, char *block, const struct route_hdr_layout *l,
+                          const struct config *cfg);
+
 /* Fills header <t> and the block at <block> (<cap> bytes, at least
  * route_size(cfg), 8-byte aligned) from <cfg>, with its lookup index. Stat
  * indices are left 0: route_prepare() assigns them. Returns 0, or -1 when

@@ -27,6 +27,9 @@
  *                         (limit_assign): a worker of any config reads
  *                         a table's own
  *   strings               host names and paths, NUL-terminated
+ *   hdr_rules, hdr_pieces, hdr_text
+ *                         header rules, the pieces of their values, their
+ *                         names and literals (common/hdrrules.h)
  */
 #ifndef WEIR_SHM_ROUTE_TYPES_H
 #define WEIR_SHM_ROUTE_TYPES_H
@@ -36,6 +39,7 @@
 #include <sys/socket.h>
 
 #include "common/config.h"
+#include "common/hdrrules.h"
 #include "common/policy.h"
 
 #define ROUTE_NONE UINT32_MAX
@@ -72,6 +76,7 @@ struct route_entry {
 	 * walk from the nearest path below the request's (route.c) */
 	uint32_t parent;
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
+	struct hdrrules_ref hdr; /* its header rules: its group's, then its own (hdrrules.h) */
 };
 
 /* One distinct host pattern and its routes, routes[first .. first + n). */
@@ -137,6 +142,10 @@ struct route_table {
 	uint64_t size;
 	uint32_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings;
 	uint32_t off_returns, off_limits;
+	/* header rules (common/hdrrules.h, shm/route_hdrrules.c): rules,
+	 * their pieces and their text pool, copied whole from the config */
+	uint32_t nhdr_rules, nhdr_pieces, nhdr_text;
+	uint32_t off_hdr_rules, off_hdr_pieces, off_hdr_text;
 };
 
 /* The arrays of generation <t> (route_types.h). */
@@ -156,6 +165,9 @@ ROUTE_ARRAY(route_settings_all, struct route_settings, off_settings)
 ROUTE_ARRAY(route_hosts, struct route_host, off_hosts)
 ROUTE_ARRAY(route_returns, struct policy_return, off_returns)
 ROUTE_ARRAY(route_limits, struct config_rate_limit, off_limits)
+ROUTE_ARRAY(route_hdr_rules, struct hdrrule, off_hdr_rules)
+ROUTE_ARRAY(route_hdr_pieces, struct vars_piece, off_hdr_pieces)
+ROUTE_ARRAY(route_hdr_text, char, off_hdr_text)
 #undef ROUTE_ARRAY
 
 /* Route <e>'s host (lower case; a wildcard's with its leading dot, "" for

@@ -680,6 +680,18 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
     return "\n".join(out) + "\n"
 
 
+def weir_check(d, text, needle):
+    """Writes config <text> into directory <d> and runs weir -t on it:
+    (exit code, stderr, "FILE:LINE: " of the first line holding
+    <needle>), for tests of config errors with their lines."""
+    p = os.path.join(str(d), "weir.conf")
+    with open(p, "w") as f:
+        f.write(text)
+    r = subprocess.run([WEIR_BIN, "-t", "-c", p], capture_output=True, timeout=slack(10))
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if needle in l)
+    return r.returncode, r.stderr.decode(), "%s:%d: " % (p, line)
+
+
 class Weir:
     def __init__(self, tmpdir):
         self.dir = str(tmpdir)

@@ -457,6 +457,26 @@ class Server:
             }).encode() + b"\n"
             return self.respond(c, r, 200, body,
                                 [("Content-Type", "application/json")], close)
+        if path == "/auth":
+            # a forward auth service (routes.auth type "forward"): decides
+            # on the Authorization header it was sent
+            a = r.get("authorization") or ""
+            if a == "Bearer good":
+                return self.respond(c, r, 200, b"ok", [("X-Auth-User", "alice"), ("X-Auth-Role", "admin"),
+                                                       ("X-Unasked", "not copied")], close)
+            if a == "Bearer forbidden":
+                return self.respond(c, r, 403, b"not yours\n", [("Content-Type", "text/plain")], close)
+            if a == "Bearer teapot":
+                return self.respond(c, r, 418, b"", [], close)
+            if a == "Bearer chunked":
+                body = b"who are you, in chunks?\n"
+                c.send(self.head_bytes(401, [("WWW-Authenticate", 'Bearer realm="svc"'),
+                                             ("Transfer-Encoding", "chunked")])
+                       + b"5\r\n" + body[:5] + b"\r\n%x\r\n" % (len(body) - 5) + body[5:] + b"\r\n0\r\n\r\n")
+                return not close
+            return self.respond(c, r, 401, b"who are you?\n", [("WWW-Authenticate", 'Bearer realm="svc"'),
+                                                               ("Content-Type", "text/plain"),
+                                                               ("X-Internal", "not passed")], close)
         if path == "/upload":
             body = json.dumps({"body_len": r.body_len,
                                "body_sha256": r.body_sha256}).encode() + b"\n"

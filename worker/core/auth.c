@@ -121,6 +121,8 @@ static int rt_init(struct auth_rt *rt)
 
 int auth_init(const struct config *cfg)
 {
+	if (fwdauth_init(cfg) < 0)
+		return -1;
 	int n = 0, basic = 0;
 
 	memset(&au, 0, sizeof au);
@@ -167,6 +169,8 @@ void auth_vouch_names(const struct config *cfg, void (*vouch)(const char *name))
 			vouch(a->consumer_header);
 		for (int k = 0; k < a->nclaims; k++)
 			vouch(a->claims[k].header);
+		for (int k = 0; k < a->nfwd_resp; k++)
+			vouch(a->fwd_resp[k]); /* forward: what the auth service vouches for */
 	}
 }
 
@@ -449,6 +453,8 @@ int auth_check(struct txn *t)
 	if (t->table->id != au.table_id)
 		auth_sync(t->table);
 	rt = au.by_route[t->route - route_entries(t->table)];
+	if (rt && rt->p->type == AUTH_FORWARD && t->route->auth == AUTH_FORWARD)
+		return fwdauth_begin(t, rt->p); /* counts and answers itself */
 	if (!rt || rt->p->type != t->route->auth) {
 		res = AUTH_R_STALE;
 	} else {

@@ -434,10 +434,51 @@ int auth_jwt_check(struct txn *t, const struct config_auth *p, struct auth_state
 	memcpy(victim, &fresh, offsetof(struct jwt_entry, hdrs) + fresh.hdrs_len);
 	e = victim;
 found:
+	st->jwt = p; /* verified: $jwt_claim_NAME may read its payload */
 	memcpy(st->consumer, e->consumer, e->consumer_len);
 	st->consumer[e->consumer_len] = '\0';
 	st->consumer_len = e->consumer_len;
 	st->extra = e->hdrs;
 	st->extra_len = e->hdrs_len;
 	return AUTH_R_OK;
+}
+
+/*
+ * $jwt_claim_NAME (worker/core/vars.c): claim <name> of the request's
+ * token, verified by the route's policy (t->auth.jwt), as header text
+ * into <tmp>. The payload is decoded and parsed again (the cache keeps
+ * only the consumer and the claims_to_headers lines): a few microseconds,
+ * paid only by templates that name a claim. Reads the request's parsed
+ * head, so only before head_up replaced it (request header rules); 0 when
+ * absent, not a scalar, or not passable as a header value.
+ */
+int auth_jwt_claim(const struct txn *t, const char *name, size_t nlen, char *tmp, size_t cap, const char **v,
+                   size_t *len)
+{
+	const char *tok = NULL, *d1, *d2;
+	char key[128];
+	long n, pl;
+	json_t *pay;
+	int k;
+
+	if (!t->auth.jwt || t->up.head || nlen >= sizeof key)
+		return 0;
+	n = jwt_find(t, t->auth.jwt, &tok);
+	if (n <= 0 || !(d1 = memchr(tok, '.', (size_t)n)) ||
+	    !(d2 = memchr(d1 + 1, '.', (size_t)(n - (d1 + 1 - tok)))))
+		return 0;
+	pl = auth_b64_decode(d1 + 1, (size_t)(d2 - d1 - 1), jw.payload, sizeof jw.payload, 1);
+	if (pl <= 0)
+		return 0;
+	memcpy(key, name, nlen);
+	key[nlen] = '\0';
+	jw.arena_used = 0;
+	pay = jwt_json(jw.payload, (size_t)pl);
+	k = pay ? claim_text(json_object_get(pay, key), tmp, cap) : -1;
+	jw.arena_used = 0;
+	if (k <= 0)
+		return 0;
+	*v = tmp;
+	*len = (size_t)k;
+	return 1;
 }

@@ -135,6 +135,8 @@ struct auth_state {
 	uint8_t consumer_len;
 	char consumer[AUTH_NAME_MAX]; /* who the credentials name ("" none): for
 	                               * logs and rate-limit keys (`consumer`) */
+	const struct config_auth *jwt; /* the policy that verified the request's
+	                                * JWT, NULL none: $jwt_claim_NAME */
 };
 
 /* Worker start: the answers, caches and keys of <cfg>'s policies. Returns
@@ -157,12 +159,61 @@ struct auth_rt;
  * enum auth_result, with st's consumer and extra set on AUTH_R_OK and
  * *<cached> set when it came from the cache. */
 int auth_jwt_check(struct txn *t, const struct config_auth *p, struct auth_state *st, int *cached);
+
+/* $jwt_claim_NAME: claim <name> (<nlen> bytes) of the request's verified
+ * token as header text in <tmp>; 1 with *<v>, *<len>, or 0. */
+int auth_jwt_claim(const struct txn *t, const char *name, size_t nlen, char *tmp, size_t cap, const char **v,
+                   size_t *len);
 int auth_jwt_init(void);
 
 /* The request header named <name> (any case): NULL if absent; *<dup> is
  * set when there is more than one. */
 struct hdr;
 const struct hdr *auth_header(const struct txn *t, const char *name, int *dup);
+
+/* ==== fwdauth ==== */
+/*
+ * fwdauth: routes.auth type "forward" (worker/core/fwdauth.c): a
+ * subrequest to the policy's auth group in the access phase; 2xx lets the
+ * request on with the chosen response headers, 401/403 are answered with
+ * the service's body, anything else 502, no answer in time 503. The walk
+ * waits meanwhile and resumes after ph_auth. Results are cached per
+ * worker for auth.cache, keyed by the cache_key headers' values.
+ */
+struct fwdauth_txn {
+	struct buf *self;      /* the small buffer it lives in */
+	struct upconn *u;      /* the subrequest's connection, NULL when none */
+	const struct config_auth *p;
+	struct buf *out;       /* its head */
+	struct buf *extra;     /* 2xx: header lines for the upstream (t->auth.extra) */
+	uint32_t sent;         /* bytes of <out> written */
+	int server;            /* the server asked, -1 none */
+	uint64_t tried;        /* servers of the group tried (bitmap) */
+	ev_tstamp until;       /* the policy's timeout */
+	uint8_t keyed;         /* <key> holds the cache key */
+	uint8_t key[32];
+};
+
+/* Worker start: the result cache, when a policy of <cfg> caches. */
+int fwdauth_init(const struct config *cfg);
+
+/* auth_check() of a forward policy <p>: 0 to go on (a cached 2xx), or -1
+ * when <t> waits for the service (txn_resume() follows) or was answered. */
+int fwdauth_begin(struct txn *t, const struct config_auth *p);
+
+/* Events and the deadline of the subrequest's connection (txn.c's
+ * upcalls hand them here while t->fa.u is set). */
+void fwdauth_on_event(struct txn *t, int revents);
+void fwdauth_on_timeout(struct txn *t);
+
+/* The end of <t> (t->fa set): closes a subrequest under way, gives back
+ * its buffers and the state; t->fa is NULL after it. */
+void fwdauth_release(struct txn *t);
+#define fwdauth_end(t)                                                                                                 \
+	do {                                                                                                           \
+		if ((t)->fa)                                                                                           \
+			fwdauth_release(t);                                                                            \
+	} while (0)
 
 /* ==== ratelimit ==== */
 /*
@@ -347,6 +398,27 @@ struct txn;
 /* Answers <t>, whose route has a return, and pumps it out. */
 void respond_start(struct txn *t);
 
+/* Answers <t> with <status>: the status line, header lines <pre>, its
+ * Content-Length, lines <post>, X-Request-Id and Connection as due, and
+ * <body> (not to a HEAD); pumps it out. Returns 0, or -1 when it does not
+ * fit a buffer (nothing sent: the caller answers otherwise). */
+int respond_send(struct txn *t, int status, const char *pre, size_t pl, const char *post, size_t ql,
+                 const char *body, size_t bl);
+
+/* ==== hdrrules ==== */
+/*
+ * hdrrules: a route's header rules (routes.headers, upstreams.headers;
+ * common/hdrrules.h), as phase handlers: hdrrules_request() in the request
+ * filters, before the upstream head is written from the message, and
+ * hdrrules_response() in the response filters, before the client head is.
+ * A route without rules pays one test. A value a variable fills with CR,
+ * LF, NUL or another control byte (or past 4 KiB) is not written: counted
+ * as weir_errors_total{kind="header_rule_dropped"}, logged at most once a
+ * second. An arena too full for a new header is a 500 (header_space).
+ */
+enum ph_rc hdrrules_request(struct txn *t, const void *conf);
+enum ph_rc hdrrules_response(struct txn *t, const void *conf);
+
 /* ==== upproxy ==== */
 /*
  * upproxy: the PROXY protocol towards an upstream group
@@ -423,6 +495,11 @@ struct vars_ctx {
  */
 size_t vars_expand(const struct vars_tpl *tpl, const struct vars_ctx *x, enum vars_esc esc, char *dst, size_t cap,
                    int *full, int *bad);
+
+/* The same for the <n> pieces at <pc> of a template whose text is at
+ * <text> (header rules keep theirs in the route generation's pools). */
+size_t vars_expand_pieces(const struct vars_piece *pc, unsigned n, const char *text, const struct vars_ctx *x,
+                          enum vars_esc esc, char *dst, size_t cap, int *full, int *bad);
 
 /* ==== breaker ==== */
 /*
@@ -681,6 +758,7 @@ struct txn {
 	struct retry_txn rt;     /* retries (retry.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
 	struct compress_txn cz;  /* the client's Accept-Encoding, the encoder (compress.h) */
+	struct fwdauth_txn *fa;  /* a forward auth subrequest (fwdauth.h), NULL none */
 
 	struct arena arena;      /* the header lists: the request's, then the
 	                          * response's (msg.h) */

@@ -58,6 +58,7 @@ struct txn *txn_new(struct conn *c)
 
 void txn_free(struct txn *t)
 {
+	fwdauth_end(t);
 	ratelimit_end(t);
 	retry_release(t);
 	breaker_release(t);
@@ -963,6 +964,10 @@ void txn_on_upstream_event(struct txn *t, int revents)
 	struct upconn *u = t->u;
 	int same = 1;
 
+	if (t->fa && t->fa->u) { /* a forward auth subrequest: the request has no upstream yet */
+		fwdauth_on_event(t, revents);
+		return;
+	}
 	if (u->connecting) {
 		/* only what the connect or the handshake waits for is armed */
 		int rc = 0;
@@ -1024,6 +1029,10 @@ void txn_on_upstream_timeout(struct txn *t)
 {
 	struct upconn *u = t->u;
 
+	if (t->fa && t->fa->u) {
+		fwdauth_on_timeout(t);
+		return;
+	}
 	if (t->tun.on) {
 		tunnel_on_timeout(t);
 		return;

@@ -126,10 +126,10 @@ static const char *vars_time_local(void)
 }
 
 /*
- * The value of piece <p> of <tpl>: *<v> points at it (in the request, or in
+ * The value of piece <p> of a template whose text is at <text>: *<v> points at it (in the request, or in
  * <tmp> for numbers and composed values). Returns 0 when it is absent.
  */
-static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, const struct vars_ctx *x,
+static int vars_value(const char *text, const struct vars_piece *p, const struct vars_ctx *x,
                       char *tmp, size_t tcap, const char **v, size_t *len)
 {
 	struct conn *c = x->c;
@@ -291,7 +291,7 @@ static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, co
 	case VARS_HTTP: {
 		size_t pos = 0;
 
-		return has_req && vars_header_next(t, tpl->text + p->off, p->len, &pos, v, len);
+		return has_req && vars_header_next(t, text + p->off, p->len, &pos, v, len);
 	}
 	case VARS_COOKIE: {
 		size_t pos = 0;
@@ -299,7 +299,7 @@ static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, co
 		if (!has_req)
 			return 0;
 		while (vars_header_next(t, "cookie", 6, &pos, &s, &n))
-			if (vars_pair(s, n, ';', tpl->text + p->off, p->len, v, len))
+			if (vars_pair(s, n, ';', text + p->off, p->len, v, len))
 				return 1;
 		return 0;
 	}
@@ -310,7 +310,7 @@ static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, co
 			return 0;
 		s = vars_target(t, &n);
 		q = memchr(s, '?', n);
-		return q && vars_pair(q + 1, (size_t)(s + n - q - 1), '&', tpl->text + p->off, p->len, v, len);
+		return q && vars_pair(q + 1, (size_t)(s + n - q - 1), '&', text + p->off, p->len, v, len);
 	}
 	case VARS_REMOTE_USER:
 	case VARS_CONSUMER:
@@ -319,6 +319,8 @@ static int vars_value(const struct vars_tpl *tpl, const struct vars_piece *p, co
 		*v = t->auth.consumer;
 		*len = t->auth.consumer_len;
 		return 1;
+	case VARS_JWT_CLAIM:
+		return t && auth_jwt_claim(t, text + p->off, p->len, tmp, tcap, v, len);
 	case VARS_CTL:
 		if (!t || !(*v = breaker_acted(t)))
 			return 0;
@@ -422,11 +424,17 @@ static int vars_put(char *dst, size_t cap, size_t *o, const char *s, size_t n, e
 size_t vars_expand(const struct vars_tpl *tpl, const struct vars_ctx *x, enum vars_esc esc, char *dst, size_t cap,
                    int *full, int *bad)
 {
+	return vars_expand_pieces(tpl->p, tpl->n, tpl->text, x, esc, dst, cap, full, bad);
+}
+
+size_t vars_expand_pieces(const struct vars_piece *pc, unsigned n, const char *text, const struct vars_ctx *x,
+                          enum vars_esc esc, char *dst, size_t cap, int *full, int *bad)
+{
 	size_t o = 0;
 
 	*full = 0;
-	for (uint16_t i = 0; i < tpl->n && !*full; i++) {
-		const struct vars_piece *p = &tpl->p[i];
+	for (unsigned i = 0; i < n && !*full; i++) {
+		const struct vars_piece *p = &pc[i];
 		char tmp[1024 + 64];
 		const char *v;
 		size_t len;
@@ -436,11 +444,11 @@ size_t vars_expand(const struct vars_tpl *tpl, const struct vars_ctx *x, enum va
 				*full = 1;
 				break;
 			}
-			memcpy(dst + o, tpl->text + p->off, p->len);
+			memcpy(dst + o, text + p->off, p->len);
 			o += p->len;
 			continue;
 		}
-		if (!vars_value(tpl, p, x, tmp, sizeof(tmp), &v, &len) || len == 0) {
+		if (!vars_value(text, p, x, tmp, sizeof(tmp), &v, &len) || len == 0) {
 			if (esc == VARS_ESC_LOG) {
 				v = "-";
 				len = 1;
