@@ -294,6 +294,29 @@ def test_a_reload_turns_it_on_and_its_levels_change(weir_factory, origin):
     assert decode(r9) == text_body(50000)
 
 
+def test_header_rules_run_first_and_compression_judges_their_head(weir_factory, origin):
+    # the request rule drops Accept-Encoding upstream: the client's own is
+    # what compression reads; the response rule's no-transform and type count
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/text/7000", "upstream": "a",
+                              "extra": 'headers = { response = { set = { Cache-Control = "no-transform"; }; }; }; '},
+                             {"path": "/text/8000", "upstream": "a",
+                              "extra": 'headers = { response = { set = { Content-Type = "application/json"; }; }; }; '},
+                             {"path": "/", "upstream": "a",
+                              "extra": 'headers = { request = { remove = [ "Accept-Encoding" ]; }; }; '}],
+                     extra="compress = { };")
+    r = fetch(w, "/text/5000?type=image/png", ae="gzip")
+    assert r.get("content-encoding") is None  # not listed
+    r = fetch(w, "/text/5000", ae="gzip")
+    assert r.get("content-encoding") == "gzip" and decode(r) == text_body(5000)
+    assert not any(n.lower() == "accept-encoding" for n, v in origin.requests()[-1]["headers"])
+    r = fetch(w, "/text/7000", ae="gzip")
+    assert r.get("content-encoding") is None and r.get("cache-control") == "no-transform"
+    r = fetch(w, "/text/8000?type=image/png", ae="gzip")
+    assert r.get("content-encoding") == "gzip" and r.get("content-type") == "application/json"
+    assert decode(r) == text_body(8000)
+
+
 def test_without_a_block_nothing_is_compressed(weir_factory, origin):
     w = cz_weir(weir_factory, origin, block="")
     r = fetch(w, "/text/5000", ae="gzip, br")

@@ -273,6 +273,8 @@ enum ph_rc compress_ph_request(struct txn *t, const void *conf)
 
 /* ---- the response: the decision ------------------------------------------------ */
 
+/* The response's headers as they will be written: one marked HDR_HOP
+ * (hop-by-hop, or removed by a header rule) is not. */
 static struct hdr *cz_find(struct txn *t, const char *lower)
 {
 	size_t n = strlen(lower);
@@ -280,7 +282,7 @@ static struct hdr *cz_find(struct txn *t, const char *lower)
 	for (uint32_t i = 0; i < t->resp.hl.n; i++) {
 		struct hdr *h = &t->resp.hl.v[i];
 
-		if (h->name_len == n && http_span_ieq(h->name, n, lower))
+		if (!(h->flags & HDR_HOP) && h->name_len == n && http_span_ieq(h->name, n, lower))
 			return h;
 	}
 	return NULL;
@@ -359,7 +361,7 @@ static enum compress_skip cz_judge(struct txn *t, const struct config_compress *
 		return COMPRESS_SKIP_RANGE;
 	for (uint32_t i = 0; i < r->hl.n; i++) {
 		h = &r->hl.v[i];
-		if (http_span_ieq(h->name, h->name_len, "cache-control") &&
+		if (!(h->flags & HDR_HOP) && http_span_ieq(h->name, h->name_len, "cache-control") &&
 		    cz_list_has(h->value, h->value_len, "no-transform"))
 			return COMPRESS_SKIP_NO_TRANSFORM;
 	}
@@ -376,7 +378,7 @@ static void cz_vary(struct txn *t)
 	for (uint32_t i = 0; i < t->resp.hl.n; i++) {
 		const struct hdr *h = &t->resp.hl.v[i];
 
-		if (http_span_ieq(h->name, h->name_len, "vary") &&
+		if (!(h->flags & HDR_HOP) && http_span_ieq(h->name, h->name_len, "vary") &&
 		    (cz_list_has(h->value, h->value_len, "accept-encoding") || cz_list_has(h->value, h->value_len, "*")))
 			return;
 	}
@@ -403,6 +405,8 @@ static int cz_rewrite_head(struct txn *t, enum compress_enc enc)
 		return -1;
 	for (uint32_t i = 0; i < n; i++) {
 		h = &t->resp.hl.v[i];
+		if (h->flags & HDR_HOP)
+			continue;
 		if (http_span_ieq(h->name, h->name_len, "content-encoding") ||
 		    http_span_ieq(h->name, h->name_len, "accept-ranges"))
 			h->flags |= HDR_HOP; /* not written (identity, or ranges) */
