@@ -24,6 +24,7 @@
 #include "common/config_health.h"
 #include "common/compress_conf.h"
 #include "common/hdrrules.h"
+#include "common/split.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -53,6 +54,7 @@ struct tlscert;
 struct tlsca;
 struct x509_store_st;
 struct config_auth;
+struct config_split;
 
 /* One certificate of a TLS listener: its files, and what was read from
  * them (common/tlscert.h), owned by the config. */
@@ -241,6 +243,11 @@ struct config_route {
 	/* headers = {...}: its run in config.hdr, its group's rules first
 	 * (common/hdrrules.h) */
 	struct hdrrules_ref hdr;
+	/* split = ( ... ): the groups it splits between, instead of one
+	 * upstream (common/split.h), malloc'd; NULL for none. upstream is
+	 * then its first side's group */
+	struct config_split *split;
+	struct config_mirror mirror; /* mirror = { ... } (common/split.h); group 0: none */
 };
 
 /* rate_limits entries (docs/config.md, "Rate limits"): how a request's key
@@ -339,6 +346,7 @@ struct config {
 	int ncerts;
 	struct config_rate_limit *rate_limits; /* malloc'd, nrate_limits entries */
 	int nrate_limits;
+	int nsplits; /* routes with a split (config_split.index: 0..nsplits - 1) */
 	/* rate_limit_table: keys the shared rate-limit table holds (all limits
 	 * together); read at start, kept across reloads (shm/limit.h) */
 	uint32_t rate_limit_table;

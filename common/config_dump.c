@@ -340,7 +340,9 @@ static void dump_routes(FILE *out, const struct config *cfg)
 			config_auth_dump(out, cfg, r->auth);
 		if (r->compress)
 			config_compress_dump(out, cfg, r->compress, 0);
-		config_hdrrules_dump(out, cfg, &r->hdr, r->upstream >= 0 ? &cfg->upstreams[r->upstream].hdr : NULL);
+		config_hdrrules_dump(out, cfg, &r->hdr,
+		                     r->upstream >= 0 && !r->split ? &cfg->upstreams[r->upstream].hdr : NULL);
+		config_split_dump(out, cfg, r);
 		fprintf(out, "}%s\n", i + 1 < cfg->nroutes ? "," : "");
 	}
 	fputs(");\n", out);

@@ -706,7 +706,12 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		    (r->upstream = find_upstream(cfg, v)) < 0)
 			fail(ld, line_of(config_setting_get_member(e, "upstream")), "route upstream \"%s\" is not defined",
 			     v);
-		rc = config_policy_load_route(ld, e, r, config_engine_got(ks, got, "upstream") != GOT_NONE);
+		rc = config_split_load(ld, e, r);
+		if (rc < 0)
+			return -1;
+		good &= rc;
+		rc = config_policy_load_route(ld, e, r,
+		                              config_engine_got(ks, got, "upstream") != GOT_NONE || r->split != NULL);
 		if (rc < 0)
 			return -1;
 		good &= rc;
@@ -719,7 +724,8 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 			fail(ld, line_of(config_setting_get_member(e, "headers")),
 			     "routes.headers needs an upstream: a return's answer is written whole by weir");
 		else if (config_hdrrules_read(ld, e, "routes.headers",
-		                              r->upstream >= 0 ? &cfg->upstreams[r->upstream].hdr : NULL, &r->hdr) < 0)
+		                              r->upstream >= 0 && !r->split ? &cfg->upstreams[r->upstream].hdr : NULL,
+		                              &r->hdr) < 0) /* a split's sides' groups' rules: not applied (config.md) */
 			return -1;
 		good &= config_route_rate_limits(ld, e, r);
 		if ((rc = config_compress_read_route(ld, e, r)) < 0)
@@ -852,6 +858,7 @@ void config_free(struct config *cfg)
 	free(cfg->servers);
 	for (int i = 0; i < cfg->nroutes; i++) {
 		auth_conf_free(cfg->routes[i].auth);
+		free(cfg->routes[i].split);
 		free(cfg->routes[i].compress);
 	}
 	free(cfg->routes);

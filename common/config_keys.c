@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/split.h"
 
 /* the field <m> of struct <st> */
 #define AT(st, m) .offset = offsetof(st, m), .size = sizeof(((st *)0)->m)
@@ -149,6 +150,8 @@ static const char *route_upstream_show(const struct config *cfg, const void *bas
 
 	(void)buf;
 	(void)cap;
+	if (((const struct config_route *)base)->split)
+		return NULL; /* its split names the groups (config_split_dump) */
 	return u >= 0 ? cfg->upstreams[u].name : NULL; /* a route with a return has none */
 }
 
@@ -430,8 +433,45 @@ static const struct config_key route_keys[] = {
      .doc = "response compression, its keys over the top level's ([compression](#compress))"},
     {.name = "headers", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_headers,
      .doc = "[header rules](#header-rules): set, add, remove request and response headers, after its upstream's"},
+    {.name = "split", .type = CONFIG_KEY_LIST, .def = "absent: `upstream`", .sub = &config_keys_route_split,
+     .doc = "instead of `upstream`: 1 to 8 groups sharing the route's requests by weight ([splits](#splits))"},
+    {.name = "split_key", .type = CONFIG_KEY_STRING, .max = 127, .check = config_check_split_key,
+     .show = config_show_split_key,
+     .doc = "what keeps a user on one side: `client_ip`, `header:NAME`, `cookie:NAME` or `query:NAME`; "
+            "absent: each request drawn by weight"},
+    {.name = "split_override", .type = CONFIG_KEY_GROUP, .def = "absent: none",
+     .sub = &config_keys_route_split_override, .doc = "a header or cookie naming the side's group forces it"},
+    {.name = "mirror", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_mirror,
+     .doc = "copies of a share of the requests to a shadow group, answers discarded ([mirroring](#mirroring))"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
+
+static const struct config_key route_split_keys[] = {
+    {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = CONFIG_NAME_MAX - 1,
+     .doc = "the `name` of an upstream, once per split"},
+    {.name = "weight", .type = CONFIG_KEY_INT, .flags = CONFIG_KEY_REQUIRED, AT(struct config_split_side, weight),
+     .min = 0, .max = 10000, .doc = "its share: weight over the sum of the weights"},
+};
+KEYSET(config_keys_route_split, "routes.split", "in routes.split entry", route_split_keys);
+
+static const struct config_key route_split_override_keys[] = {
+    {.name = "header", .type = CONFIG_KEY_STRING, .check = config_check_split_name,
+     .doc = "a request header whose value is the name of a side's group"},
+    {.name = "cookie", .type = CONFIG_KEY_STRING, .check = config_check_split_name,
+     .doc = "a cookie whose value is the name of a side's group"},
+};
+KEYSET(config_keys_route_split_override, "routes.split_override", "in routes.split_override",
+       route_split_override_keys);
+
+static const struct config_key route_mirror_keys[] = {
+    {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = CONFIG_NAME_MAX - 1,
+     .doc = "the shadow group: plain HTTP, without `tls` or `proxy_protocol`"},
+    {.name = "percent", .type = CONFIG_KEY_INT, .flags = CONFIG_KEY_REQUIRED, AT(struct config_mirror, percent),
+     .min = 1, .max = 100, .doc = "the share of the route's requests copied, each drawn at random"},
+    {.name = "max_in_flight", .type = CONFIG_KEY_INT, AT(struct config_mirror, max_in_flight), .def = "64",
+     .min = 1, .max = 10000, .doc = "copies of the route's requests in flight per worker; more are dropped"},
+};
+KEYSET(config_keys_route_mirror, "routes.mirror", "in routes.mirror", route_mirror_keys);
 
 static const struct config_key route_return_keys[] = {
     {.name = "status", .type = CONFIG_KEY_INT, .flags = CONFIG_KEY_REQUIRED, AT(struct policy_return, status),

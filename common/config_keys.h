@@ -103,6 +103,14 @@ const char *config_store_route_host(const char *text, void *route);
 const char *config_check_rl_key(const char *text);
 const char *config_check_rl_rate(const char *text);
 const char *config_check_header_name(const char *text);
+/* common/config_split.c: routes.split_key and split_override's names */
+extern const struct config_keyset config_keys_route_split, config_keys_route_split_override, config_keys_route_mirror;
+const char *config_check_split_key(const char *text);
+const char *config_check_split_name(const char *text);
+const char *config_show_split_key(const struct config *cfg, const void *route, char *buf, size_t cap);
+/* and written back by config_dump (nothing for a route without one) */
+struct config_route;
+void config_split_dump(FILE *out, const struct config *cfg, const struct config_route *r);
 /* common/config_policy.c: access log formats, log_sample and direct
  * responses (routes.return) */
 const char *config_check_log_format(const char *text);

@@ -119,6 +119,13 @@ int config_auth_read(struct loader *ld, const config_setting_t *e, struct config
  * returns 1 if good, 0 (reported) if not, -1 when out of memory. */
 void config_compress_load_top(struct loader *ld, const config_setting_t *root);
 int config_compress_read_route(struct loader *ld, const config_setting_t *e, struct config_route *r);
+/* common/config_split.c: routes.split, split_key and split_override of
+ * entry <e> into r->split (left NULL without a split). Returns 1 if good,
+ * 0 (reported) if not, -1 when out of memory. The dump writes them back. */
+int config_split_load(struct loader *ld, const config_setting_t *e, struct config_route *r);
+/* A rate limit key <text> into <l>'s parts (config_ratelimit.c): NULL or
+ * what is wrong. */
+const char *config_rl_key_parse(const char *text, struct config_rate_limit *l);
 
 /* health = { ... } of upstream entry <e> into u->health (common/config_file_health.c). */
 void config_load_health(struct loader *ld, const config_setting_t *e, struct config_upstream *u);

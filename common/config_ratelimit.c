@@ -88,6 +88,11 @@ static const char *rl_key_parse(const char *text, struct config_rate_limit *l)
 	return NULL;
 }
 
+const char *config_rl_key_parse(const char *text, struct config_rate_limit *l)
+{
+	return rl_key_parse(text, l);
+}
+
 const char *config_check_rl_key(const char *text)
 {
 	return rl_key_parse(text, NULL);

@@ -121,8 +121,16 @@ static void admin_routes(struct shm_segment *seg, struct stats_reply *r)
 	textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, "HOST", wp, "PATH", "UPSTREAM");
 	for (uint32_t i = 0; i < t->nroutes; i++) {
 		const struct route_entry *e = &route_entries(t)[i];
-		textbuf_printf(&r->body, "%-*s  %-*s  %s\n", wh, config_host_text(e->host_kind, route_host(t, e), hb, sizeof(hb)), wp,
-		               route_path(t, e), e->ret >= 0 ? "(return)" : route_upstreams(t)[e->upstream].name);
+		textbuf_printf(&r->body, "%-*s  %-*s  %s", wh, config_host_text(e->host_kind, route_host(t, e), hb, sizeof(hb)), wp,
+		               route_path(t, e), e->ret >= 0 ? "(return)" : e->split ? "" : route_upstreams(t)[e->upstream].name);
+		if (e->split) { /* each side's group and its buckets of 10,000: "v1:9500,v2:500" */
+			const struct route_split *s = &route_splits(t)[e->split - 1];
+
+			for (int k = 0; k < s->nsides; k++)
+				textbuf_printf(&r->body, "%s%s:%u", k ? "," : "", route_upstreams(t)[s->upstream[k]].name,
+				               (unsigned)(s->bound[k] - (k ? s->bound[k - 1] : 0)));
+		}
+		textbuf_printf(&r->body, "\n");
 	}
 }
 

@@ -337,6 +337,79 @@ static void render_auth(struct textbuf *o, const struct render *r)
 	}
 }
 
+/* routes.split: requests per side (by its place, named by the current
+ * table's group), those drawn without a key and those forced. */
+static void render_split(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+
+	if (!t->nsplits)
+		return;
+	family(o, "weir_route_split_requests_total", "counter",
+	       "Requests of a split route put on each side (once routed, before auth and rate limits), by route and "
+	       "the side's upstream group.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		const struct route_entry *e = &route_entries(t)[i];
+		const struct route_split *s;
+
+		if (!r->route_shown[i] || !e->split)
+			continue;
+		s = &route_splits(t)[e->split - 1];
+		for (int k = 0; k < s->nsides; k++) {
+			textbuf_printf(o, "weir_route_split_requests_total{");
+			route_labels(o, t, e);
+			textbuf_printf(o, ",upstream=\"%s\"} %llu\n", route_upstreams(t)[s->upstream[k]].name,
+			               (unsigned long long)r->routes[e->stat].split[k]);
+		}
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			family(o, "weir_route_split_overridden_total", "counter",
+			       "Requests of a split route whose side split_override chose, by route.");
+		else
+			family(o, "weir_route_split_unkeyed_total", "counter",
+			       "Requests of a split route without its split_key, drawn by weight, by route.");
+		for (uint32_t i = 0; i < t->nroutes; i++) {
+			const struct route_entry *e = &route_entries(t)[i];
+
+			if (!r->route_shown[i] || !e->split)
+				continue;
+			textbuf_printf(o, pass ? "weir_route_split_overridden_total{" : "weir_route_split_unkeyed_total{");
+			route_labels(o, t, e);
+			textbuf_printf(o, "} %llu\n",
+			               (unsigned long long)(pass ? r->routes[e->stat].split_override
+			                                         : r->routes[e->stat].split_random));
+		}
+	}
+}
+
+/* routes.mirror: copies by how they ended (enum mirror_result). */
+static void render_mirror(struct textbuf *o, const struct render *r)
+{
+	static const char *const result[] = {"sent", "failed", "dropped"};
+	const struct route_table *t = r->t;
+	int any = 0;
+
+	for (uint32_t i = 0; i < t->nroutes && !any; i++)
+		any = route_entries(t)[i].mirror != 0;
+	if (!any)
+		return;
+	family(o, "weir_route_mirror_requests_total", "counter",
+	       "Copies of a route's requests to its mirror group, by route and how they ended.");
+	for (uint32_t i = 0; i < t->nroutes; i++) {
+		const struct route_entry *e = &route_entries(t)[i];
+
+		if (!r->route_shown[i] || !e->mirror)
+			continue;
+		for (int k = 0; k < 3; k++) {
+			textbuf_printf(o, "weir_route_mirror_requests_total{");
+			route_labels(o, t, e);
+			textbuf_printf(o, ",upstream=\"%s\",result=\"%s\"} %llu\n", route_upstreams(t)[e->mirror - 1].name,
+			               result[k], (unsigned long long)r->routes[e->stat].mirror[k]);
+		}
+	}
+}
+
 static void render_routes(struct textbuf *o, const struct render *r)
 {
 	const struct route_table *t = r->t;
@@ -369,6 +442,8 @@ static void render_routes(struct textbuf *o, const struct render *r)
 	       "response, by route.");
 	histogram(o, "weir_route_upstream_response_seconds", r, 1);
 	render_auth(o, r);
+	render_split(o, r);
+	render_mirror(o, r);
 }
 
 static void render_servers(struct textbuf *o, const struct render *r)

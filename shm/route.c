@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "common/auth_conf.h"
+#include "shm/route_split.h"
 #include "shm/shm.h"
 
 #define ROUTE_ALIGN(n) (((n) + 7) & ~(size_t)7)
@@ -51,7 +52,7 @@ static uint32_t route_pow2(uint32_t n)
 struct route_counts {
 	uint32_t nsettings, nexact, nwild, strings;
 	size_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings, size;
-	size_t off_returns, off_limits;
+	size_t off_returns, off_limits, off_splits;
 	struct route_hdr_layout hdr;
 };
 
@@ -97,6 +98,8 @@ static void route_count(const struct config *cfg, struct route_counts *c)
 	c->off_strings = n;
 	n += ROUTE_ALIGN(c->strings);
 	n = route_hdrrules_layout(cfg, n, &c->hdr);
+	c->off_splits = ROUTE_ALIGN(n);
+	n = c->off_splits + ROUTE_ALIGN((size_t)cfg->nsplits * sizeof(struct route_split));
 	c->size = n;
 }
 
@@ -206,6 +209,7 @@ static int route_compile_routes(struct route_table *t, char *block, const struct
 		e->hdr = cr->hdr;
 		e->nlimits = cr->nrate_limits;
 		memcpy(e->limits, cr->rate_limits, sizeof(e->limits));
+		route_split_entry(e, cr);
 		/* a route answered by weir (return) has no group: the global ones */
 		e->settings = cr->upstream >= 0 ? group_settings[cr->upstream] : 0;
 		if (route_overrides(&cr->over)) {
@@ -325,6 +329,8 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 			srv[cu->first_server + k].upstream = (uint32_t)i;
 		}
 	}
+	t->off_splits = (uint32_t)c.off_splits;
+	t->nsplits = route_split_compile((struct route_split *)(block + c.off_splits), cfg);
 	if (route_compile_routes(t, block, &c, cfg, group_settings, &nsettings) < 0)
 		return -1;
 	t->nsettings = nsettings;

@@ -30,6 +30,7 @@
  *   hdr_rules, hdr_pieces, hdr_text
  *                         header rules, the pieces of their values, their
  *                         names and literals (common/hdrrules.h)
+ *   splits[nsplits]       routes.split, by config_split.index (route_split.c)
  */
 #ifndef WEIR_SHM_ROUTE_TYPES_H
 #define WEIR_SHM_ROUTE_TYPES_H
@@ -41,6 +42,7 @@
 #include "common/config.h"
 #include "common/hdrrules.h"
 #include "common/policy.h"
+#include "common/split.h"
 
 #define ROUTE_NONE UINT32_MAX
 
@@ -77,6 +79,10 @@ struct route_entry {
 	uint32_t parent;
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
 	struct hdrrules_ref hdr; /* its header rules: its group's, then its own (hdrrules.h) */
+	uint16_t split; /* its split's index into the splits + 1; 0: none (upstream is the group) */
+	uint16_t mirror;        /* routes.mirror: the shadow group's index + 1; 0: none */
+	uint16_t mirror_share;  /* the share copied, in 1/10000 */
+	uint16_t mirror_max;    /* copies in flight per worker, at most */
 };
 
 /* One distinct host pattern and its routes, routes[first .. first + n). */
@@ -146,6 +152,22 @@ struct route_table {
 	 * their pieces and their text pool, copied whole from the config */
 	uint32_t nhdr_rules, nhdr_pieces, nhdr_text;
 	uint32_t off_hdr_rules, off_hdr_pieces, off_hdr_text;
+	uint32_t nsplits, off_splits; /* routes.split (route_split below) */
+};
+
+/* A route's split (common/split.h), as a worker reads it: the sides'
+ * groups and the upper bounds of their bucket ranges. */
+struct route_split {
+	uint8_t nsides;
+	uint8_t has_key;  /* split_key given; else every request is drawn at random */
+	uint8_t key_kind; /* enum config_rl_part */
+	uint8_t key_len;
+	uint8_t ovr_kind; /* enum split_override_kind */
+	uint8_t ovr_len;
+	uint16_t bound[SPLIT_SIDES];   /* side i holds buckets [bound[i - 1], bound[i]) */
+	uint32_t upstream[SPLIT_SIDES]; /* index into the upstreams */
+	char key_name[SPLIT_NAME_MAX];
+	char ovr_name[SPLIT_NAME_MAX];
 };
 
 /* The arrays of generation <t> (route_types.h). */
@@ -168,6 +190,7 @@ ROUTE_ARRAY(route_limits, struct config_rate_limit, off_limits)
 ROUTE_ARRAY(route_hdr_rules, struct hdrrule, off_hdr_rules)
 ROUTE_ARRAY(route_hdr_pieces, struct vars_piece, off_hdr_pieces)
 ROUTE_ARRAY(route_hdr_text, char, off_hdr_text)
+ROUTE_ARRAY(route_splits, struct route_split, off_splits)
 #undef ROUTE_ARRAY
 
 /* Route <e>'s host (lower case; a wildcard's with its leading dot, "" for

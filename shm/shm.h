@@ -43,6 +43,7 @@
 #include "common/compress_conf.h"
 #include "common/err.h"
 #include "common/slab.h"
+#include "common/split.h"
 #include "shm/balance.h"
 #include "shm/resil.h"
 #include "shm/health.h"
@@ -51,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 16u
+#define SHM_LAYOUT_VERSION 17u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -144,7 +145,7 @@ struct shm_counters {
 /* Fields from <requests> to <errors> are counters; the rest are gauges. */
 #define SHM_COUNTERS_MONOTONIC offsetof(struct shm_counters, conn_active)
 
-/* One route's counters (stat index), 256 bytes. Durations are kept per
+/* One route's counters (stat index). Durations are kept per
  * bucket and summed in microseconds; the master renders seconds. */
 struct shm_route_counters {
 	uint64_t requests;               /* requests routed here */
@@ -156,6 +157,10 @@ struct shm_route_counters {
 	uint64_t auth[AUTH_R_COUNT];     /* routes.auth outcomes (common/auth_result.h) */
 	uint64_t auth_cached;            /* of them ok from a worker's cache (JWT, Basic) */
 	uint64_t auth_hashes;            /* password hashes computed (Basic) */
+	uint64_t split[SPLIT_SIDES];     /* routes.split: requests sent to each side, by its place */
+	uint64_t split_random;           /* of them without a key: drawn by weight */
+	uint64_t split_override;         /* of them forced by split_override */
+	uint64_t mirror[3];              /* routes.mirror copies, by enum mirror_result */
 };
 
 /* One server's counters (stat index), one cache line. */

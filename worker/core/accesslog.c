@@ -103,6 +103,9 @@ static int accesslog_weir(struct conn *c, struct txn *t, int status)
 		             t->tun.on ? t->tun.server : s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
 		if (n > 0 && (size_t)n < sizeof(al.line) && breaker_acted(t)) /* the control that acted, if one did */
 			n += snprintf(al.line + n, sizeof(al.line) - (size_t)n, " ctl=%s", breaker_acted(t));
+		if (n > 0 && (size_t)n < sizeof(al.line) && t->sp.upstream_plus1) /* the side of a split */
+			n += snprintf(al.line + n, sizeof(al.line) - (size_t)n, " group=%s",
+			              route_upstreams(t->table)[t->sp.upstream_plus1 - 1u].name);
 	} else {
 		n = snprintf(al.line, sizeof(al.line), "%.*s [%s] \"-\" %d 0 %.3f - 0.000", (int)cl, client,
 		             log_time_iso(), status, t ? now - t->start : 0.0);

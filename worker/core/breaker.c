@@ -10,7 +10,7 @@ static uint32_t breaker_retry_after = 1;
 
 const struct route_upstream *breaker_upstream(const struct txn *t)
 {
-	return &route_upstreams(t->table)[t->bk.upstream_plus1 ? t->bk.upstream_plus1 - 1u : t->route->upstream];
+	return &route_upstreams(t->table)[t->bk.upstream_plus1 ? t->bk.upstream_plus1 - 1u : split_group(t)];
 }
 
 static struct shm_resil_group *breaker_group(uint16_t k)

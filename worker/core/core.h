@@ -24,6 +24,7 @@
 #include "worker/base/base.h"
 #include "worker/core/phase.h"
 #include "worker/core/compress.h"
+#include "worker/core/split.h"
 #include "worker/h1/h1.h"
 
 /* ==== tunnel ==== */
@@ -247,6 +248,11 @@ enum { RATELIMIT_CONTINUE, RATELIMIT_WAIT, RATELIMIT_ANSWERED };
  * RATELIMIT_WAIT: txn_continue() is called when the delay ends;
  * RATELIMIT_ANSWERED: refused and answered (t is gone or answering). */
 int ratelimit_check(struct txn *t);
+
+/* The value of key part <kind> (header, cookie or query; enum
+ * config_rl_part) named <name> (<nl> bytes) in the request of <t>, *vl
+ * bytes; NULL if the request has none. Shared with splits (split.c). */
+const char *ratelimit_part_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl);
 
 /* The end of a request: stops a delay, gives back concurrency. */
 void ratelimit_release(struct txn *t);
@@ -756,6 +762,7 @@ struct txn {
 	struct ratelimit_txn rl; /* a delay under way, concurrency held (ratelimit.h) */
 	struct breaker_txn bk;   /* limits and breaker (breaker.h) */
 	struct retry_txn rt;     /* retries (retry.h) */
+	struct split_txn sp;     /* the side of its route's split (split.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
 	struct compress_txn cz;  /* the client's Accept-Encoding, the encoder (compress.h) */
 	struct fwdauth_txn *fa;  /* a forward auth subrequest (fwdauth.h), NULL none */
@@ -764,6 +771,13 @@ struct txn {
 	                          * response's (msg.h) */
 	struct hdr arena_mem[];  /* limits.headers entries: the arena's bytes */
 };
+
+/* The group <t> is sent to before any control steps in: its route's, or
+ * the side its route's split chose (split.h). */
+static inline uint32_t split_group(const struct txn *t)
+{
+	return t->sp.upstream_plus1 ? t->sp.upstream_plus1 - 1u : t->route->upstream;
+}
 
 /* Size of a txn with room for <nheaders> headers (the slab class size). */
 size_t txn_size(uint32_t nheaders);

@@ -95,6 +95,38 @@ static const char *rl_pair(const char *p, const char *end, char sep, const char 
 	return NULL;
 }
 
+const char *ratelimit_part_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl)
+{
+	const char *v = NULL;
+
+	*vl = 0;
+	switch (kind) {
+	case CONFIG_RL_HEADER: {
+		const struct hdr *h = rl_header(t, name, nl);
+
+		if (h)
+			v = h->value, *vl = h->value_len;
+		break;
+	}
+	case CONFIG_RL_COOKIE:
+		for (uint32_t j = 0; j < t->req.hl.n && !v; j++) {
+			const struct hdr *h = &t->req.hl.v[j];
+
+			if (h->name_len == 6 && !strncasecmp(h->name, "cookie", 6))
+				v = rl_pair(h->value, h->value + h->value_len, ';', name, nl, vl);
+		}
+		break;
+	case CONFIG_RL_QUERY: {
+		const char *q = t->req.path_end, *end = t->req.target + t->req.target_len;
+
+		if (q < end && *q == '?')
+			v = rl_pair(q + 1, end, '&', name, nl, vl);
+		break;
+	}
+	}
+	return v;
+}
+
 /* Appends part <tag> of <len> bytes <v> to the key at <k> (room checked
  * by RL_KEY_MAX; a length past 65535 is kept as 65535: no request value is
  * that long); returns the new length. */
@@ -147,28 +179,7 @@ static size_t rl_key(const struct txn *t, const struct config_rate_limit *l, uin
 			continue;
 		}
 		case CONFIG_RL_ROUTE: n = rl_put(k, n, tag, &t->route->stat, sizeof(t->route->stat)); continue;
-		case CONFIG_RL_HEADER: {
-			const struct hdr *h = rl_header(t, name, nl);
-
-			if (h)
-				v = h->value, vl = h->value_len;
-			break;
-		}
-		case CONFIG_RL_COOKIE:
-			for (uint32_t j = 0; j < t->req.hl.n && !v; j++) {
-				const struct hdr *h = &t->req.hl.v[j];
-
-				if (h->name_len == 6 && !strncasecmp(h->name, "cookie", 6))
-					v = rl_pair(h->value, h->value + h->value_len, ';', name, nl, &vl);
-			}
-			break;
-		case CONFIG_RL_QUERY: {
-			const char *q = t->req.path_end, *end = t->req.target + t->req.target_len;
-
-			if (q < end && *q == '?')
-				v = rl_pair(q + 1, end, '&', name, nl, &vl);
-			break;
-		}
+		default: v = ratelimit_part_value(t, l->parts[i].kind, name, nl, &vl); break;
 		}
 		if (!v) {
 			if (l->missing == CONFIG_RL_SKIP)

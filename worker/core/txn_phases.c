@@ -86,6 +86,11 @@ static enum ph_rc ph_route(struct txn *t, const void *conf)
 	if (!t->route)
 		return ph_answer(t, WEIR_ERR(NO_ROUTE));
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
+	/* routes.split (split.c): the side's group, for everything after;
+	 * tested here, not in a handler of its own, so a route without one
+	 * pays a compare, not a handler's call */
+	if (t->route->split)
+		split_choose(t);
 	return PH_CONTINUE;
 }
 
@@ -132,7 +137,7 @@ static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 	char xff[2048];
 	struct head_req hr = {
 		.c = t->c,
-		.host = route_upstreams(t->table)[t->route->upstream].name,
+		.host = route_upstreams(t->table)[split_group(t)].name,
 		.drop_underscores = !TXN_SET(t)->underscores_in_headers,
 		.early = t->early,
 		.extra = t->auth.extra,
@@ -189,7 +194,13 @@ static enum ph_rc ph_breaker(struct txn *t, const void *conf)
 static enum ph_rc ph_pick(struct txn *t, const void *conf)
 {
 	(void)conf;
-	return txn_pick(t) < 0 ? ph_answer(t, WEIR_ERR(NO_SERVER)) : PH_CONTINUE;
+	if (txn_pick(t) < 0)
+		return ph_answer(t, WEIR_ERR(NO_SERVER));
+	/* routes.mirror (mirror.c): a copy of what the group took, its body
+	 * read whole by now if it is to be; not waited for */
+	if (t->route->mirror)
+		mirror_maybe(t);
+	return PH_CONTINUE;
 }
 
 /* ---- connect ---------------------------------------------------------- */
