@@ -25,6 +25,7 @@
 #include "common/compress_conf.h"
 #include "common/hdrrules.h"
 #include "common/split.h"
+#include "common/config_hash.h"
 
 #define CONFIG_NAME_MAX 64    /* upstream names, including the NUL */
 #define CONFIG_HOST_MAX 256   /* route host pattern, including the NUL */
@@ -137,6 +138,8 @@ struct config_limits {
 	uint32_t body_buffer;  /* request bodies up to this are read whole before connecting: 65536 (0 = off) */
 	uint32_t client_body_rate; /* request body bytes/s at least, over rate_window: 512 (0 = off), 408 */
 	uint32_t client_send_rate; /* response bytes/s the client takes at least: 512 (0 = off), cut */
+	uint32_t pipe_budget;  /* body bytes a stream holds read from one side, not yet written to the
+	                        * other, per direction: 65536 (1024..16777216) */
 };
 
 /*
@@ -174,7 +177,8 @@ struct config_upstream {
 	 * of the one before, skip a server for fail_timeout */
 	int max_fails;
 	uint32_t fail_timeout;
-	/* balance = "rr" | "random" | "least_request" (worker/up/up.h: balance);
+	/* balance = "rr" | "random" | "least_request" | "ring_hash" | "maglev"
+	 * (worker/up/up.h: balance);
 	 * choices: candidates least_request draws (2..8) */
 	int balance;
 	int choices;
@@ -198,6 +202,7 @@ struct config_upstream {
 	struct config_health health;  /* active checks: health.type 0 when none */
 	struct config_overrides over; /* timeouts = {...}, request_limits = {...} */
 	struct hdrrules_ref hdr;      /* headers = {...}: its run in config.hdr (common/hdrrules.h) */
+	struct config_hash hash;      /* ring_hash and maglev: common/config_hash.h */
 };
 
 enum config_host_kind {
@@ -240,6 +245,10 @@ struct config_route {
 	 * malloc'd; NULL: the top level's applies */
 	struct config_compress *compress;
 	int line;
+	/* path_exact, path_regex, methods, match_headers, match_query,
+	 * strip_prefix, rewrite (common/config_match.h), malloc'd; NULL for
+	 * a route with none of them */
+	struct config_match *match;
 	/* headers = {...}: its run in config.hdr, its group's rules first
 	 * (common/hdrrules.h) */
 	struct hdrrules_ref hdr;
@@ -433,6 +442,11 @@ int config_parse_duration(const char *text, uint32_t *ms);
 
 /* Parses a size: "512", "16k", "1m", "1g" (powers of 1024). */
 int config_parse_size(const char *text, uint64_t *bytes);
+
+/* Parses a decimal "1", "0.25" exactly (no locale, no float rounding)
+ * into *<v> in 1/<scale> (a power of ten: at most that many decimals).
+ * Returns 0, or -1 if it is not such a number or passes 2^32 / <scale>. */
+int config_parse_decimal(const char *text, uint32_t scale, uint32_t *v);
 
 const char *config_log_level_name(enum log_level level);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/config_keys.h"
+#include "common/config_match.h"
 
 const char *config_dump_duration(uint32_t ms, char *buf, size_t cap)
 {
@@ -283,6 +284,11 @@ static void dump_upstreams(FILE *out, const struct config *cfg)
 			dump_keys(out, cfg, &config_keys_upstream_breaker, &u->resil.breaker, "\t\t\t");
 			fputs("\t\t};\n", out);
 		}
+		if (u->resil.adaptive.on) {
+			fputs("\t\tadaptive_concurrency = {\n", out);
+			dump_keys(out, cfg, &config_keys_upstream_adaptive_conc, &u->resil.adaptive, "\t\t\t");
+			fputs("\t\t};\n", out);
+		}
 		if (u->resil.retry.on) {
 			fprintf(out, "\t\tretry = {\n\t\t\ton = [ %s ];\n", u->resil.retry.when_text);
 			dump_keys(out, cfg, &config_keys_upstream_retry, &u->resil.retry, "\t\t\t");
@@ -340,6 +346,7 @@ static void dump_routes(FILE *out, const struct config *cfg)
 			config_auth_dump(out, cfg, r->auth);
 		if (r->compress)
 			config_compress_dump(out, cfg, r->compress, 0);
+		config_match_dump(out, r->match);
 		config_hdrrules_dump(out, cfg, &r->hdr,
 		                     r->upstream >= 0 && !r->split ? &cfg->upstreams[r->upstream].hdr : NULL);
 		config_split_dump(out, cfg, r);

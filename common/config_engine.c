@@ -116,6 +116,28 @@ int config_parse_duration(const char *text, uint32_t *ms)
 	return 0;
 }
 
+int config_parse_decimal(const char *text, uint32_t scale, uint32_t *v)
+{
+	const char *p = text;
+	uint64_t n, frac = 0;
+
+	if (!text || parse_digits(&p, &n) < 0 || n > UINT32_MAX / scale)
+		return -1;
+	n *= scale;
+	if (*p == '.') {
+		if (!*++p)
+			return -1;
+		for (; *p >= '0' && *p <= '9' && scale > 1; p++) {
+			scale /= 10;
+			frac += (uint64_t)(*p - '0') * scale;
+		}
+	}
+	if (*p || n + frac > UINT32_MAX)
+		return -1;
+	*v = (uint32_t)(n + frac);
+	return 0;
+}
+
 /* A size: digits with an optional k, m or g (powers of 1024, either case). */
 int config_parse_size(const char *text, uint64_t *bytes)
 {
@@ -426,10 +448,18 @@ static enum got read_key(struct loader *ld, const config_setting_t *s, const str
 	const char *text = t == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
 	struct config_addr addr;
 	const char *why;
-	char buf[256];
+	char buf[256], num[48];
 	uint32_t ms;
 	uint64_t v;
 
+	if (!text && (k->flags & CONFIG_KEY_NUMBER) && (t == CONFIG_TYPE_FLOAT || is_int(s))) {
+		/* as short as it reads back (1.25, not 1.250000): the store() judges the decimals */
+		if (t == CONFIG_TYPE_FLOAT)
+			snprintf(num, sizeof num, "%.10g", config_setting_get_float(s));
+		else
+			snprintf(num, sizeof num, "%lld", iv);
+		text = num;
+	}
 	switch (k->type) {
 	case CONFIG_KEY_INT:
 		if ((k->flags & CONFIG_KEY_AUTO) && text && strcmp(text, "auto") == 0) {
@@ -518,7 +548,7 @@ static enum got read_key(struct loader *ld, const config_setting_t *s, const str
 	}
 
 	/* an ENUM may name its values false and true (worker_cpu_affinity) */
-	if (k->type == CONFIG_KEY_ENUM && t == CONFIG_TYPE_BOOL)
+	if ((k->type == CONFIG_KEY_ENUM || (k->flags & CONFIG_KEY_TRUE_OK)) && t == CONFIG_TYPE_BOOL)
 		text = config_setting_get_bool(s) ? "true" : "false";
 	/* STRING, ENUM and ADDR are strings in the file */
 	if (!text) {

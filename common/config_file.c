@@ -43,6 +43,7 @@
 #include "common/auth_conf.h"
 #include "common/config_keys.h"
 #include "common/config_load.h"
+#include "common/config_match.h"
 #include "common/tlscert.h"
 
 #include <openssl/err.h>
@@ -626,13 +627,14 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		config_load_health(ld, e, u);
 		if (config_hdrrules_read(ld, e, "upstreams.headers", NULL, &u->hdr) < 0)
 			return -1;
+		config_hash_check(ld, e, u);
 		load_servers(ld, e, u, total);
 	}
 	config_resil_resolve(ld, list, cfg);
 	return 0;
 }
 
-/* FNV-1a of a route's (host kind, host, path). */
+/* FNV-1a of a route's (host kind, host, label): its path and conditions. */
 static uint32_t route_key_hash(const struct config_route *r)
 {
 	uint32_t h = (2166136261u ^ (uint32_t)r->host_kind) * 16777619u;
@@ -640,7 +642,7 @@ static uint32_t route_key_hash(const struct config_route *r)
 	for (const char *p = r->host; *p; p++)
 		h = (h ^ (uint8_t)*p) * 16777619u;
 	h = (h ^ 0xffu) * 16777619u;
-	for (const char *p = r->path; *p; p++)
+	for (const char *p = config_route_label(r); *p; p++)
 		h = (h ^ (uint8_t)*p) * 16777619u;
 	return h;
 }
@@ -728,6 +730,9 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		                              &r->hdr) < 0) /* a split's sides' groups' rules: not applied (config.md) */
 			return -1;
 		good &= config_route_rate_limits(ld, e, r);
+		if ((rc = config_match_read(ld, e, r)) < 0)
+			return -1;
+		good &= rc;
 		if ((rc = config_compress_read_route(ld, e, r)) < 0)
 			return -1;
 		good &= rc;
@@ -743,9 +748,11 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 				seen[h] = (uint32_t)i + 1;
 				break;
 			}
-			if (o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 && strcmp(o->path, r->path) == 0) {
+			/* the label: the path and the conditions (config_match.h) */
+			if (o->host_kind == r->host_kind && strcmp(o->host, r->host) == 0 &&
+			    strcmp(config_route_label(o), config_route_label(r)) == 0) {
 				fail(ld, r->line, "route for host \"%s\" and path \"%s\" is already defined on line %d",
-				     config_host_text(r->host_kind, r->host, buf, sizeof buf), r->path, o->line);
+				     config_host_text(r->host_kind, r->host, buf, sizeof buf), config_route_label(r), o->line);
 				break;
 			}
 		}
@@ -856,11 +863,10 @@ void config_free(struct config *cfg)
 		X509_STORE_free(cfg->upstreams[i].tls_store);
 	free(cfg->upstreams);
 	free(cfg->servers);
-	for (int i = 0; i < cfg->nroutes; i++) {
-		auth_conf_free(cfg->routes[i].auth);
-		free(cfg->routes[i].split);
-		free(cfg->routes[i].compress);
-	}
+	for (int i = 0; i < cfg->nroutes; i++)
+		auth_conf_free(cfg->routes[i].auth), free(cfg->routes[i].split);
+	for (int i = 0; i < cfg->nroutes; i++)
+		free(cfg->routes[i].match), free(cfg->routes[i].compress);
 	free(cfg->routes);
 	free(cfg->returns);
 	hdrrules_conf_free(cfg->hdr);

@@ -60,6 +60,11 @@ static const struct config_key limits_keys[] = {
           "requests in flight to the group at once, node-wide; past it 503; 0: no cap"),
     COUNT(struct config_uplimits, max_connections, "0",
           "upstream connections in use by requests at once, node-wide; past it 503; 0: no cap"),
+    COUNT(struct config_uplimits, max_requests_per_server, "0",
+          "requests in flight to each server of the group, node-wide; a full server is skipped; all full: as "
+          "past `max_requests`; 0: no cap"),
+    COUNT(struct config_uplimits, max_connections_per_server, "0",
+          "connections in use to each server, node-wide (with HTTP/1.1 upstreams the same count); 0: no cap"),
     COUNT(struct config_uplimits, max_retries, "3", "retries in flight to the group at once, node-wide"),
     COUNT(struct config_uplimits, max_pending, "0",
           "requests that wait for a place past the caps, node-wide; 0: none wait, 503 at once"),
@@ -69,6 +74,55 @@ const struct config_keyset config_keys_upstream_limits = {.path = "upstreams.lim
                                                           .where = "in upstreams.limits",
                                                           .keys = limits_keys,
                                                           .nkeys = (int)(sizeof limits_keys / sizeof limits_keys[0])};
+
+#define LIMIT(m, d, text)                                                                                              \
+	{                                                                                                              \
+		.name = #m, .type = CONFIG_KEY_INT, AT(struct config_adaptive_conc, m), .min = 1, .max = 100000,       \
+		.def = d, .doc = text                                                                                  \
+	}
+static const struct config_key adaptive_conc_keys[] = {
+    LIMIT(min_limit, "5", "the limit never falls below this many requests in flight"),
+    LIMIT(max_limit, "1000", "nor rises above this many"),
+    LIMIT(initial_limit, "20", "the limit at first start (a reload or upgrade keeps the current one)"),
+    {.name = "window",
+     .type = CONFIG_KEY_DURATION,
+     AT(struct config_adaptive_conc, window),
+     .min = 250,
+     .max = 10000,
+     .def = "1s",
+     .doc = "the short window: its mean upstream latency against the baseline moves the limit once per window"},
+    {.name = "baseline_window",
+     .type = CONFIG_KEY_DURATION,
+     AT(struct config_adaptive_conc, baseline_window),
+     .min = 1000,
+     .max = 3600000,
+     .def = "60s",
+     .doc = "the baseline latency follows the short windows' latency as a moving average over this long"},
+    {.name = "tolerance",
+     .type = CONFIG_KEY_INT,
+     AT(struct config_adaptive_conc, tolerance),
+     .min = 100,
+     .max = 1000,
+     .def = "150",
+     .doc = "percent: a short-window latency up to this share of the baseline is not taken as queueing"},
+    {.name = "smoothing",
+     .type = CONFIG_KEY_INT,
+     AT(struct config_adaptive_conc, smoothing),
+     .min = 1,
+     .max = 100,
+     .def = "20",
+     .doc = "percent of each window's new limit taken, the rest kept from the limit before"},
+    COUNT(struct config_adaptive_conc, max_pending, "100",
+          "requests waiting for a place over the limit, node-wide; past it 503 at once (`limits.max_pending` wins "
+          "when set)"),
+    TIME(struct config_adaptive_conc, queue_timeout, "100ms",
+         "how long a request waits at most, then 503 (`limits.queue_timeout` wins with `limits.max_pending`)"),
+};
+const struct config_keyset config_keys_upstream_adaptive_conc = {
+    .path = "upstreams.adaptive_concurrency",
+    .where = "in upstreams.adaptive_concurrency",
+    .keys = adaptive_conc_keys,
+    .nkeys = (int)(sizeof adaptive_conc_keys / sizeof adaptive_conc_keys[0])};
 
 static const struct config_key breaker_keys[] = {
     {.name = "window",
@@ -137,6 +191,14 @@ static const struct config_key retry_keys[] = {
     PERCENT(struct config_retry, budget_percent, "20",
             "retries in flight at most this share of the group's requests in flight, node-wide"),
     COUNT(struct config_retry, budget_min, "3", "retries in flight always allowed, whatever the share"),
+    {.name = "retry_after_max",
+     .type = CONFIG_KEY_DURATION_OFF,
+     AT(struct config_retry, retry_after_max),
+     .min = 0,
+     .max = UINT32_MAX,
+     .def = "1s",
+     .doc = "a retried answer's `Retry-After` up to this is the wait before the retry; a longer one: the answer "
+            "is returned; `\"off\"`: ignored"},
 };
 const struct config_keyset config_keys_upstream_retry = {.path = "upstreams.retry",
                                                          .where = "in upstreams.retry",
@@ -257,6 +319,27 @@ void config_resil_load(struct loader *ld, const struct config_setting_t *e, stru
 			    "upstreams.breaker trips on nothing: set error_percent, pool_percent or latency_p99");
 	}
 	config_retry_load(ld, e, &r->retry);
+	g = config_get_group(ld, e, "adaptive_concurrency", "upstreams.adaptive_concurrency");
+	if (g) {
+		struct config_adaptive_conc *a = &r->adaptive;
+
+		a->on = 1;
+		config_engine_read(ld, g, &config_keys_upstream_adaptive_conc, a, NULL);
+		if (a->max_limit < a->min_limit)
+			config_fail(ld, config_line_of(g),
+			            "upstreams.adaptive_concurrency.max_limit must be at least min_limit");
+		else if (a->initial_limit < a->min_limit || a->initial_limit > a->max_limit)
+			config_fail(ld, config_line_of(g),
+			            "upstreams.adaptive_concurrency.initial_limit must lie within min_limit..max_limit");
+		/* durations are not held to their descriptors' range: by hand */
+		if (a->window < 250 || a->window > 10000)
+			config_fail(ld, config_line_of(config_setting_get_member(g, "window")),
+			            "upstreams.adaptive_concurrency.window must be from 250ms to 10s");
+		else if (a->baseline_window < 2 * a->window || a->baseline_window > 3600000)
+			config_fail(ld, config_line_of(g),
+			            "upstreams.adaptive_concurrency.baseline_window must be at least twice window, and at "
+			            "most 1h");
+	}
 }
 
 void config_resil_resolve(struct loader *ld, const struct config_setting_t *list, struct config *cfg)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/config_match.h"
 #include "common/split.h"
 
 /* the field <m> of struct <st> */
@@ -175,7 +176,8 @@ static const char *const verify_names[] = {
 
 static const char *const upstream_pp_names[] = {"off", "v1", "v2"};
 /* in enum balance_kind's order (shm/balance.h) */
-static const char *const upstream_balance_names[] = {"rr", "random", "least_request"};
+static const char *const upstream_balance_names[] = {"rr", "random", "least_request", "ring_hash", "maglev"};
+
 
 /* ---- the tables -------------------------------------------------------- */
 
@@ -291,7 +293,7 @@ static const struct config_key over_timeout_keys[] = {
 static const struct config_key over_limit_keys[] = {
     OVER_LIMIT(body_size, 0, UINT64_MAX),         OVER_LIMIT(body_buffer, 0, 1048576),
     OVER_LIMIT(response_header_size, 1024, 65536), OVER_LIMIT(client_body_rate, 0, UINT32_MAX),
-    OVER_LIMIT(client_send_rate, 0, UINT32_MAX),
+    OVER_LIMIT(client_send_rate, 0, UINT32_MAX),  OVER_LIMIT(pipe_budget, 1024, 16777216),
 };
 KEYSET(config_keys_upstream_timeouts, "upstreams.timeouts", "in upstreams.timeouts", over_timeout_keys);
 KEYSET(config_keys_upstream_request_limits, "upstreams.request_limits", "in upstreams.request_limits", over_limit_keys);
@@ -371,14 +373,25 @@ static const struct config_key upstream_keys[] = {
     {.name = "fail_timeout", .type = CONFIG_KEY_DURATION, AT(struct config_upstream, fail_timeout), DAYS49,
      .def = "10s", .doc = "the window between failures, and how long a server stays down"},
     {.name = "balance", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, balance), .def = "rr",
-     .names = upstream_balance_names, .nnames = 3,
+     .names = upstream_balance_names, .nnames = 5,
      .doc = "`\"rr\"` smooth weighted round robin; `\"random\"` weighted; `\"least_request\"` the least busy of "
-            "`choices` drawn, by node-wide requests in flight over weight"},
+            "`choices` drawn, by node-wide requests in flight over weight; `\"ring_hash\"` and `\"maglev\"` by "
+            "`hash_key`"},
     {.name = "slow_start", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_upstream, slow_start), DAYS49,
      .def = "off", .doc = "a server that joins on a reload, or returns healthy or from ejection, ramps its weight "
                         "from 10 % over this window"},
     {.name = "choices", .type = CONFIG_KEY_INT, AT(struct config_upstream, choices), .min = 2, .max = 8, .def = "2",
      .doc = "servers `least_request` draws at random and compares"},
+    {.name = "hash_key", .type = CONFIG_KEY_STRING, .max = 80, .def = "client_ip", .store = config_store_hash_key,
+     .show = config_show_hash_key,
+     .doc = "what `ring_hash` and `maglev` hash: `\"client_ip\"`, `\"path\"`, `\"header:NAME\"`, "
+            "`\"cookie:NAME\"` or `\"query:NAME\"`"},
+    {.name = "hash_fallback", .type = CONFIG_KEY_STRING, .max = 16, .def = "random",
+     .store = config_store_hash_fallback, .show = config_show_hash_fallback,
+     .doc = "a request without its `hash_key`: `\"random\"`, `\"rr\"` or `\"client_ip\"`"},
+    {.name = "bounded_load", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_NUMBER, .max = 16, .def = "off", .store = config_store_bounded_load,
+     .show = config_show_bounded_load,
+     .doc = "`ring_hash` and `maglev`: no server takes more than this factor (1 to 100) times the mean in flight"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_upstream_tls,
      .doc = "TLS to every server of the group"},
     {.name = "proxy_protocol", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, proxy_protocol), .def = "off",
@@ -390,6 +403,9 @@ static const struct config_key upstream_keys[] = {
      .doc = "caps on requests and connections in flight, node-wide"},
     {.name = "breaker", .type = CONFIG_KEY_GROUP, .def = "absent: no breaker", .sub = &config_keys_upstream_breaker,
      .doc = "a circuit breaker over the group, node-wide"},
+    {.name = "adaptive_concurrency", .type = CONFIG_KEY_GROUP, .def = "absent: no adaptive cap",
+     .sub = &config_keys_upstream_adaptive_conc,
+     .doc = "a gradient controller's cap on requests in flight, node-wide, from the group's latency"},
     {.name = "retry", .type = CONFIG_KEY_GROUP, .def = "absent: connect failures go to the next server, unbounded",
      .sub = &config_keys_upstream_retry, .doc = "when and how often a request is sent again"},
     {.name = "health", .type = CONFIG_KEY_GROUP, .def = "absent: no active checks",
@@ -410,7 +426,8 @@ static const struct config_key route_keys[] = {
      .store = config_store_route_host, .show = route_host_show,
      .doc = "`\"*\"`, `\"*.example.com\"` or `\"example.com\"`"},
     {.name = "path", .type = CONFIG_KEY_STRING, AT(struct config_route, path), FITS(struct config_route, path),
-     .def = "/", .check = config_check_route_path, .doc = "a path prefix, starting with `/`"},
+     .def = "/", .check = config_check_route_path, .show = config_show_route_path,
+     .doc = "a path prefix, starting with `/`"},
     {.name = "upstream", .type = CONFIG_KEY_STRING, .max = 255, .show = route_upstream_show,
      .doc = "the `name` of an upstream; required unless the route has a `return`"},
     {.name = "upgrade", .type = CONFIG_KEY_STRINGS, .def = "`[ \"websocket\" ]`",
@@ -431,6 +448,22 @@ static const struct config_key route_keys[] = {
      .doc = "names of `rate_limits` entries, up to 8, all checked for each request"},
     {.name = "compress", .type = CONFIG_KEY_GROUP, .def = "absent: the top level's", .sub = &config_keys_route_compress,
      .doc = "response compression, its keys over the top level's ([compression](#compress))"},
+    /* matching and rewrites (common/config_match.c reads them) */
+    {.name = "path_exact", .type = CONFIG_KEY_STRING, .max = CONFIG_PATH_MAX - 1, .check = config_check_route_path,
+     .show = config_show_path_exact, .doc = "the whole path, instead of `path`: `\"/x\"` matches `/x` only"},
+    {.name = "path_regex", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .show = config_show_path_regex,
+     .doc = "a PCRE2 regular expression the path must match, among the routes of `path`"},
+    {.name = "methods", .type = CONFIG_KEY_STRINGS, .def = "absent: any",
+     .doc = "the request methods it takes, such as `[ \"GET\", \"HEAD\" ]`"},
+    {.name = "match_headers", .type = CONFIG_KEY_LIST, .def = "absent: none", .sub = &config_keys_route_match_header,
+     .doc = "up to 8 request header conditions, all to be met"},
+    {.name = "match_query", .type = CONFIG_KEY_LIST, .def = "absent: none", .sub = &config_keys_route_match_query,
+     .doc = "up to 8 query argument conditions, all to be met"},
+    {.name = "strip_prefix", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_TRUE_OK, .max = CONFIG_PATH_MAX - 1,
+     .show = config_show_strip_prefix,
+     .doc = "`true`: the route's `path` is cut from the path forwarded; or the prefix to cut, such as `\"/api\"`"},
+    {.name = "rewrite", .type = CONFIG_KEY_GROUP, .def = "absent: none", .sub = &config_keys_route_rewrite,
+     .doc = "the forwarded path rewritten by a regex with captures"},
     {.name = "headers", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_headers,
      .doc = "[header rules](#header-rules): set, add, remove request and response headers, after its upstream's"},
     {.name = "split", .type = CONFIG_KEY_LIST, .def = "absent: `upstream`", .sub = &config_keys_route_split,
@@ -445,6 +478,37 @@ static const struct config_key route_keys[] = {
      .doc = "copies of a share of the requests to a shadow group, answers discarded ([mirroring](#mirroring))"},
 };
 KEYSET(config_keys_route, "routes", "in routes entry", route_keys);
+
+static const struct config_key route_match_header_keys[] = {
+    {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_match_entry, name),
+     FITS(struct config_match_entry, name), .doc = "the header's name, compared without case"},
+    {.name = "exact", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a value it must equal"},
+    {.name = "prefix", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a prefix its value must have"},
+    {.name = "regex", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a PCRE2 regex its value must match"},
+    {.name = "present", .type = CONFIG_KEY_BOOL, AT(struct config_match_entry, present),
+     .doc = "`true`: the header must be there; `false`: it must not"},
+};
+KEYSET(config_keys_route_match_header, "routes.match_headers", "in routes.match_headers entry",
+       route_match_header_keys);
+
+static const struct config_key route_match_query_keys[] = {
+    {.name = "name", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_match_entry, name),
+     FITS(struct config_match_entry, name), .doc = "the argument's name, compared as sent"},
+    {.name = "exact", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a value it must equal"},
+    {.name = "prefix", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a prefix its value must have"},
+    {.name = "regex", .type = CONFIG_KEY_STRING, .max = MATCH_TEXT_MAX - 1, .doc = "a PCRE2 regex its value must match"},
+    {.name = "present", .type = CONFIG_KEY_BOOL, AT(struct config_match_entry, present),
+     .doc = "`true`: the argument must be there; `false`: it must not"},
+};
+KEYSET(config_keys_route_match_query, "routes.match_query", "in routes.match_query entry", route_match_query_keys);
+
+static const struct config_key route_rewrite_keys[] = {
+    {.name = "regex", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = MATCH_TEXT_MAX - 1,
+     .doc = "a PCRE2 regex applied to the path (after `strip_prefix`)"},
+    {.name = "replace", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = MATCH_TEXT_MAX - 1,
+     .doc = "what replaces its first match: `$1`, `${1}`, `${name}` are its groups, `$$` a `$`"},
+};
+KEYSET(config_keys_route_rewrite, "routes.rewrite", "in routes.rewrite", route_rewrite_keys);
 
 static const struct config_key route_split_keys[] = {
     {.name = "upstream", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, .max = CONFIG_NAME_MAX - 1,
@@ -533,6 +597,8 @@ static const struct config_key limit_keys[] = {
      .max = UINT32_MAX, .def = "512", .doc = "bytes per second a request body must arrive at; 0: no minimum; 408"},
     {.name = "client_send_rate", .type = CONFIG_KEY_SIZE, AT(struct config_limits, client_send_rate), .min = 0,
      .max = UINT32_MAX, .def = "512", .doc = "bytes per second a client must take the response at; 0: no minimum"},
+    {.name = "pipe_budget", .type = CONFIG_KEY_SIZE, AT(struct config_limits, pipe_budget), .min = 1024,
+     .max = 16777216, .def = "64k", .doc = "body bytes a stream holds read and not yet written on, each way"},
 };
 KEYSET(config_keys_limits, "limits", "in limits", limit_keys);
 

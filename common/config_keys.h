@@ -42,6 +42,8 @@ enum {
 	CONFIG_KEY_SECRET = 1 << 2,   /* weir -T prints a comment, never the value */
 	CONFIG_KEY_OPTIONAL = 1 << 3, /* weir -T leaves it out while unset ("", no address) */
 	CONFIG_KEY_AUTO = 1 << 4,     /* INT: "auto" is the number of online cores, within the range */
+	CONFIG_KEY_NUMBER = 1 << 5,   /* STRING: may be written as a number, read as its text (bounded_load = 1.25) */
+	CONFIG_KEY_TRUE_OK = 1 << 6,  /* STRING: true and false are taken too, as "true" and "false" */
 };
 
 struct config_keyset;
@@ -86,6 +88,7 @@ extern const struct config_keyset config_keys_top, config_keys_log, config_keys_
     config_keys_rate_limit_adaptive, config_keys_redis, config_keys_upstream_timeouts,
     config_keys_upstream_request_limits, config_keys_route_timeouts, config_keys_route_limits,
     config_keys_compress, config_keys_route_compress,
+    config_keys_route_match_header, config_keys_route_match_query, config_keys_route_rewrite,
     config_keys_headers, config_keys_headers_request, config_keys_headers_response;
 
 /*
@@ -121,6 +124,12 @@ const char *config_store_return_location(const char *text, void *ret);
 const char *config_store_return_body(const char *text, void *ret);
 const char *config_show_return_location(const struct config *cfg, const void *ret, char *buf, size_t cap);
 const char *config_show_return_body(const struct config *cfg, const void *ret, char *buf, size_t cap);
+/* common/config_match.c: routes.path (hidden beside path_exact),
+ * path_exact, path_regex and strip_prefix for weir -T */
+const char *config_show_route_path(const struct config *cfg, const void *route, char *buf, size_t cap);
+const char *config_show_path_exact(const struct config *cfg, const void *route, char *buf, size_t cap);
+const char *config_show_path_regex(const struct config *cfg, const void *route, char *buf, size_t cap);
+const char *config_show_strip_prefix(const struct config *cfg, const void *route, char *buf, size_t cap);
 
 /* The key named <name> of <ks>, or NULL. */
 const struct config_key *config_keys_find(const struct config_keyset *ks, const char *name);

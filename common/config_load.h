@@ -119,6 +119,10 @@ int config_auth_read(struct loader *ld, const config_setting_t *e, struct config
  * returns 1 if good, 0 (reported) if not, -1 when out of memory. */
 void config_compress_load_top(struct loader *ld, const config_setting_t *root);
 int config_compress_read_route(struct loader *ld, const config_setting_t *e, struct config_route *r);
+/* common/config_match.c: the matching and rewrite keys of route entry
+ * <e> into r->match (NULL when it has none), after its path was read.
+ * Returns 1 if good, 0 (reported) if not, -1 when out of memory. */
+int config_match_read(struct loader *ld, const config_setting_t *e, struct config_route *r);
 /* common/config_split.c: routes.split, split_key and split_override of
  * entry <e> into r->split (left NULL without a split). Returns 1 if good,
  * 0 (reported) if not, -1 when out of memory. The dump writes them back. */

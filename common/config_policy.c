@@ -42,25 +42,9 @@ const char *config_check_content_type(const char *text)
 const char *config_store_log_sample(const char *text, void *route)
 {
 	struct config_route *r = route;
-	uint32_t v = 0, scale = 10000;
-	const char *p = text;
+	uint32_t v;
 
-	/* decimal, exact to 1/10000: no locale, no float rounding */
-	if (*p == '1' || *p == '0') {
-		v = (uint32_t)(*p++ - '0') * 10000;
-		if (*p == '.') {
-			p++;
-			if (!*p)
-				p = "x";
-			for (; *p >= '0' && *p <= '9' && scale > 1; p++) {
-				scale /= 10;
-				v += (uint32_t)(*p - '0') * scale;
-			}
-		}
-	} else {
-		p = "x";
-	}
-	if (*p || v > 10000)
+	if (config_parse_decimal(text, 10000, &v) < 0 || v > 10000)
 		return "must be a share from \"0\" to \"1\", at most 4 decimals, such as \"0.1\"";
 	r->log_sample = v;
 	return NULL;

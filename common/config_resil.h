@@ -38,10 +38,35 @@ struct config_uplimits {
 	 * idle pooled connections are not in use) */
 	uint32_t max_requests;
 	uint32_t max_connections;
+	/* the same per server of the group, node-wide: a full server is
+	 * skipped by the pick (breaker_pick) */
+	uint32_t max_requests_per_server;
+	uint32_t max_connections_per_server;
 	uint32_t max_retries;   /* retries in flight at once (retry) */
 	uint32_t max_pending;   /* requests waiting for a place, node-wide; 0: none wait */
 	uint32_t queue_timeout; /* ms a request waits at most */
 };
+
+/* adaptive_concurrency = { ... }: a gradient controller's cap on the
+ * requests in flight to the group, node-wide (master/adaptive_conc.c) */
+struct config_adaptive_conc {
+	uint8_t on;
+	uint32_t min_limit, max_limit, initial_limit; /* requests in flight */
+	uint32_t window;                              /* ms: the short window, one update of the limit each */
+	uint32_t baseline_window;                     /* ms: how slowly the baseline latency follows */
+	uint32_t tolerance;                           /* percent: latency over the baseline taken as no queueing */
+	uint32_t smoothing;                           /* percent of a window's new limit taken */
+	uint32_t max_pending;                         /* requests waiting over the limit, node-wide */
+	uint32_t queue_timeout;                       /* ms a request waits at most */
+};
+
+/* The per-server cap of <l>: the smaller of the two set, 0: none. */
+static inline uint32_t config_uplimits_server_cap(const struct config_uplimits *l)
+{
+	uint32_t a = l->max_requests_per_server, b = l->max_connections_per_server;
+
+	return a && (!b || a < b) ? a : b;
+}
 
 #define BREAKER_BUCKETS   60 /* the longest window, in 1 s buckets */
 #define CONFIG_BACKUP_MAX 64
@@ -82,6 +107,9 @@ struct config_retry {
 	uint32_t max_backoff;              /* ms cap */
 	uint32_t budget_percent;           /* retries in flight at most this share of the requests in flight */
 	uint32_t budget_min;               /* ... or this many, whichever is more */
+	/* ms: a retried answer's Retry-After up to this is the backoff; past
+	 * it, the answer is returned, not retried; 0: Retry-After ignored */
+	uint32_t retry_after_max;
 };
 
 struct config_resil {
@@ -89,6 +117,7 @@ struct config_resil {
 	struct config_uplimits limits;
 	struct config_breaker breaker;
 	struct config_retry retry;
+	struct config_adaptive_conc adaptive;
 };
 
 /* Does <rc> retry on status <s>? */
@@ -104,7 +133,7 @@ struct config_keyset;
 struct config_setting_t;
 
 extern const struct config_keyset config_keys_upstream_outlier, config_keys_upstream_limits,
-    config_keys_upstream_breaker, config_keys_upstream_retry;
+    config_keys_upstream_breaker, config_keys_upstream_retry, config_keys_upstream_adaptive_conc;
 
 struct config;
 

@@ -56,6 +56,7 @@
 	X(BREAKER_OPEN, 503, "breaker_open", "the upstream group's circuit breaker is open") \
 	X(UPSTREAM_LIMIT, 503, "upstream_limit", "the upstream group's limits.max_requests or max_connections reached") \
 	X(QUEUE_TIMEOUT, 503, "upstream_queue_timeout", "no place under the upstream group's limits within queue_timeout") \
+	X(ADAPTIVE_CONCURRENCY, 503, "adaptive_concurrency", "over the upstream group's adaptive_concurrency limit, at once or after its queue") \
 	X(AUTH_REQUIRED, 401, "auth_required", "missing or invalid credentials for a route with auth") \
 	X(AUTH_FORBIDDEN, 403, "auth_forbidden", "credentials valid, consumer not in the route's auth.allow") \
 	X(AUTH_BUSY, 503, "auth_busy", "unverified Basic credentials past the worker's auth.hash_rate") \
@@ -64,6 +65,9 @@
 	X(RATE_LIMITED, 429, "rate_limited", "refused by a rate limit (its status may differ)") \
 	X(HEADER_SPACE, 500, "header_space", "no room in the stream's arena for a rewritten header") \
 	X(COMPRESS_FAILED, 0, "compress_failed", "response encoder failed (out of pool memory); the response is cut") \
+	X(REGEX_LIMIT, 0, "regex_limit", "a route regex gave up at its match limit: taken as no match") \
+	X(REWRITE_FAILED, 500, "rewrite_failed", "a route's strip_prefix or rewrite gave no origin-form path") \
+	X(REWRITE_TOO_LONG, 414, "rewrite_too_long", "a route's rewritten request target passes 4 KiB") \
 	X(FWD_AUTH_FAILED, 502, "forward_auth_failed", "the forward auth service answered other than 2xx, 401 or 403, or invalidly") \
 	X(FWD_AUTH_UNREACHABLE, 503, "forward_auth_unreachable", "no server of the forward auth group answered within its timeout") \
 	X(HEADER_RULE_DROPPED, 0, "header_rule_dropped", "a header rule's value from variables held CR, LF, NUL or another control byte, or passed 4 KiB: the header was not written")

@@ -14,6 +14,11 @@
 #include "shm/shm.h"
 
 #define ADAPTIVE_ERR_PM 50 /* 5% of answers 5xx: 0.3x */
+/* Hysteresis: a factor lowered by a threshold returns only once the window
+ * is under 0.8 x that threshold (4% errors, 0.8 x latency_p99). Judged on
+ * the threshold alone, a window holding about 5% failures turned the
+ * factor from 0.3 to 1.0 and back every few ticks (notes/14.md). */
+#define ADAPTIVE_RECOVER_PCT 80
 
 struct adaptive_snap {
 	uint64_t hist[STAT_BUCKETS];
@@ -38,8 +43,9 @@ static struct {
 } ad;
 
 uint32_t adaptive_judge(const uint64_t hist[STAT_BUCKETS], uint64_t answers, uint64_t errors, int breaker_open,
-                        uint32_t latency_p99_ms, uint32_t *p99_us)
+                        uint32_t latency_p99_ms, uint32_t prev, uint32_t *p99_us)
 {
+	uint64_t err_pm = ADAPTIVE_ERR_PM, p99_bound = (uint64_t)latency_p99_ms * 1000;
 	uint64_t count = 0, cum = 0, rank, lo = 0;
 
 	*p99_us = 0;
@@ -62,9 +68,12 @@ uint32_t adaptive_judge(const uint64_t hist[STAT_BUCKETS], uint64_t answers, uin
 			lo = hi;
 		}
 	}
-	if (breaker_open || (answers && errors * 1000 > answers * ADAPTIVE_ERR_PM))
+	/* in per mille and microseconds x 100, so the margin stays exact */
+	err_pm *= prev && prev <= 300 ? ADAPTIVE_RECOVER_PCT : 100;
+	p99_bound *= prev && prev <= 600 ? ADAPTIVE_RECOVER_PCT : 100;
+	if (breaker_open || (answers && errors * 1000 * 100 > answers * err_pm))
 		return 300;
-	if (count && *p99_us > (uint64_t)latency_p99_ms * 1000)
+	if (count && (uint64_t)*p99_us * 100 > p99_bound)
 		return 600;
 	return 1000;
 }
@@ -147,7 +156,8 @@ static void adaptive_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		uint64_t answers = now.answers > old->answers ? now.answers - old->answers : 0;
 		uint64_t errors = now.errors > old->errors ? now.errors - old->errors : 0;
 
-		f = adaptive_judge(hist, answers, errors, open, l->adaptive.latency_p99, &p99);
+		f = adaptive_judge(hist, answers, errors, open, l->adaptive.latency_p99,
+		                   atomic_load_explicit(&out->factor, memory_order_relaxed), &p99);
 		atomic_store_explicit(&out->p99_us, p99, memory_order_relaxed);
 		atomic_store_explicit(&out->err_pm, answers ? (uint32_t)(errors * 1000 / answers) : 0,
 		                      memory_order_relaxed);

@@ -11,7 +11,10 @@
  * its bucket, as histogram_quantile does) and the 5xx ratio. The factor is
  * 0.3 while the ratio exceeds 5% or the group's breaker is open, else 0.6
  * while the p99 exceeds latency_p99, else 1; it climbs back by itself as
- * the bad answers age out of the window. It is published per limit id in
+ * the bad answers age out of the window, with hysteresis: a factor held
+ * down by a threshold returns only once the window is below 0.8 x it
+ * (4% errors, 0.8 x latency_p99), so a window sitting at a threshold does
+ * not flap. It is published per limit id in
  * the limit segment (struct limit_adaptive); a worker reads it with one
  * relaxed load and scales GCRA's emission interval, held to the floor.
  * A window with no answers at all is no evidence: the factor is 1.
@@ -39,9 +42,10 @@ void adaptive_forget(void);
 
 /* What one window gives (pure: the unit tests drive it): <hist> the
  * difference of two cumulative histograms (STAT_BUCKETS), <answers> and
- * <errors> the answers and 5xx of the window. Returns the factor in per
- * mille and sets *p99_us (0 when there is no answer). */
+ * <errors> the answers and 5xx of the window, <prev> the factor the last
+ * window gave (0: none yet). Returns the factor in per mille and sets
+ * *p99_us (0 when there is no answer). */
 uint32_t adaptive_judge(const uint64_t hist[STAT_BUCKETS], uint64_t answers, uint64_t errors, int breaker_open,
-                        uint32_t latency_p99_ms, uint32_t *p99_us);
+                        uint32_t latency_p99_ms, uint32_t prev, uint32_t *p99_us);
 
 #endif

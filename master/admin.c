@@ -162,6 +162,13 @@ static void admin_breaker_state(struct textbuf *o, const struct route_upstream *
 	               atomic_load(&g->opens), (unsigned long long)atomic_load(&g->active),
 	               (unsigned long long)atomic_load(&g->rejected[RESIL_REJECT_BREAKER]),
 	               (unsigned long long)atomic_load(&g->rejected[RESIL_REJECT_LIMIT]));
+	if (up->resil.adaptive.on) {
+		uint32_t l = atomic_load(&g->ac_limit);
+
+		textbuf_printf(o, "  adaptive_concurrency limit=%u latency=%.1fms baseline=%.1fms refused=%llu\n",
+		               l ? l : up->resil.adaptive.initial_limit, atomic_load(&g->ac_latency_us) / 1000.0,
+		               atomic_load(&g->ac_baseline_us) / 1000.0, (unsigned long long)atomic_load(&g->ac_refused));
+	}
 }
 
 static void admin_upstreams(struct shm_segment *seg, struct stats_reply *r)

@@ -13,6 +13,8 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/tlscert.h"
+#include "master/adaptive_conc.h"
+#include "shm/route_match.h"
 #include "shm/shm.h"
 
 static void family(struct textbuf *o, const char *name, const char *type, const char *help);
@@ -216,7 +218,7 @@ static void route_labels(struct textbuf *o, const struct route_table *t, const s
 	textbuf_printf(o, "host=\"");
 	textbuf_label(o, config_host_text(e->host_kind, route_host(t, e), hb, sizeof(hb)));
 	textbuf_printf(o, "\",path=\"");
-	textbuf_label(o, route_path(t, e));
+	textbuf_label(o, route_label(t, e)); /* the path, and a conditional route's conditions */
 	textbuf_printf(o, "\"");
 }
 
@@ -606,16 +608,47 @@ static void render_balance(struct textbuf *o, const struct render *r)
 	const struct route_table *t = r->t;
 
 	family(o, "weir_upstream_server_in_flight", "gauge",
-	       "Requests in flight to an upstream server, node-wide (groups on least_request).");
+	       "Requests in flight to an upstream server, node-wide (groups on least_request or with bounded_load).");
 	for (uint32_t i = 0; i < t->nservers; i++) {
 		const struct route_upstream *u = &route_upstreams(t)[route_servers(t)[i].upstream];
 		uint16_t st = route_servers(t)[i].stat;
 
-		if (!r->server_shown[i] || u->balance != BALANCE_LEAST_REQUEST || st == STAT_SERVER_OTHER)
+		if (!r->server_shown[i] || (u->balance != BALANCE_LEAST_REQUEST && !u->bounded_load) ||
+		    st == STAT_SERVER_OTHER)
 			continue;
 		textbuf_printf(o, "weir_upstream_server_in_flight{");
 		server_labels(o, u, &route_servers(t)[i]);
 		textbuf_printf(o, "} %u\n", atomic_load_explicit(&r->seg->balance[st].inflight, memory_order_relaxed));
+	}
+}
+
+/* Per-server caps (limits.max_requests_per_server): the places taken and
+ * the picks that passed a full server by. */
+static void render_server_limits(struct textbuf *o, const struct render *r)
+{
+	const struct route_table *t = r->t;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			family(o, "weir_upstream_server_full_skips_total", "counter",
+			       "Picks that passed an upstream server by because it was at its per-server cap.");
+		else
+			family(o, "weir_upstream_server_requests_active", "gauge",
+			       "Requests in flight to an upstream server under its per-server cap, node-wide.");
+		for (uint32_t i = 0; i < t->nservers; i++) {
+			const struct route_upstream *u = &route_upstreams(t)[route_servers(t)[i].upstream];
+			uint16_t st = route_servers(t)[i].stat;
+
+			if (!r->server_shown[i] || !config_uplimits_server_cap(&u->resil.limits) || st == STAT_SERVER_OTHER)
+				continue;
+			textbuf_printf(o, pass ? "weir_upstream_server_full_skips_total{" : "weir_upstream_server_requests_active{");
+			server_labels(o, u, &route_servers(t)[i]);
+			if (pass)
+				textbuf_printf(o, "} %llu\n", (unsigned long long)atomic_load_explicit(
+				                                   &r->seg->resil[st].full_skips, memory_order_relaxed));
+			else
+				textbuf_printf(o, "} %u\n", atomic_load_explicit(&r->seg->resil[st].active, memory_order_relaxed));
+		}
 	}
 }
 
@@ -698,7 +731,7 @@ static void render_breakers(struct textbuf *o, const struct render *r)
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
 		const struct route_upstream *up = &route_upstreams(t)[u];
 
-		if (up->resil_group == RESIL_GROUP_NONE || !up->resil.limits.max_pending)
+		if (up->resil_group == RESIL_GROUP_NONE || (!up->resil.limits.max_pending && !up->resil.adaptive.on))
 			continue;
 		textbuf_printf(o, "weir_upstream_queue_depth{upstream=\"");
 		textbuf_label(o, up->name);
@@ -763,6 +796,13 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       "Servers picked with every server of their group marked down (tried anyway).", c.upstream_panics);
 	metric(o, "weir_upstream_outlier_panic_total", "counter",
 	       "Picks that ignored outlier ejections: fewer servers usable than panic_threshold.", c.outlier_panics);
+	metric(o, "weir_upstream_hash_fallbacks_total", "counter",
+	       "ring_hash and maglev picks for a request without its hash_key (hash_fallback used).", c.hash_fallbacks);
+	metric(o, "weir_upstream_hash_skips_total", "counter",
+	       "ring_hash and maglev: servers walked past on the way to a key's server, as not usable.", c.hash_skips);
+	metric(o, "weir_upstream_hash_bounded_walks_total", "counter",
+	       "ring_hash and maglev: servers walked past as over bounded_load times the mean in flight.",
+	       c.hash_bounded_walks);
 	metric(o, "weir_upstream_connections_active", "gauge", "Upstream connections open.", c.upstream_active);
 	metric(o, "weir_tunnels_active", "gauge", "Upgraded tunnels (WebSocket) open.", c.tunnels_active);
 	metric(o, "weir_tunnels_opened_total", "counter", "Upgrades switched to a tunnel (a 101 relayed).",
@@ -772,6 +812,13 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               "weir_tunnel_bytes_total{direction=\"upstream\"} %llu\n"
 	               "weir_tunnel_bytes_total{direction=\"client\"} %llu\n",
 	               (unsigned long long)c.tunnel_bytes_up, (unsigned long long)c.tunnel_bytes_down);
+	family(o, "weir_pipe_budget_stalls_total", "counter",
+	       "Body spans a stream's pipe budget (limits.pipe_budget) held back: more was read than it lets wait "
+	       "unwritten, by direction.");
+	textbuf_printf(o,
+	               "weir_pipe_budget_stalls_total{direction=\"upstream\"} %llu\n"
+	               "weir_pipe_budget_stalls_total{direction=\"client\"} %llu\n",
+	               (unsigned long long)c.pipe_stalls[0], (unsigned long long)c.pipe_stalls[1]);
 	family(o, "weir_tunnels_closed_total", "counter", "Tunnels ended, by what ended them.");
 	by_label(o, "weir_tunnels_closed_total", "by", tunnel_end_labels, c.tunnels_closed, TUNNEL_END_COUNT);
 	family(o, "weir_log_dropped_total", "counter",
@@ -822,5 +869,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	render_outlier(o, r);
 	render_balance(o, r);
 	render_breakers(o, r);
+	render_server_limits(o, r);
+	adaptive_conc_render(o, seg);
 	free(r);
 }

@@ -21,6 +21,8 @@ enum balance_kind {
 	BALANCE_RR = 0, /* config_keys.c names them in this order */
 	BALANCE_RANDOM,
 	BALANCE_LEAST_REQUEST,
+	BALANCE_RING_HASH, /* by a key, on a ring the master builds (shm/route_hash.c) */
+	BALANCE_MAGLEV,    /* by a key, in a Maglev table the master builds */
 };
 
 struct shm_balance_server {

@@ -49,7 +49,7 @@ void resil_assign_groups(struct shm_resil_groups *gs, struct route_table *t)
 		uint32_t n = atomic_load_explicit(&gs->n, memory_order_acquire), k;
 
 		up->resil_group = RESIL_GROUP_NONE;
-		if (!up->resil.limits.on && !up->resil.breaker.on && !up->resil.retry.on)
+		if (!up->resil.limits.on && !up->resil.breaker.on && !up->resil.retry.on && !up->resil.adaptive.on)
 			continue;
 		for (k = 0; k < n && strcmp(gs->names[k], up->name) != 0; k++)
 			;

@@ -52,6 +52,10 @@ struct shm_resil_server {
 	_Atomic uint32_t run_gateway;          /* connect failures and timeouts in a row */
 	_Atomic uint64_t window;               /* failures << 32 | answers, this interval */
 	_Atomic uint64_t window_start;         /* ms: when this interval began */
+	/* limits.max_requests_per_server: requests in flight to it, node-wide,
+	 * and picks that passed it by full (only in groups with that cap) */
+	_Atomic uint32_t active;
+	_Atomic uint64_t full_skips;
 	/* cold */
 	_Alignas(64) _Atomic uint64_t ejected_until;       /* ms; 0 or past: not ejected */
 	_Atomic uint64_t returned_at;                      /* ms: the last return (the multiplier decays) */
@@ -84,7 +88,9 @@ enum resil_reject { RESIL_REJECT_BREAKER, RESIL_REJECT_LIMIT, RESIL_REJECT_QUEUE
 	X(BUDGET, "budget_exhausted")                                                                                  \
 	X(LIMIT, "limit")                                                                                              \
 	X(EXHAUSTED, "attempts_exhausted")                                                                             \
-	X(UNSAFE, "not_replayable")
+	X(UNSAFE, "not_replayable")                                                                                    \
+	X(AFTER, "retry_after")                                                                                        \
+	X(AFTER_LONG, "retry_after_too_long")
 
 enum retry_result {
 #define RETRY_RESULT_ENUM(name, label) RETRY_RESULT_##name,
@@ -121,6 +127,13 @@ struct shm_resil_group {
 	_Atomic uint64_t transitions[3];                    /* into each enum breaker_state */
 	_Atomic uint64_t retry_results[RETRY_RESULT_COUNT]; /* by enum retry_result */
 	_Atomic uint64_t rejected[RESIL_REJECT_COUNT];
+	/* adaptive_concurrency: the limit the master publishes (0: none yet,
+	 * the configured initial_limit holds), what it was judged on, and the
+	 * refusals (at once or after the queue) while it was the binding cap */
+	_Atomic uint32_t ac_limit;
+	_Atomic uint32_t ac_latency_us;  /* the last short window's mean upstream latency */
+	_Atomic uint32_t ac_baseline_us; /* the baseline it was compared with */
+	_Atomic uint64_t ac_refused;
 	/* the window: written per answer */
 	_Alignas(64) _Atomic uint64_t bucket[BREAKER_BUCKETS];
 	_Atomic uint32_t bucket_sec[BREAKER_BUCKETS]; /* the second each bucket holds */

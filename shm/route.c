@@ -6,6 +6,8 @@
 
 #include "common/auth_conf.h"
 #include "shm/route_split.h"
+#include "shm/route_hash.h"
+#include "shm/route_match.h"
 #include "shm/shm.h"
 
 #define ROUTE_ALIGN(n) (((n) + 7) & ~(size_t)7)
@@ -52,7 +54,8 @@ static uint32_t route_pow2(uint32_t n)
 struct route_counts {
 	uint32_t nsettings, nexact, nwild, strings;
 	size_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings, size;
-	size_t off_returns, off_limits, off_splits;
+	size_t off_returns, off_limits, off_splits, off_hash;
+	size_t off_match; /* shm/route_match.c's block */
 	struct route_hdr_layout hdr;
 };
 
@@ -97,9 +100,13 @@ static void route_count(const struct config *cfg, struct route_counts *c)
 	n += ROUTE_ALIGN((size_t)cfg->nrate_limits * sizeof(struct config_rate_limit));
 	c->off_strings = n;
 	n += ROUTE_ALIGN(c->strings);
+	c->off_match = n;
+	n += route_match_size(cfg);
 	n = route_hdrrules_layout(cfg, n, &c->hdr);
 	c->off_splits = ROUTE_ALIGN(n);
 	n = c->off_splits + ROUTE_ALIGN((size_t)cfg->nsplits * sizeof(struct route_split));
+	c->off_hash = n;
+	n += ROUTE_ALIGN(route_hash_size(cfg));
 	c->size = n;
 }
 
@@ -114,7 +121,8 @@ size_t route_size(const struct config *cfg)
 /* Sort order of the routes: exact hosts, wildcard hosts (longest suffix
  * first), any host, as /routes lists them; then by host, so one host's
  * routes are adjacent; then by path, as bytes (the order lookup's binary
- * search uses). */
+ * search uses); then, for one path, in the reverse of the order its routes
+ * are tried in (route_match.h). */
 static int route_cmp(const void *a, const void *b)
 {
 	const struct config_route *x = *(const struct config_route *const *)a, *y = *(const struct config_route *const *)b;
@@ -127,7 +135,10 @@ static int route_cmp(const void *a, const void *b)
 	if (xl != yl)
 		return xl > yl ? -1 : 1;
 	c = strcmp(x->host, y->host);
-	return c ? c : strcmp(x->path, y->path);
+	if (c || (c = strcmp(x->path, y->path)))
+		return c;
+	/* one path: the route tried first last, where lookup's walk starts */
+	return route_match_order(y, x);
 }
 
 static void route_settings_fill(struct route_settings *s, const struct config *cfg)
@@ -206,6 +217,7 @@ static int route_compile_routes(struct route_table *t, char *block, const struct
 		str += (uint32_t)pl + 1;
 		e->auth = cr->auth ? (uint8_t)cr->auth->type : 0;
 		memcpy(e->upgrade, cr->upgrade, sizeof(e->upgrade));
+		e->match = cr->match ? (uint32_t)(cr - cfg->routes) : ROUTE_NONE; /* route_match_compile() */
 		e->hdr = cr->hdr;
 		e->nlimits = cr->nrate_limits;
 		memcpy(e->limits, cr->rate_limits, sizeof(e->limits));
@@ -268,6 +280,7 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 	t->off_strings = (uint32_t)c.off_strings;
 	t->off_returns = (uint32_t)c.off_returns;
 	t->off_limits = (uint32_t)c.off_limits;
+	t->off_hash = (uint32_t)c.off_hash;
 	t->nreturns = (uint32_t)cfg->nreturns;
 	if (cfg->nreturns) /* cfg->returns is NULL without any */
 		memcpy(block + c.off_returns, cfg->returns, (size_t)cfg->nreturns * sizeof(struct policy_return));
@@ -331,8 +344,11 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 	}
 	t->off_splits = (uint32_t)c.off_splits;
 	t->nsplits = route_split_compile((struct route_split *)(block + c.off_splits), cfg);
+	route_hash_build(ups, (uint64_t *)(block + c.off_hash), cfg);
 	if (route_compile_routes(t, block, &c, cfg, group_settings, &nsettings) < 0)
 		return -1;
+	route_match_compile(t, (struct route_entry *)(block + c.off_routes), block + c.off_match, (uint32_t)c.off_match,
+	                    cfg);
 	t->nsettings = nsettings;
 	return 0;
 }
@@ -411,6 +427,12 @@ static int route_path_cmp(const char *a, size_t an, const char *b, size_t bn)
 const struct route_entry *route_lookup(const struct route_table *t, const char *host, size_t host_len,
                                        const char *path, size_t path_len)
 {
+	return route_lookup_cond(t, host, host_len, path, path_len, NULL, NULL);
+}
+
+const struct route_entry *route_lookup_cond(const struct route_table *t, const char *host, size_t host_len,
+                                            const char *path, size_t path_len, route_cond_fn fn, void *ctx)
+{
 	const struct route_entry *routes = route_entries(t);
 	const char *strings = route_at(t, t->off_strings);
 	const struct route_host *h;
@@ -447,7 +469,9 @@ const struct route_entry *route_lookup(const struct route_table *t, const char *
 	for (at = lo - 1; at != ROUTE_NONE; at = routes[at].parent) {
 		const struct route_entry *e = &routes[at];
 
-		if (e->path_len <= path_len && memcmp(strings + e->path_off, path, e->path_len) == 0)
+		/* a table without conditions never reads e->cond */
+		if (e->path_len <= path_len && memcmp(strings + e->path_off, path, e->path_len) == 0 &&
+		    (!t->ncond_routes || route_cond_ok(t, e, path_len, fn, ctx)))
 			return e;
 	}
 	return NULL;
@@ -500,7 +524,7 @@ static void route_assign_stats(struct shm_segment *seg, struct route_table *t, i
 	}
 	for (uint32_t i = 0; i < t->nroutes; i++) {
 		struct route_entry *e = &routes[i];
-		e->stat = stat_route_index(&seg->keys, e->host_kind, route_host(t, e), route_path(t, e), live_r,
+		e->stat = stat_route_index(&seg->keys, e->host_kind, route_host(t, e), route_label(t, e), live_r,
 		                           &reclaimed);
 		if (reclaimed)
 			shm_key_zero_route(seg, e->stat);

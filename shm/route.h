@@ -74,6 +74,12 @@ int route_compile(struct route_table *t, void *block, size_t cap, const struct c
 const struct route_entry *route_lookup(const struct route_table *t, const char *host, size_t host_len,
                                        const char *path, size_t path_len);
 
+/* route_lookup() for a table with conditions (shm/route_match.h): <fn>
+ * is asked, with <ctx>, about each route with conditions on the walk. */
+typedef int (*route_cond_fn)(void *ctx, const struct route_table *t, const struct route_entry *e);
+const struct route_entry *route_lookup_cond(const struct route_table *t, const char *host, size_t host_len,
+                                            const char *path, size_t path_len, route_cond_fn fn, void *ctx);
+
 /* Whether <e> lets an upgrade to protocol <tok> (<len> bytes, compared
  * without case) through. */
 int route_upgrade_allowed(const struct route_entry *e, const char *tok, size_t len);

@@ -27,10 +27,15 @@
  *                         (limit_assign): a worker of any config reads
  *                         a table's own
  *   strings               host names and paths, NUL-terminated
+ *   matches, mconds, regexes, mstrings
+ *                         routes' conditions and rewrites (shm/route_match.c)
  *   hdr_rules, hdr_pieces, hdr_text
  *                         header rules, the pieces of their values, their
  *                         names and literals (common/hdrrules.h)
  *   splits[nsplits]       routes.split, by config_split.index (route_split.c)
+ *   hash[]                the ring_hash and maglev tables of the groups
+ *                         balanced so (shm/route_hash.c), each group's
+ *                         at its route_upstream.hash_first
  */
 #ifndef WEIR_SHM_ROUTE_TYPES_H
 #define WEIR_SHM_ROUTE_TYPES_H
@@ -78,6 +83,10 @@ struct route_entry {
 	 * walk from the nearest path below the request's (route.c) */
 	uint32_t parent;
 	char upgrade[CONFIG_UPGRADE_MAX]; /* Upgrade tokens allowed, config_route.upgrade */
+	/* matching and rewrites (shm/route_match.h): ROUTE_COND_* bits, and
+	 * the index of its route_match, ROUTE_NONE for a plain route */
+	uint8_t cond;
+	uint32_t match;
 	struct hdrrules_ref hdr; /* its header rules: its group's, then its own (hdrrules.h) */
 	uint16_t split; /* its split's index into the splits + 1; 0: none (upstream is the group) */
 	uint16_t mirror;        /* routes.mirror: the shadow group's index + 1; 0: none */
@@ -127,6 +136,15 @@ struct route_upstream {
 	uint16_t resil_group;      /* its limits and breaker state (shm/resil.h), or RESIL_GROUP_NONE */
 	char tls_ca[1024];   /* the CA file the context was made from */
 	uint64_t tls_ca_sum; /* and a digest of what it held (config_upstream.tls_ca_sum) */
+	/* ring_hash and maglev (shm/route_hash.c): the key (common/
+	 * config_hash.h), and the group's table, entries [hash_first,
+	 * hash_first + hash_n) of route_hash_entries() */
+	uint8_t hash_kind;
+	uint8_t hash_name_len;
+	uint8_t hash_fallback;
+	uint16_t bounded_load; /* hundredths; 0: off */
+	char hash_name[64];
+	uint32_t hash_first, hash_n;
 };
 
 /* A generation's header, in the segment's gens[]. */
@@ -148,11 +166,16 @@ struct route_table {
 	uint64_t size;
 	uint32_t off_settings, off_upstreams, off_servers, off_routes, off_hosts, off_exact, off_wild, off_strings;
 	uint32_t off_returns, off_limits;
+	/* matching and rewrites (shm/route_match.h): routes with conditions
+	 * (0: lookup never looks at route_entry.cond), and the arrays */
+	uint32_t ncond_routes, nmatches, nmconds, nregexes;
+	uint32_t off_matches, off_mconds, off_regexes, off_mstrings;
 	/* header rules (common/hdrrules.h, shm/route_hdrrules.c): rules,
 	 * their pieces and their text pool, copied whole from the config */
 	uint32_t nhdr_rules, nhdr_pieces, nhdr_text;
 	uint32_t off_hdr_rules, off_hdr_pieces, off_hdr_text;
 	uint32_t nsplits, off_splits; /* routes.split (route_split below) */
+	uint32_t off_hash; /* the hash balancers' tables (shm/route_hash.c) */
 };
 
 /* A route's split (common/split.h), as a worker reads it: the sides'
@@ -191,6 +214,7 @@ ROUTE_ARRAY(route_hdr_rules, struct hdrrule, off_hdr_rules)
 ROUTE_ARRAY(route_hdr_pieces, struct vars_piece, off_hdr_pieces)
 ROUTE_ARRAY(route_hdr_text, char, off_hdr_text)
 ROUTE_ARRAY(route_splits, struct route_split, off_splits)
+ROUTE_ARRAY(route_hash_entries, uint64_t, off_hash)
 #undef ROUTE_ARRAY
 
 /* Route <e>'s host (lower case; a wildcard's with its leading dot, "" for

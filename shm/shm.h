@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 17u
+#define SHM_LAYOUT_VERSION 21u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -122,6 +122,13 @@ struct shm_counters {
 	uint64_t compress_skipped[COMPRESS_SKIP_COUNT];  /* sent as they came, by enum compress_skip */
 	uint64_t compress_bytes_in;       /* body bytes given to the encoders */
 	uint64_t compress_bytes_out;      /* bytes they made of them */
+	/* ring_hash and maglev (worker/up/balance_hash.c): picks of a request
+	 * without its hash_key, servers walked past as unusable, and as over
+	 * bounded_load */
+	uint64_t hash_fallbacks;
+	uint64_t hash_skips;
+	uint64_t hash_bounded_walks;
+	uint64_t pipe_stalls[2];          /* body spans held back by a stream's pipe_budget: [0] request, [1] response */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */

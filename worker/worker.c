@@ -15,6 +15,7 @@
 #include "worker/net/net.h"
 #include "worker/up/up.h"
 #include "worker/core/core.h"
+#include "worker/core/match.h"
 
 /* A worker never maps more than this for connections and buffers; past it
  * new requests are answered 503 and counted as no_memory. */
@@ -317,6 +318,7 @@ static int worker_setup(const struct worker_start *ws)
 	if (tls_client_init(cfg) < 0) /* before the sync, which maps groups to its contexts */
 		return -1;
 	upstream_sync_table(route_acquire(wk.seg, wk.slot));
+	match_prepare(route_acquire(wk.seg, wk.slot)); /* the route regexes, before the first request */
 	head_init(cfg);
 	auth_vouch_names(cfg, head_vouch); /* routes.auth's header names, too */
 	realip_init();

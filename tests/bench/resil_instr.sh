@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # resil_instr.sh: user-space instructions per proxied request (callgrind)
 # of one weir worker with plain round robin, and with outlier, limits,
-# breaker and retry configured on the group: what the traffic controls
-# cost when nothing fails.
+# breaker and retry configured on the group, then adaptive_concurrency and
+# max_requests_per_server alone: what the traffic controls cost when
+# nothing fails.
 #
 #   tests/bench/resil_instr.sh [--requests N] [--port P]
 #
@@ -46,7 +47,13 @@ conf controls 'outlier = { consecutive_5xx = 5; failure_percentage = 50; };
   breaker = { error_percent = 5; pool_percent = 80; latency_p99 = "1s"; };
   retry = { on = [ "connect-failure", "reset", "timeout", "503" ]; attempts = 3; };'
 
-for c in plain controls; do
+# the caps alone: the adaptive one (the master's 250 ms tick runs in the
+# measured process with master_process = false: its share falls with the
+# rate) and the per-server one
+conf adaptive 'adaptive_concurrency = { initial_limit = 1000; max_limit = 10000; };'
+conf perserver 'limits = { max_requests_per_server = 10000; };'
+
+for c in plain controls adaptive perserver; do
   setsid valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$W/cg.$c.%p" \
     "$WEIR" -c "$W/$c.conf" >"$W/$c.out" 2>&1 & vp=$!
   PIDS+=($vp)

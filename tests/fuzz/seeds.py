@@ -122,6 +122,16 @@ def config_seeds():
     for i, block in enumerate(re.findall(r"```\n(.*?)```", doc, re.S)):
         if "=" in block and ";" in block:
             out["doc_%d" % i] = block.encode()
+    # routes' matching and rewrites (common/config_match.c)
+    out["match"] = render_config("/tmp/w", 8080, 9901, ups, [
+        {"path": None, "upstream": "a", "extra": 'path_exact = "/x"; '},
+        {"path": "/api/", "upstream": "a",
+         "extra": 'path_regex = "^/api/v[0-9]+/"; methods = [ "GET", "HEAD" ]; '
+                  'match_headers = ( { name = "X-V"; exact = "2"; }, { name = "X-D"; present = false; }, '
+                  '{ name = "X-P"; prefix = "a"; }, { name = "X-R"; regex = "^(a|b)+$"; } ); '
+                  'match_query = ( { name = "v"; regex = "^[0-9]$"; } ); strip_prefix = "/api"; '
+                  'rewrite = { regex = "^/(?<a>[^/]*)/(.*)"; replace = "/n/${a}/$2$$"; }; '},
+        {"path": "/", "upstream": "a"}]).encode()
     out["broken_syntax"] = b'workers = 2;\nlisteners = ( { address = "127.0.0.1:80" } ;\n'
     out["include"] = b'@include "missing.conf"\nworkers = 1;\n'
     out["types"] = b'workers = "2";\nlimits = { header_size = -1; body_size = 1e99; };\ntimeouts = 5;\n'

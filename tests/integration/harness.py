@@ -669,7 +669,9 @@ def render_config(d, port, stats_port, upstreams, routes, workers=2, timeouts=No
             host += "upgrade = [ %s ]; " % ", ".join('"%s"' % u for u in r["upgrade"])
         # "extra": more keys of the entry (return, log); no "upstream": none
         up = 'upstream = "%s"; ' % r["upstream"] if r.get("upstream") else ""
-        rs.append('  { %spath = "%s"; %s%s}' % (host, r.get("path", "/"), up, r.get("extra", "")))
+        # "path": None leaves it out (a route with path_exact)
+        path = 'path = "%s"; ' % r.get("path", "/") if r.get("path", "/") is not None else ""
+        rs.append('  { %s%s%s%s}' % (host, path, up, r.get("extra", "")))
     out.append("routes = (\n%s\n);" % ",\n".join(rs))
     out.append("timeouts = { %s };" % " ".join('%s = "%s";' % kv for kv in t.items()))
     if limits:

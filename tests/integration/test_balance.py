@@ -1,7 +1,9 @@
 """Load-balancing algorithms (issue 13, item 1): `balance = "random"` spreads
 by weight, `"least_request"` sends to the server with the fewest requests in
 flight node-wide (over weight) among `choices` drawn; every algorithm skips
-servers drained by admin state; weir -t rejects bad values with FILE:LINE."""
+servers drained by admin state; slow_start ramps a server that joins, comes
+back from ejection or back up by its health checks; weir -t rejects bad
+values with FILE:LINE. The hashing balancers: test_balance_hash.py."""
 
 import subprocess
 import threading
@@ -182,3 +184,30 @@ def test_slow_start_ramps_a_server_back_from_ejection(weir_factory, origin_facto
             seen.append(r.get("X-Origin"))
     assert time.monotonic() - back < 3, "the machine is too slow to judge the ramp"
     assert 1 <= seen.count("A") <= 12, seen
+
+
+def test_slow_start_ramps_a_server_back_up_by_its_health_checks(weir_factory, origin_factory):
+    from test_health import FAST, health, health_set
+    a, b = origin_factory("A"), origin_factory("B")
+    window = 6.0
+    w = weir_factory(upstreams=[{"name": "a", "servers": [a.addr, b.addr], "max_fails": 0, "health": FAST,
+                                 "raw": 'slow_start = "%ds";' % window}],
+                     routes=[{"path": "/", "upstream": "a"}], workers=1)
+    wait_until(lambda: health(w, b.addr) == 1, slack(5), what="B up by its first checks")
+    # B was there at startup: no ramp, an even split
+    first = origins_of(w, "/echo", 40)
+    assert 16 <= first.count("B") <= 24, first
+    health_set(b, 500)
+    wait_until(lambda: health(w, b.addr) == 0, slack(5), what="B down by its checks")
+    assert set(origins_of(w, "/echo", 10)) == {"A"}
+    health_set(b, 200)
+    wait_until(lambda: health(w, b.addr) == 1, slack(5), interval=0.02, what="B back up by its checks")
+    back = time.monotonic()
+    early = origins_of(w, "/echo", 40)
+    assert time.monotonic() - back < window / 2, "the machine is too slow to judge the ramp"
+    # the prober stamped the ramp: B's weight starts at 10 % of A's, so
+    # well below half of the requests in the first half of the window
+    assert 1 <= early.count("B") <= 12, early
+    wait_until(lambda: time.monotonic() - back > window + 0.5, window + 2, what="the ramp over")
+    late = origins_of(w, "/echo", 40)
+    assert 16 <= late.count("B") <= 24, late

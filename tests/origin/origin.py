@@ -20,6 +20,8 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /echo/slow/MS          the same, after sleeping MS (at most 10 s)
   /status/N              status N; 1xx: an interim N then a final 200;
                          204 and 304 have no body
+  /retry-after/N/V       status N with Retry-After: V; V "dateS" is the
+                         HTTP-date S seconds from now (S may be negative)
   /bytes/N               N bytes 'x' with Content-Length
   /chunked/N             N bytes 'x' in chunks of 1000
   /close/N               N bytes 'x', no Content-Length, closed after
@@ -65,6 +67,7 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
 """
 
 import argparse
+import email.utils
 import fcntl
 import hashlib
 import json
@@ -482,6 +485,12 @@ class Server:
                                "body_sha256": r.body_sha256}).encode() + b"\n"
             return self.respond(c, r, 200, body,
                                 [("Content-Type", "application/json")], close)
+        if parts[1:2] == ["retry-after"]:
+            n = min(max(num(2, 503), 200), 599)
+            v = urllib.parse.unquote(parts[3]) if len(parts) > 3 else "1"
+            if v.startswith("date"):
+                v = email.utils.formatdate(time.time() + int(v[4:] or 0), usegmt=True)
+            return self.respond(c, r, n, b"status %d\n" % n, [("Retry-After", v)], close)
         if parts[1:2] == ["status"]:
             n = num(2, 200)
             if n < 100 or n > 599:
@@ -528,6 +537,19 @@ class Server:
             if not head_only:
                 self.send_x(c, n)
             return False
+        if parts[1:2] == ["conc"]:
+            # /conc/BASE/PER: answers after BASE + PER ms for each request
+            # in flight here, so latency rises with concurrency
+            # (tests/integration/test_adaptive_conc.py)
+            with self.lock:
+                self.conc = getattr(self, "conc", 0) + 1
+                n = self.conc
+            try:
+                time.sleep(min(num(2) + num(3) * n, 10000) / 1000.0)
+            finally:
+                with self.lock:
+                    self.conc -= 1
+            return self.respond(c, r, 200, b"conc %d\n" % n, (), close)
         if parts[1:2] == ["slow"]:
             time.sleep(min(num(2), 60000) / 1000.0)
             return self.respond(c, r, 200, b"slow\n", (), close)
@@ -549,7 +571,8 @@ class Server:
             stopping.wait(STALL_MAX)
             return False
         if parts[1:2] == ["mode-set"]:
-            # /mode-set/ok, /mode-set/sleep/MS, /mode-set/fail/STATUS: what
+            # /mode-set/ok, /mode-set/sleep/MS, /mode-set/fail/STATUS,
+            # /mode-set/failevery/N: what
             # /mode answers from now on (tests/integration/test_adaptive.py)
             self.mode = (parts[2] if len(parts) > 2 else "ok", num(3, 0))
             return self.respond(c, r, 200, b"mode %s\n" % str(self.mode).encode(), (), close)
@@ -559,6 +582,10 @@ class Server:
                 time.sleep(min(arg, 10000) / 1000.0)
             if kind == "fail":
                 return self.respond(c, r, min(max(arg, 500), 599), b"failing\n", (), close)
+            if kind == "failevery":  # every Nth answer a 500: a steady error ratio
+                self.mode_n = getattr(self, "mode_n", 0) + 1
+                if self.mode_n % max(arg, 1) == 0:
+                    return self.respond(c, r, 500, b"failing\n", (), close)
             return self.respond(c, r, 200, b"ok\n", (), close)
         if parts[1:2] == ["health-set"]:
             self.health = "stall" if parts[2:3] == ["stall"] else min(max(num(2, 200), 100), 599)

@@ -28,7 +28,9 @@
 
 #include "common/auth_b64.h"
 #include "common/auth_result.h"
+#include "common/config_match.h"
 #include "common/log.h"
+#include "shm/route_match.h"
 
 enum { ANS_MISSING, ANS_INVALID, ANS_FORBIDDEN, ANS_BUSY, ANS_STALE, ANS_COUNT };
 
@@ -185,7 +187,7 @@ static void auth_sync(const struct route_table *tab)
 			const struct config_route *r = au.rt[k].route;
 
 			if (r->host_kind == e->host_kind && strcmp(r->host, route_host(tab, e)) == 0 &&
-			    strcmp(r->path, route_path(tab, e)) == 0) {
+			    strcmp(config_route_label(r), route_label(tab, e)) == 0) {
 				au.by_route[i] = &au.rt[k];
 				break;
 			}

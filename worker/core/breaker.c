@@ -136,6 +136,94 @@ static int breaker_closed_to(const struct route_upstream *up, struct shm_resil_g
 	}
 }
 
+/* The cap on requests in flight to group <up>: the least of
+ * limits.max_requests, max_connections and the adaptive_concurrency limit
+ * the master published (one relaxed load); *by_ac is set when the last is
+ * the binding one. 0: no cap. */
+static uint32_t breaker_cap(const struct route_upstream *up, struct shm_resil_group *g, int *by_ac)
+{
+	const struct config_uplimits *lc = &up->resil.limits;
+	uint32_t cap = lc->max_requests, a;
+
+	if (lc->max_connections && (!cap || lc->max_connections < cap))
+		cap = lc->max_connections;
+	*by_ac = 0;
+	if (up->resil.adaptive.on) {
+		a = atomic_load_explicit(&g->ac_limit, memory_order_relaxed);
+		if (!a)
+			a = up->resil.adaptive.initial_limit; /* before the master's first window */
+		if (!cap || a < cap) {
+			cap = a;
+			*by_ac = 1;
+		}
+	}
+	return cap;
+}
+
+/* The group's queue: limits' when it sets max_pending, else
+ * adaptive_concurrency's (which always queues briefly). */
+static uint32_t breaker_max_pending(const struct route_upstream *up)
+{
+	if (up->resil.limits.max_pending || !up->resil.adaptive.on)
+		return up->resil.limits.max_pending;
+	return up->resil.adaptive.max_pending;
+}
+
+static uint32_t breaker_queue_timeout(const struct route_upstream *up)
+{
+	if (up->resil.limits.max_pending || !up->resil.adaptive.on)
+		return up->resil.limits.queue_timeout;
+	return up->resil.adaptive.queue_timeout;
+}
+
+/* Has a server of <up> room under its per-server cap <scap>? A look, not
+ * a claim: the pick takes the place (breaker_pick). */
+static int breaker_server_room(const struct route_table *t, const struct route_upstream *up, uint32_t scap)
+{
+	for (uint32_t i = 0; i < up->nservers; i++)
+		if (atomic_load_explicit(&wk.seg->resil[route_servers(t)[up->first_server + i].stat].active,
+		                         memory_order_relaxed) < scap)
+			return 1;
+	return 0;
+}
+
+static void breaker_server_give_back(struct txn *t)
+{
+	if (!t->bk.server_plus1)
+		return;
+	atomic_fetch_sub_explicit(&wk.seg->resil[t->bk.server_plus1 - 1u].active, 1, memory_order_relaxed);
+	t->bk.server_plus1 = 0;
+}
+
+int breaker_pick(struct txn *t, const struct route_upstream *up)
+{
+	uint32_t scap = breaker_server_cap(up);
+	uint64_t tried = t->tried;
+
+	breaker_server_give_back(t); /* a retry's earlier server */
+	for (;;) {
+		int s = upstream_pick(t->table, up, tried);
+		uint16_t st;
+		_Atomic uint32_t *a;
+		uint32_t v;
+
+		if (s < 0)
+			return -1;
+		st = route_servers(t->table)[s].stat;
+		a = &wk.seg->resil[st].active;
+		v = atomic_load_explicit(a, memory_order_relaxed);
+		while (v < scap)
+			if (atomic_compare_exchange_weak_explicit(a, &v, v + 1, memory_order_relaxed, memory_order_relaxed)) {
+				t->bk.server_plus1 = (uint16_t)(st + 1u);
+				return s;
+			}
+		/* full: passed by, for this pick only (not a try: t->tried
+		 * is the retry's, and a full server failed nothing) */
+		atomic_fetch_add_explicit(&wk.seg->resil[st].full_skips, 1, memory_order_relaxed);
+		tried |= 1ull << ((uint32_t)s - up->first_server);
+	}
+}
+
 /* This worker's queue of requests waiting for a place, oldest first, and
  * the timer that polls for places while it is not empty: places free up
  * in any worker, and one look at a shared count every 2 ms costs less
@@ -168,7 +256,7 @@ static int breaker_take_place(struct shm_resil_group *g, uint32_t cap)
 {
 	uint64_t a = atomic_load_explicit(&g->active, memory_order_relaxed);
 
-	while (a < cap)
+	while (!cap || a < cap) /* 0: only the servers are capped */
 		if (atomic_compare_exchange_weak_explicit(&g->active, &a, a + 1, memory_order_relaxed,
 		                                          memory_order_relaxed))
 			return 1;
@@ -182,23 +270,30 @@ static void breaker_queue_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 
 	for (struct txn *t = bq_head, *next; t; t = next) {
-		const struct config_uplimits *lc = &breaker_upstream(t)->resil.limits;
+		const struct route_upstream *up = breaker_upstream(t);
 		struct shm_resil_group *g = breaker_group(t->bk.group_plus1 - 1u);
-		uint32_t cap = lc->max_requests;
+		int by_ac;
+		uint32_t cap = breaker_cap(up, g, &by_ac);
 
 		next = t->bk.qnext;
-		if (lc->max_connections && (!cap || lc->max_connections < cap))
-			cap = lc->max_connections;
-		if (breaker_take_place(g, cap)) {
+		if ((!breaker_server_cap(up) || breaker_server_room(t->table, up, breaker_server_cap(up))) &&
+		    breaker_take_place(g, cap)) {
 			breaker_unqueue(t);
 			t->bk.active = 1;
 			txn_upstream_go(t);
-		} else if (now - t->bk.queued_at >= lc->queue_timeout / 1000.0) {
+		} else if (now - t->bk.queued_at >= breaker_queue_timeout(up) / 1000.0) {
 			breaker_unqueue(t);
 			atomic_fetch_add_explicit(&g->rejected[RESIL_REJECT_QUEUE_TIMEOUT], 1, memory_order_relaxed);
 			t->bk.acted = "queue_timeout";
 			t->bk.judged = 0; /* our own answer: not the group's error */
-			txn_fail(t, WEIR_ERR(QUEUE_TIMEOUT));
+			if (by_ac) { /* the adaptive limit's 503 asks the client back (Retry-After) */
+				atomic_fetch_add_explicit(&g->ac_refused, 1, memory_order_relaxed);
+				t->bk.acted = "adaptive_concurrency";
+				breaker_retry_after = 1;
+				txn_fail(t, WEIR_ERR(ADAPTIVE_CONCURRENCY));
+			} else {
+				txn_fail(t, WEIR_ERR(QUEUE_TIMEOUT));
+			}
 		}
 	}
 }
@@ -225,8 +320,8 @@ int breaker_admit(struct txn *t)
 	const struct config_uplimits *lc = &up->resil.limits;
 	struct shm_resil_group *g;
 	uint64_t now;
-	uint32_t cap, retry_after = 0;
-	int trial = 0;
+	uint32_t cap, pending, retry_after = 0;
+	int trial = 0, by_ac, over;
 
 	if (up->resil_group == RESIL_GROUP_NONE)
 		return 0;
@@ -247,31 +342,42 @@ int breaker_admit(struct txn *t)
 	t->bk.group_plus1 = (uint16_t)(up->resil_group + 1);
 	t->bk.trial = (uint8_t)trial;
 	t->bk.judged = up->resil.breaker.on;
-	if (!lc->max_requests && !lc->max_connections && !up->resil.breaker.pool_percent && !up->resil.retry.on)
+	if (!lc->max_requests && !lc->max_connections && !up->resil.breaker.pool_percent && !up->resil.retry.on &&
+	    !up->resil.adaptive.on && !breaker_server_cap(up))
 		return 0; /* nothing needs the count in flight (the retry budget does) */
 	/* a limit is one count per group: this add, and the subtract in
 	 * breaker_release(), are the locked instructions a request pays */
 	uint64_t a = atomic_fetch_add_explicit(&g->active, 1, memory_order_relaxed) + 1;
 
 	t->bk.active = 1;
-	cap = lc->max_requests;
-	if (lc->max_connections && (!cap || lc->max_connections < cap))
-		cap = lc->max_connections;
-	if (cap && a > cap && lc->max_pending) {
+	cap = breaker_cap(up, g, &by_ac);
+	pending = breaker_max_pending(up);
+	/* every server full counts as the group full: the same queue, the
+	 * same 503 (a full server is passed by in breaker_pick) */
+	over = (cap && a > cap) || (breaker_server_cap(up) && !breaker_server_room(t->table, up, breaker_server_cap(up)));
+	if (over && cap && a <= cap)
+		by_ac = 0;
+	if (over && pending) {
 		/* wait for a place, as HAProxy queues: one count node-wide, the
 		 * queue itself is this worker's (breaker_queue_cb) */
 		atomic_fetch_sub_explicit(&g->active, 1, memory_order_relaxed);
 		t->bk.active = 0;
-		if (atomic_fetch_add_explicit(&g->pending, 1, memory_order_relaxed) < lc->max_pending) {
+		if (atomic_fetch_add_explicit(&g->pending, 1, memory_order_relaxed) < pending) {
 			breaker_enqueue(t);
 			return WEIR_EAGAIN;
 		}
 		atomic_fetch_sub_explicit(&g->pending, 1, memory_order_relaxed);
 	}
-	if (cap && a > cap) {
+	if (over) {
 		breaker_release(t); /* gives back the place, and a trial */
 		t->bk.group_plus1 = 0;
 		t->bk.judged = 0;
+		if (by_ac) {
+			atomic_fetch_add_explicit(&g->ac_refused, 1, memory_order_relaxed);
+			breaker_refuse(t, g, RESIL_REJECT_LIMIT, 1);
+			t->bk.acted = "adaptive_concurrency";
+			return WEIR_ERR(ADAPTIVE_CONCURRENCY);
+		}
 		return breaker_refuse(t, g, RESIL_REJECT_LIMIT, 1);
 	}
 	if (up->resil.breaker.pool_percent && a * 100 > (uint64_t)up->resil.breaker.pool_percent * lc->max_connections)
@@ -349,6 +455,7 @@ void breaker_release(struct txn *t)
 {
 	struct shm_resil_group *g;
 
+	breaker_server_give_back(t);
 	if (!t->bk.group_plus1)
 		return;
 	g = breaker_group(t->bk.group_plus1 - 1u);

@@ -22,9 +22,9 @@ struct cz_stream {
 	uint8_t fresh; /* bytes went in since the last flush */
 	size_t reserve;   /* bytes of the pool counted for it */
 	struct buf *out;  /* what the encoder made, queued to the client */
-	/* the span being encoded: its source consumed once it is all in */
-	struct buf *src;
-	uint32_t used;
+	/* the rest of the span being encoded, as body_next() handed it up:
+	 * its source is consumed as the encoder takes it */
+	uint8_t held; /* the span is handed up and not wholly consumed */
 	const char *data;
 	size_t len;
 	union {
@@ -597,12 +597,15 @@ static int cz_brotli(struct cz_stream *s, size_t cap, size_t *n)
 	return 0;
 }
 
-/* Encodes what the span holds, queues one buffer of output. */
+/* Encodes what the span holds, queues one buffer of output. What the
+ * encoder took is its own (zlib's window, brotli's ring buffer): that
+ * much of the source is consumed at once, the span's end with its last
+ * bytes. The body's end queued sets t->resp_done. */
 static int cz_step(struct txn *t)
 {
 	struct cz_stream *s = t->cz.s;
 	size_t before = s->len, n = 0;
-	int progress, rc = s->enc == COMPRESS_GZIP ? cz_gzip(s, wk.buf_size, &n) : cz_brotli(s, wk.buf_size, &n);
+	int rc = s->enc == COMPRESS_GZIP ? cz_gzip(s, wk.buf_size, &n) : cz_brotli(s, wk.buf_size, &n);
 
 	if (rc < 0 || (s->full && n == 0)) {
 		if (worker_log_gate(&cz.log_next, &cz.unlogged)) {
@@ -617,41 +620,36 @@ static int cz_step(struct txn *t)
 	cz_gauges();
 	if (before != s->len)
 		s->fresh = 1;
-	if (s->len || s->full) {
-		/* more to come of this span: its source is not consumed yet */
-		t->down.ops->send_body(&t->down, NULL, 0, s->out->data, n, 0);
-		return 1;
+	if (s->held && (before != s->len || s->len == 0)) {
+		s->held = s->len != 0; /* an empty span (the end) is consumed too */
+		t->up.dry = !t->up.ops->consumed(&t->up, before - s->len);
 	}
-	if (s->op != CZ_PROCESS)
-		s->fresh = 0;
-	s->done = s->op == CZ_FINISH;
-	progress = before || n || s->used || s->done;
-	t->down.ops->send_body(&t->down, s->src, s->used, s->out->data, n, s->done);
-	s->src = NULL;
-	s->used = 0;
-	/* nothing made and nothing taken: more input is needed (a flush
-	 * with nothing new makes nothing, so a silent upstream never spins) */
-	return progress;
+	if (!s->len && !s->full) {
+		if (s->op != CZ_PROCESS)
+			s->fresh = 0;
+		s->done = s->op == CZ_FINISH;
+	}
+	/* the output buffer is written over only once the queue is empty:
+	 * the core asks for the next span only then */
+	t->down.ops->send_body(&t->down, s->out->data, n, s->done);
+	t->resp_done = s->done;
+	return 1;
 }
 
-int compress_body(struct txn *t, struct buf *src, uint32_t used, const char *data, size_t len, int eos)
+int compress_body(struct txn *t, const struct body_span *sp)
 {
 	struct cz_stream *s = t->cz.s;
 
-	s->src = src;
-	s->used = used;
-	s->data = data;
-	s->len = len;
-	/* a stream is flushed when the upstream has nothing more at once,
-	 * and only when something went in since the last flush */
-	s->op = eos ? CZ_FINISH
-	        : (t->resp.body != HTTP_BODY_LENGTH && t->u && !t->u->readable && (len || s->fresh)) ? CZ_FLUSH
-	                                                                                       : CZ_PROCESS;
-	if (len == 0 && s->op == CZ_PROCESS) {
-		/* framing only: consumed at once, more input needed */
-		t->down.ops->send_body(&t->down, src, used, NULL, 0, 0);
-		return 0;
-	}
+	s->held = 1;
+	s->data = sp->data;
+	s->len = sp->len;
+	/* a stream is flushed when the upstream has nothing more at once
+	 * (nothing more ready, nothing left readable), and only when
+	 * something went in since the last flush */
+	s->op = sp->eos ? CZ_FINISH
+	        : (t->resp.body != HTTP_BODY_LENGTH && !sp->more && t->u && !t->u->readable && (sp->len || s->fresh))
+	            ? CZ_FLUSH
+	            : CZ_PROCESS;
 	return cz_step(t);
 }
 
@@ -663,11 +661,6 @@ int compress_pending(const struct txn *t)
 int compress_resume(struct txn *t)
 {
 	return cz_step(t);
-}
-
-int compress_done(const struct txn *t)
-{
-	return t->cz.s->done;
 }
 
 void compress_end(struct txn *t)

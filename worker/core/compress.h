@@ -20,7 +20,7 @@
  * Memory is bounded per stream and per worker. Each body span is encoded
  * into one output buffer of the worker's slab, queued to the client; the
  * upstream is not read again until that buffer is written and the span
- * wholly encoded (the span's source bytes are consumed only then), so a
+ * wholly encoded (the source is consumed as the encoder takes it), so a
  * slow client holds one input and one output buffer whatever the size of
  * the response. The encoders' own state comes from a per-worker region of
  * compress.memory bytes (compress_pool.h) through zlib's zalloc and
@@ -45,6 +45,7 @@
 #include "common/compress_conf.h"
 #include "worker/core/phase.h"
 
+struct body_span;
 struct buf;
 struct config;
 struct txn;
@@ -75,20 +76,20 @@ static inline int compress_on(const struct cz_stream *s)
 }
 
 /*
- * The body filter: encodes [data, data+len), the payload of <used> bytes
- * of <src> (<eos>: the body ends with it), and queues what it made to the
- * client (at most one buffer: the rest is pending). Returns 1, or
+ * The body filter: encodes span <sp> of the response body, as the
+ * upstream's codec handed it up (body_next), and queues what it made to
+ * the client (at most one output buffer: the rest is pending). The span
+ * is consumed on the upstream side as the encoder takes it; t->resp_done
+ * is set once the encoded body's end is queued. Returns 1, or
  * WEIR_ECOMPRESS_FAILED.
  */
-int compress_body(struct txn *t, struct buf *src, uint32_t used, const char *data, size_t len, int eos);
+int compress_body(struct txn *t, const struct body_span *sp);
 
 /* Input or output still pending from the last span: compress_resume()
- * before anything else is read. */
+ * (the same, for what is left) before the upstream's codec is asked for
+ * more or the upstream read. */
 int compress_pending(const struct txn *t);
 int compress_resume(struct txn *t);
-
-/* The encoded body is wholly queued (its end included). */
-int compress_done(const struct txn *t);
 
 /* <t> is freed: its encoder and buffer go back. */
 void compress_end(struct txn *t);

@@ -251,7 +251,8 @@ int ratelimit_check(struct txn *t);
 
 /* The value of key part <kind> (header, cookie or query; enum
  * config_rl_part) named <name> (<nl> bytes) in the request of <t>, *vl
- * bytes; NULL if the request has none. Shared with splits (split.c). */
+ * bytes; NULL if the request has none. Shared with splits (split.c) and
+ * the hashing balancers (balance_key.c). */
 const char *ratelimit_part_value(const struct txn *t, int kind, const char *name, size_t nl, size_t *vl);
 
 /* The end of a request: stops a delay, gives back concurrency. */
@@ -269,6 +270,10 @@ void ratelimit_release(struct txn *t);
  * client X-Forwarded-For names through trusted_proxies).
  */
 int ratelimit_client_addr(const struct txn *t, uint8_t out[16]);
+
+/* ring_hash and maglev: hashes <t>'s hash_key for group <up> and hands it
+ * to the next pick (worker/core/balance_key.c, worker/up/up.h). */
+void balance_key_prepare(const struct txn *t, const struct route_upstream *up);
 
 /* ==== realip ==== */
 /*
@@ -546,6 +551,7 @@ struct breaker_txn {
 	uint8_t trial;           /* a half-open trial */
 	uint8_t done;            /* its outcome was recorded */
 	uint8_t queued;          /* waiting for a place (limits.max_pending) */
+	uint16_t server_plus1;   /* server stat index + 1 holding a place (max_requests_per_server); 0: none */
 	struct txn *qnext;       /* the worker's queue */
 	double queued_at;
 	const char *acted; /* the control that acted on it, for the access log; NULL: none */
@@ -569,8 +575,22 @@ void breaker_answer(struct txn *t, int status);
  * that never got an answer). */
 void breaker_release(struct txn *t);
 
+/* The pick in a group with limits.max_requests_per_server (or
+ * max_connections_per_server): upstream_pick() over the servers not yet
+ * tried, passing by (and counting) a server that is full, taking a place
+ * on the one picked (a compare-and-swap under the cap, so exact across
+ * workers; given back at the next pick or in breaker_release()). -1 when
+ * none has room. */
+int breaker_pick(struct txn *t, const struct route_upstream *up);
+
+/* The per-server cap of <up>'s limits, 0: none. */
+static inline uint32_t breaker_server_cap(const struct route_upstream *up)
+{
+	return config_uplimits_server_cap(&up->resil.limits);
+}
+
 /* The control that acted on <t>, for the access log ("breaker_open",
- * "breaker_backup", "upstream_limit", "queue_timeout", "retry_budget", "retry_limit",
+ * "breaker_backup", "upstream_limit", "queue_timeout", "adaptive_concurrency", "retry_budget", "retry_limit",
  * "retried"), or NULL when none did. */
 const char *breaker_acted(const struct txn *t);
 
@@ -616,6 +636,7 @@ struct retry_txn {
 	uint8_t armed;   /* the backoff timer runs */
 	uint8_t connect; /* txn_connect() may pick again without asking (a retry just granted) */
 	int last_rc;     /* what the last try failed with */
+	uint32_t after;  /* ms + 1: the upstream's Retry-After is the next backoff; 0: none */
 };
 
 /* May <t>, whose try failed for <why> (a RETRY_ON_* bit, or 0 with
@@ -623,6 +644,11 @@ struct retry_txn {
  * yes, the retry (attempted, in flight). <sent>: bytes of it reached the
  * server. */
 int retry_wanted(struct txn *t, unsigned why, int status, int sent);
+
+/* retry_wanted() for <t>'s response head, whose status may be retried:
+ * its Retry-After (seconds or an HTTP-date) up to retry.retry_after_max
+ * becomes the next backoff; a longer one keeps the answer (0). */
+int retry_answer_wanted(struct txn *t);
 
 /* Starts the backoff of <t>, whose upstream is detached; the timer sends
  * it again (txn_retry_send) or fails it with <rc>. */
@@ -727,11 +753,6 @@ struct txn {
 	struct msg resp;         /* the response, once its head came */
 	struct http_request req_p;  /* HTTP/1 parse state of each head */
 	struct http_response resp_p;
-	struct http_chunked req_chunks;
-	struct http_chunked resp_chunks;
-	uint64_t req_body_left;  /* Content-Length bytes still to read */
-	uint64_t req_body_total; /* decoded body bytes read so far */
-	uint64_t resp_body_left;
 	uint32_t req_head_start; /* offset of the request head in c->in */
 	struct buf *body;        /* buffered body that did not fit behind the head
 	                          * in c->in (decoded if it came chunked) */
@@ -765,6 +786,7 @@ struct txn {
 	struct split_txn sp;     /* the side of its route's split (split.h) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
 	struct compress_txn cz;  /* the client's Accept-Encoding, the encoder (compress.h) */
+	uint32_t fwd_target_len; /* a rewritten target's length in up.head (match.h), 0: the request's */
 	struct fwdauth_txn *fa;  /* a forward auth subrequest (fwdauth.h), NULL none */
 
 	struct arena arena;      /* the header lists: the request's, then the

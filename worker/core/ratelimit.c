@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "shm/limit.h"
+#include "worker/core/grpc.h"
 
 #define RL_VALUE_MAX 256
 #define RL_KEY_MAX   (CONFIG_LIMIT_PARTS * (3 + RL_VALUE_MAX))
@@ -261,7 +262,15 @@ static void rl_answer(struct txn *t, const struct limit_ask *a, struct config_ra
 	int blen = (int)strlen(reason) + 5;
 
 #define PUT(...) len += snprintf(p + len, len < cap ? (size_t)(cap - len) : 0, __VA_ARGS__)
-	PUT("HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n", first->status, reason, blen);
+	int grpc = grpc_request(t);
+
+	if (grpc) { /* RESOURCE_EXHAUSTED, trailers-only, with the limit's headers */
+		PUT("HTTP/1.1 200 OK\r\n");
+		len += grpc_fields(p + len, len < cap ? (size_t)(cap - len) : 0, GRPC_RESOURCE_EXHAUSTED, "rate limited");
+	} else {
+		PUT("HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n", first->status, reason,
+		    blen);
+	}
 	if (rated)
 		PUT("Retry-After: %llu\r\n", (unsigned long long)((wait + 999999999u) / 1000000000u));
 	for (int pass = 0; pass < 2; pass++) {
@@ -294,7 +303,7 @@ static void rl_answer(struct txn *t, const struct limit_ask *a, struct config_ra
 			break;
 		}
 	PUT("%s\r\n", close ? "Connection: close\r\n" : "");
-	if (t->req.method_id != HTTP_HEAD)
+	if (t->req.method_id != HTTP_HEAD && !grpc)
 		PUT("%d %s\n", first->status, reason);
 #undef PUT
 	if (len >= cap) {

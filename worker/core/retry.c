@@ -2,6 +2,10 @@
 #include "worker/core/core.h"
 #include <unistd.h>
 
+#include <strings.h>
+#include <time.h>
+
+#include "common/http_date.h"
 #include "common/log.h"
 #include "shm/shm.h"
 
@@ -88,6 +92,46 @@ int retry_wanted(struct txn *t, unsigned why, int status, int sent)
 	return 1;
 }
 
+/* The wait <t>'s response asks for in Retry-After, in seconds; -1 for
+ * none or one that is neither seconds nor an HTTP-date (the backoff then
+ * stands, as if it had none). Only retried answers are read. */
+static int64_t retry_after_of(const struct txn *t)
+{
+	for (uint32_t i = 0; i < t->resp.hl.n; i++) {
+		const struct hdr *h = &t->resp.hl.v[i];
+
+		if (h->name_len == 11 && !strncasecmp(h->name, "retry-after", 11))
+			return http_retry_after(h->value, h->value_len, (int64_t)time(NULL));
+	}
+	return -1;
+}
+
+int retry_answer_wanted(struct txn *t)
+{
+	const struct config_retry *rc = &breaker_upstream(t)->resil.retry;
+	int64_t s = -1;
+
+	/* every answer comes here: one not retried leaves at once, as it
+	 * left retry_wanted() (the cost of a group without retry is kept) */
+	if (!rc->on || !config_retry_status(rc, t->resp.status))
+		return 0;
+	if (rc->retry_after_max)
+		s = retry_after_of(t);
+	if (s >= 0 && (uint64_t)s * 1000u > rc->retry_after_max) {
+		/* the server asks for longer than we would hold the client:
+		 * its answer is the best we have, and it says when to retry */
+		retry_count(retry_group(t), RETRY_RESULT_AFTER_LONG);
+		return 0;
+	}
+	if (!retry_wanted(t, 0, t->resp.status, 1))
+		return 0;
+	if (s >= 0) {
+		t->rt.after = (uint32_t)s * 1000u + 1u;
+		retry_count(retry_group(t), RETRY_RESULT_AFTER);
+	}
+	return 1;
+}
+
 static void retry_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct txn *t = w->data;
@@ -108,6 +152,10 @@ void retry_schedule(struct txn *t, int rc)
 	if (cap > c->max_backoff)
 		cap = c->max_backoff;
 	wait = (double)(retry_random() % (cap + 1)) / 1000.0;
+	if (t->rt.after) { /* the upstream said when: no jitter of ours */
+		wait = (double)(t->rt.after - 1u) / 1000.0;
+		t->rt.after = 0;
+	}
 	t->rt.last_rc = rc;
 	ev_timer_init(&t->rt.timer, retry_timer_cb, wait, 0.);
 	t->rt.timer.data = t;

@@ -39,7 +39,6 @@ struct txn *txn_new(struct conn *c)
 	memset(&t->resp, 0, offsetof(struct txn, req_p) - offsetof(struct txn, resp));
 	memset(&t->resp_p, 0, sizeof(*t) - offsetof(struct txn, resp_p));
 	t->c = c;
-	t->down.c = c;
 	t->down.ops = c->codec;
 	t->up.ops = &h1_client_codec; /* the route's protocol: HTTP/1 for now */
 	t->server = -1;
@@ -52,7 +51,7 @@ struct txn *txn_new(struct conn *c)
 	/* a Content-Length is held against the body_size of the route the
 	 * request takes, once routed (txn_start): not the head's to judge */
 	t->req_p.st.max_body = 0;
-	c->txn = t;
+	t->down.ops->attach(&t->down, c, NULL, t);
 	return t;
 }
 
@@ -98,12 +97,13 @@ static void txn_detach_upstream(struct txn *t, int reusable)
 	if (!u)
 		return;
 	t->u = NULL;
-	t->up.u = NULL;
-	u->txn = NULL;
-	if (reusable)
+	if (reusable) {
+		t->up.u = NULL;
+		u->txn = NULL;
 		upstream_release(u);
-	else
-		upstream_close(u);
+	} else {
+		t->up.ops->reset(&t->up, 0); /* HTTP/1: the connection closes */
+	}
 }
 
 void txn_abort(struct txn *t, int rc)
@@ -160,7 +160,7 @@ void txn_fail(struct txn *t, int rc)
 	worker_count_error(rc);
 	log_warn("%s: %s after the response had started; cutting the connection", c->peer, weir_err_text(rc));
 	txn_log_phase(t, 0, t->status);
-	conn_close(c);
+	t->down.ops->reset(&t->down, 0);
 }
 
 static void txn_finish(struct txn *t)
@@ -195,11 +195,11 @@ static void txn_finish(struct txn *t)
 
 void txn_body_reset(struct txn *t)
 {
-	t->req_body_left = t->req.content_length;
 	t->req_body_done = t->req.body == HTTP_BODY_NONE ||
 	                   (t->req.body == HTTP_BODY_LENGTH && t->req.content_length == 0);
-	t->req_body_total = 0;
-	http_chunked_init(&t->req_chunks);
+	t->down.owes = t->down.dry = 0;
+	if (!t->req_body_done) /* else the side's zeroed input state stands: none */
+		t->down.ops->body_start(&t->down, &t->req, TXN_SET(t)->limits.pipe_budget);
 }
 
 /* ---- connecting ------------------------------------------------------ */
@@ -210,16 +210,16 @@ static void txn_queue_request(struct txn *t)
 {
 	t->up.ops->queue_head(&t->up);
 	if (t->body)
-		t->up.ops->send_body(&t->up, NULL, 0, t->body->data, t->body->end, t->body_buffered);
+		t->up.ops->send_body(&t->up, t->body->data, t->body->end, t->body_buffered);
 	else if (t->body_buffered && t->req.body == HTTP_BODY_CHUNKED)
-		t->up.ops->send_body(&t->up, NULL, 0, NULL, 0, 1); /* an empty chunked body */
+		t->up.ops->send_body(&t->up, NULL, 0, 1); /* an empty chunked body */
 }
 
 static int txn_replay_request(struct txn *t)
 {
 	struct conn *c = t->c;
 
-	if (!t->replayable)
+	if (!t->replayable || (!t->body && t->down.in.moved))
 		return -1;
 	if (t->body) {
 		/* the body is held whole in t->body */
@@ -230,6 +230,7 @@ static int txn_replay_request(struct txn *t)
 	if (c->in) /* else it was given back holding no byte of this request */
 		c->in->start = t->req_head_start;
 	t->req_done = 0;
+	t->up.owes = 0; /* what was queued is dropped with its connection */
 	txn_body_reset(t);
 	t->up.ops->queue_head(&t->up);
 	return 0;
@@ -238,14 +239,11 @@ static int txn_replay_request(struct txn *t)
 static void txn_attach(struct txn *t, struct upconn *u)
 {
 	t->u = u;
-	u->txn = t;
-	t->up.u = u;
 	/* a new connection speaks the route's protocol (t->up.ops); a pooled
 	 * one keeps the codec it was opened with */
-	if (!u->codec)
-		u->codec = t->up.ops;
-	t->up.ops = u->codec;
-	t->up.q.sent = 0;
+	if (u->codec)
+		t->up.ops = u->codec;
+	t->up.ops->attach(&t->up, NULL, u, t);
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
 	SHM_ADD(&wk.scnt[route_servers(t->table)[t->server].stat], requests, 1);
@@ -256,7 +254,11 @@ static void txn_attach(struct txn *t, struct upconn *u)
 int txn_pick(struct txn *t)
 {
 	const struct route_upstream *up = breaker_upstream(t); /* a fallback group when open */
-	int s = upstream_pick(t->table, up, t->tried);
+	int s;
+
+	if (up->balance >= BALANCE_RING_HASH)
+		balance_key_prepare(t, up);
+	s = breaker_server_cap(up) ? breaker_pick(t, up) : upstream_pick(t->table, up, t->tried);
 
 	if (s < 0)
 		return -1;
@@ -439,104 +441,68 @@ void txn_upstream_begin(struct txn *t)
 /* ---- the two directions ---------------------------------------------- */
 
 /*
- * Decodes the chunked body bytes in <in> (strictly: <ch> keeps the state
- * across calls) into side <sd>, whose codec frames them for its peer (one
- * chunk, or the bare data). The data of every chunk the buffer holds is gathered
- * into one span by moving each chunk's data down over the framing before
- * it (only bytes already decoded are overwritten), so a body of tiny
- * chunks costs one write per buffer, not one per chunk; *<moved> says
- * whether that happened. <total> counts decoded bytes against <limit>
- * (0: none). Returns 1 if something was queued or the body ended, 0 if
- * more input is needed, or a framing error (WEIR_ESMUGGLING) or
- * WEIR_EBODY_TOO_LARGE.
+ * Moves span <sp> of side <from>'s input to side <to>, whose codec frames
+ * it for its peer. The span is consumed on <from> once <to>'s queue is
+ * written (txn_written), or now when nothing was queued.
  */
-static int txn_fill_chunked(struct txn *t, struct side *sd, struct http_chunked *ch, struct buf *in,
-                            uint64_t *total, uint64_t limit, int *moved)
+static inline __attribute__((always_inline)) void txn_relay(struct side *from, struct side *to,
+                                                           const struct body_span *sp)
 {
-	char *base = in->data + in->start, *span = NULL;
-	size_t avail = buf_len(in), off = 0, len = 0;
-
-	*moved = 0;
-	while (off < avail && !ch->done) {
-		size_t used, dlen;
-		const char *data;
-		int rc = http_chunked_feed(ch, base + off, avail - off, &used, &data, &dlen);
-
-		if (rc < 0)
-			return rc;
-		off += used;
-		*total += dlen;
-		if (limit && *total > limit)
-			return WEIR_ERR(BODY_TOO_LARGE);
-		if (dlen == 0)
-			continue;
-		if (!span) {
-			span = (char *)data;
-		} else if (data != span + len) {
-			memmove(span + len, data, dlen);
-			*moved = 1;
-		}
-		len += dlen;
+	to->ops->send_body(to, sp->data, sp->len, sp->eos);
+	if (to->q.count) {
+		to->owes = 1;
+		to->owed = sp->len;
+	} else {
+		from->dry = !from->ops->consumed(from, sp->len);
 	}
-	/* framing only is consumed at once, unless the end must be written */
-	if (sd == &t->down && t->cz.s)
-		return compress_body(t, in, (uint32_t)off, span, len, ch->done);
-	sd->ops->send_body(sd, in, (uint32_t)off, span, len, ch->done);
-	return len || (ch->done && sd->chunked) ? 1 : ch->done;
 }
 
-/* Queues the next piece of request body from c->in. Returns 1 if something
- * was queued or state advanced, 0 if client bytes are needed, or an error. */
+/* Side <to>'s queue is written: the span it held is consumed on <from>. */
+static inline void txn_written(struct side *from, struct side *to)
+{
+	if (to->owes && !to->q.count) {
+		to->owes = 0;
+		/* nothing left to hand up: the next ask would only say so */
+		from->dry = !from->ops->consumed(from, to->owed);
+	}
+}
+
+/* Queues the next piece of request body from the client's codec. Returns
+ * 1 if something was queued or state advanced, 0 if client bytes are
+ * needed, or an error. */
 static int txn_fill_up(struct txn *t)
 {
-	struct buf *in = t->c->in;
-	uint32_t avail = in ? buf_len(in) : 0;
+	struct body_span sp;
+	uint64_t limit = TXN_SET(t)->limits.body_size;
+	int rc;
 
 	if (t->req_body_done) {
 		t->req_done = 1;
 		return 1;
 	}
-	if (avail == 0)
+	if (t->down.dry)
 		return 0;
-	if (t->req.body == HTTP_BODY_LENGTH) {
-		uint32_t n = avail < t->req_body_left ? avail : (uint32_t)t->req_body_left;
-
-		t->req_body_left -= n;
-		t->req_body_done = t->req_body_left == 0;
-		t->up.ops->send_body(&t->up, in, n, in->data + in->start, n, t->req_body_done);
-		return 1;
-	}
-	/* chunked: decode strictly, encode anew */
-	int moved = 0;
-	int rc = txn_fill_chunked(t, &t->up, &t->req_chunks, in, &t->req_body_total, TXN_SET(t)->limits.body_size,
-	                          &moved);
-
-	if (moved)
+	rc = t->down.ops->body_next(&t->down, &sp, 0);
+	if (t->down.in.moved)
 		t->replayable = 0; /* the body bytes sent are no longer as received */
-	t->req_body_done = t->req_chunks.done;
-	return rc;
-}
-
-/* Makes room in c->in for more request body. */
-static void txn_client_room(struct txn *t)
-{
-	struct buf *in = t->c->in;
-
-	if (in && in->end == wk.buf_size && in->start > 0 && !t->up.q.count) {
-		buf_compact(in);
-		t->replayable = 0; /* sent bytes are gone from the buffer */
-	}
+	if (rc <= 0)
+		return rc;
+	if (limit && t->down.in.total > limit)
+		return WEIR_ERR(BODY_TOO_LARGE); /* a Content-Length was judged at routing */
+	t->req_body_done = sp.eos;
+	if (sp.more)
+		SHM_ADD(wk.cnt, pipe_stalls[0], 1);
+	txn_relay(&t->down, &t->up, &sp);
+	return 1;
 }
 
 int txn_upstream_read(struct txn *t)
 {
-	struct upconn *u = t->u;
 	int rc;
 
-	/* the response queued to the client may point into u->in */
-	if (u->in && u->in->end == wk.buf_size && u->in->start > 0 && !t->down.q.count)
-		buf_compact(u->in);
+	t->up.dry = 0; /* whatever it reads, body_next is asked again */
 	rc = t->up.ops->recv(&t->up);
+
 	if (rc > 0 && t->up_first == 0)
 		t->up_first = ev_now(wk.loop);
 	return rc;
@@ -627,7 +593,7 @@ static int txn_response_head(struct txn *t)
 			memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
 			continue;
 		}
-		if (retry_wanted(t, 0, t->resp.status, 1)) {
+		if (retry_answer_wanted(t)) {
 			/* answered, but with a status the group retries on: that
 			 * answer is dropped with its connection */
 			log_info("upstream %s answered %d; trying again", route_servers(t->table)[t->server].text,
@@ -641,86 +607,51 @@ static int txn_response_head(struct txn *t)
 		rc = txn_response_start(t);
 		if (rc < 0)
 			return rc;
-		t->resp_body_left = t->resp.content_length;
-		http_chunked_init(&t->resp_chunks);
+		t->down.owes = t->up.dry = 0;
+		t->up.ops->body_start(&t->up, &t->resp, TXN_SET(t)->limits.pipe_budget);
 		/* an upgrade offered and declined: the upstream may have read
 		 * what followed the request as its new protocol */
 		t->up_reusable = t->resp.keep_alive && t->resp.body != HTTP_BODY_CLOSE && !t->tun.proto_len;
-		if (t->resp.body == HTTP_BODY_NONE || (t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left == 0))
+		if (t->resp.body == HTTP_BODY_NONE || (t->resp.body == HTTP_BODY_LENGTH && t->resp.content_length == 0))
 			t->resp_done = 1;
 		else if ((rc = txn_fill_down(t)) < 0)
-			return rc == WEIR_ERR(COMPRESS_FAILED) ? rc : WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+			return rc;
 		return 1;
 	}
 }
 
-/* A span of the response body to the client: through the encoder when
- * the response is compressed (compress.h), else as it lies in <in>. */
-static int txn_send_down(struct txn *t, struct buf *in, uint32_t used, const char *data, size_t len, int eos)
+/* Queues the next piece of response body from the upstream's codec.
+ * Returns 1 if queued, 0 if upstream bytes are needed, or an error. */
+static int txn_fill_down(struct txn *t)
 {
+	struct body_span sp;
+	int rc;
+
+	if (compress_pending(t))
+		return compress_resume(t); /* the encoder's output first: no upstream read */
+	if (t->up.dry)
+		return 0;
+	rc = t->up.ops->body_next(&t->up, &sp, 0);
+	if (rc <= 0)
+		return rc < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : 0;
+	t->resp_done = sp.eos;
+	if (sp.more)
+		SHM_ADD(wk.cnt, pipe_stalls[1], 1);
 	if (t->cz.s)
-		return compress_body(t, in, used, data, len, eos);
-	t->down.ops->send_body(&t->down, in, used, data, len, eos);
+		return compress_body(t, &sp); /* through the encoder (compress.h) */
+	txn_relay(&t->up, &t->down, &sp);
 	return 1;
 }
 
-/* Queues the next piece of response body from u->in. Returns 1 if queued,
- * 0 if upstream bytes are needed, or an error. */
-static int txn_fill_down(struct txn *t)
-{
-	struct buf *in = t->u->in;
-	uint32_t avail = in ? buf_len(in) : 0;
-	int rc = 0;
-
-	if (compress_pending(t)) {
-		/* the encoder's output filled its buffer: the rest of the span
-		 * is encoded before the upstream is read again */
-		rc = compress_resume(t);
-		t->resp_done = rc > 0 && compress_done(t);
-		return rc;
-	}
-	if (avail == 0)
-		return 0;
-	switch (t->resp.body) {
-	case HTTP_BODY_LENGTH: {
-		uint32_t n = avail < t->resp_body_left ? avail : (uint32_t)t->resp_body_left;
-		t->resp_body_left -= n;
-		t->resp_done = t->resp_body_left == 0;
-		rc = txn_send_down(t, in, n, in->data + in->start, n, t->resp_done);
-		break;
-	}
-	case HTTP_BODY_CLOSE:
-		rc = txn_send_down(t, in, avail, in->data + in->start, avail, 0);
-		break;
-	case HTTP_BODY_CHUNKED: {
-		uint64_t total = 0;
-		int moved;
-
-		rc = txn_fill_chunked(t, &t->down, &t->resp_chunks, in, &total, 0, &moved);
-		t->resp_done = t->resp_chunks.done;
-		if (rc < 0 && rc != WEIR_ERR(COMPRESS_FAILED))
-			rc = WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-		break;
-	}
-	default:
-		return 0;
-	}
-	if (t->cz.s && rc >= 0)
-		t->resp_done = compress_done(t); /* the upstream's end is not the client's yet */
-	return rc;
-}
-
-/* The upstream closed its side. */
+/* The upstream closed its side: the end of a body framed by the close
+ * (its codec hands the end up), else a response cut short. */
 static int txn_upstream_eof(struct txn *t)
 {
 	if (!t->resp_started)
 		return WEIR_ERR(UPSTREAM_CLOSED);
-	if (t->resp.body == HTTP_BODY_CLOSE) {
-		int rc = txn_send_down(t, NULL, 0, NULL, 0, 1); /* the end, framed */
-
-		t->resp_done = !t->cz.s || compress_done(t);
+	if (txn_fill_down(t) > 0 && (t->resp_done || compress_pending(t))) { /* the encoder's end may follow */
 		t->up_reusable = 0;
-		return rc;
+		return 1;
 	}
 	return WEIR_ERR(UPSTREAM_CLOSED);
 }
@@ -745,6 +676,7 @@ static void txn_pump_buffer(struct txn *t)
 		}
 		if (!c->readable)
 			break;
+		t->down.dry = 0;
 		rc = t->down.ops->recv(&t->down);
 		if (rc > 0) {
 			io = 1;
@@ -753,9 +685,8 @@ static void txn_pump_buffer(struct txn *t)
 		}
 		if (rc == WEIR_EAGAIN)
 			break;
-		txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 		log_info("%s: client closed the connection during the request body", c->peer);
-		conn_close(c);
+		t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_CLOSED));
 		return;
 	}
 	conn_io_set(c, EV_READ);
@@ -799,13 +730,13 @@ void txn_pump(struct txn *t)
 						/* it answered and stopped listening: keep the
 						 * answer, drop the rest of the body */
 						outq_reset(&t->up.q);
+						txn_written(&t->down, &t->up);
 						t->req_done = 1;
 						t->client_close = 1;
 						t->up_reusable = 0;
 						if (!t->req_body_done) {
 							t->body_discard = 1;
-							if (c->in)
-								c->in->start = c->in->end;
+							t->down.ops->discard(&t->down);
 						}
 					} else {
 						txn_upstream_lost(t, WEIR_ERR(UPSTREAM_CLOSED));
@@ -814,6 +745,7 @@ void txn_pump(struct txn *t)
 				}
 				if (n > 0)
 					progress = up_io = 1;
+				txn_written(&t->down, &t->up);
 			}
 			if (!t->up.q.count && !t->req_done) {
 				rc = txn_fill_up(t);
@@ -824,15 +756,16 @@ void txn_pump(struct txn *t)
 				if (rc > 0) {
 					progress = 1;
 				} else if (c->readable) {
-					txn_client_room(t);
+					t->down.dry = 0;
 					rc = t->down.ops->recv(&t->down);
+					if (t->down.in.moved)
+						t->replayable = 0; /* sent bytes are gone from the buffer */
 					if (rc > 0) {
 						progress = cl_io = 1;
 						t->body_in += (uint64_t)rc;
 					} else if (rc != WEIR_EAGAIN) {
-						txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
 						log_info("%s: client closed the connection during the request body", c->peer);
-						conn_close(c);
+						t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_CLOSED));
 						return;
 					}
 				}
@@ -844,10 +777,9 @@ void txn_pump(struct txn *t)
 			 * fill its segments (as TCP_CORK, released by the last send
 			 * or after 200 ms should the upstream stall); never for
 			 * chunked or until-close bodies, which may be streams */
-			n = t->down.ops->flush(&t->down, t->resp.body == HTTP_BODY_LENGTH && t->resp_body_left > 0);
+			n = t->down.ops->flush(&t->down, t->resp.body == HTTP_BODY_LENGTH && !t->resp_done);
 			if (n < 0) {
-				txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
-				conn_close(c);
+				t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_CLOSED));
 				return;
 			}
 			if (n > 0) {
@@ -855,6 +787,7 @@ void txn_pump(struct txn *t)
 				t->bytes_out += (uint64_t)n;
 				SHM_ADD(wk.cnt, bytes_out, n);
 			}
+			txn_written(&t->up, &t->down);
 		}
 		if (!t->down.q.count && !t->resp_done && u && !u->connecting) {
 			rc = t->resp_started ? txn_fill_down(t) : txn_response_head(t);

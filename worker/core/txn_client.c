@@ -65,72 +65,52 @@ static int txn_body_room(struct txn *t, uint64_t need)
 	return 0;
 }
 
-/* Moves what c->in holds of the body into the buffer. Returns 1 when the
- * body is complete, or when it must stream after all (past body_buffer, or
- * no memory), 0 when more bytes are needed, or an error (400, 413). */
+/* Moves what the client's codec has of the body into the buffer (or
+ * leaves it in place, when all of it lies in the input buffer). Returns 1
+ * when the body is complete, or when it must stream after all (past
+ * body_buffer, or no memory), 0 when more bytes are needed, or an error
+ * (400, 413). */
 int txn_buffer_step(struct txn *t)
 {
-	struct buf *in = t->c->in;
-	int rc = 0;
+	uint64_t limit = TXN_SET(t)->limits.body_size;
+	struct body_span sp;
+	int rc;
 
-	if (t->req.body == HTTP_BODY_LENGTH) {
-		uint32_t n;
-
-		if (!t->body && in->start + t->req_body_left <= wk.buf_size) {
-			/* in place: it fits behind the head, where the streaming
-			 * path and a replay find it */
-			if (buf_len(in) < t->req_body_left)
-				return 0;
+	if (!t->body) {
+		/* in place: it fits behind the head, where the streaming path
+		 * and a replay find it (the codec holds it as one span) */
+		rc = t->down.ops->body_next(&t->down, &sp, 1);
+		if (rc == 1) {
 			t->body_buffered = 1;
 			return 1;
 		}
-		if (!t->body && txn_body_room(t, t->req_body_left) < 0)
+		if (rc != CODEC_SPLIT)
+			return rc;
+		if (t->req.body == HTTP_BODY_LENGTH && txn_body_room(t, t->req.content_length) < 0)
 			return 1;
-		n = buf_len(in) < t->req_body_left ? buf_len(in) : (uint32_t)t->req_body_left;
-		memcpy(t->body->data + t->body->end, in->data + in->start, n);
-		t->body->end += n;
-		in->start += n;
-		t->req_body_left -= n;
-		if (t->req_body_left == 0) {
-			t->req_body_done = t->body_buffered = 1;
-			rc = 1;
+	}
+	for (;;) {
+		rc = t->down.ops->body_next(&t->down, &sp, 0);
+		if (rc <= 0)
+			return rc;
+		if (limit && t->down.in.total > limit)
+			return WEIR_ERR(BODY_TOO_LARGE);
+		if (sp.len && txn_body_room(t, sp.len) < 0) {
+			/* past body_buffer: what is held goes first, the rest
+			 * streams from this span on (the codec holds it) */
+			t->replayable = 0;
+			return 1;
 		}
-	} else {
-		while (buf_len(in) && !rc) {
-			struct http_chunked saved = t->req_chunks;
-			size_t used, dlen;
-			const char *data;
-
-			rc = http_chunked_feed(&t->req_chunks, in->data + in->start, buf_len(in), &used, &data, &dlen);
-			if (rc < 0)
-				return rc;
-			if (TXN_SET(t)->limits.body_size && t->req_body_total + dlen > TXN_SET(t)->limits.body_size)
-				return WEIR_ERR(BODY_TOO_LARGE);
-			if (dlen && txn_body_room(t, dlen) < 0) {
-				/* past body_buffer: what is held goes first, the rest
-				 * streams from this piece on, decoded anew */
-				t->req_chunks = saved;
-				t->replayable = 0;
-				return 1;
-			}
-			if (dlen) {
-				memcpy(t->body->data + t->body->end, data, dlen);
-				t->body->end += (uint32_t)dlen;
-				t->req_body_total += dlen;
-			}
-			in->start += (uint32_t)used;
-			if (t->req_chunks.done)
-				t->req_body_done = t->body_buffered = 1;
-			rc = t->req_chunks.done;
+		if (sp.len) {
+			memcpy(t->body->data + t->body->end, sp.data, sp.len);
+			t->body->end += (uint32_t)sp.len;
+		}
+		t->down.ops->consumed(&t->down, sp.len);
+		if (sp.eos) {
+			t->req_body_done = t->body_buffered = 1;
+			return 1;
 		}
 	}
-	/* the head stays readable from the upstream head: c->in is free for body
-	 * bytes (and whatever follows the body) */
-	if (buf_len(in) == 0)
-		in->start = in->end = 0;
-	else if (in->end == wk.buf_size)
-		buf_compact(in);
-	return rc;
 }
 
 /* Sends 100 Continue when the client waits for it before its body.
@@ -146,8 +126,7 @@ int txn_send_continue(struct txn *t)
 	/* a fresh socket always takes these 25 bytes */
 	t->continued = 1;
 	if (conn_sendv(c, &v, 1, 0) != (ssize_t)sizeof(cont) - 1) {
-		txn_abort(t, WEIR_ERR(CLIENT_CLOSED));
-		conn_close(c);
+		t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_CLOSED));
 		return -1;
 	}
 	SHM_ADD(wk.cnt, bytes_out, sizeof(cont) - 1);
@@ -248,8 +227,7 @@ void txn_client_fail(struct txn *t, int rc)
 	if (rc == WEIR_ERR(SEND_TOO_SLOW)) {
 		log_info("%s: %s; cutting the connection", c->peer, weir_err_text(rc));
 		txn_log_phase(t, 0, t->status);
-		txn_abort(t, rc);
-		conn_close(c);
+		t->down.ops->reset(&t->down, rc);
 		return;
 	}
 	txn_fail(t, rc);
@@ -301,9 +279,8 @@ void txn_on_client_timeout(struct txn *t)
 		return;
 	}
 	if (t->cl_wait == WAIT_SEND) {
-		txn_abort(t, WEIR_ERR(CLIENT_TIMEOUT));
 		log_info("%s: client stopped reading the response", c->peer);
-		conn_close(c);
+		t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_TIMEOUT));
 	} else if (t->cl_wait == WAIT_READ) {
 		txn_fail(t, WEIR_ERR(BODY_TIMEOUT));
 	} else {

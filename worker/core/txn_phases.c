@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "worker/core/match.h"
 #include "worker/h1/h1.h"
 #include "worker/net/net.h"
 #include "worker/up/up.h"
@@ -63,8 +64,9 @@ static enum ph_rc ph_route(struct txn *t, const void *conf)
 	rc = txn_normalize_path(t);
 	if (rc < 0)
 		return ph_answer(t, rc);
-	t->route = route_lookup(t->table, t->req.host ? t->req.host : "", t->req.host_len, t->req.target,
-	                        (size_t)(t->req.path_end - t->req.target));
+	/* match_cond: the conditions of routes with them (match.c) */
+	t->route = route_lookup_cond(t->table, t->req.host ? t->req.host : "", t->req.host_len, t->req.target,
+	                             (size_t)(t->req.path_end - t->req.target), match_cond, t);
 	if (t->route)
 		t->set = route_settings_of(t->table, t->route);
 	if (t->req.body == HTTP_BODY_LENGTH && t->set->limits.body_size &&
@@ -153,6 +155,10 @@ static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 	hr.upgrade_len = t->tun.proto_len;
 	/* behind trusted_proxies: what was believed, and our peer */
 	hr.xff = realip_xff(t, xff, sizeof(xff), &hr.xff_len);
+	/* strip_prefix and rewrite (match.c): the target forwarded */
+	if (t->route->match != ROUTE_NONE && (rc = match_rewrite(t, &hr.target, &hr.target_len)) < 0)
+		return ph_answer(t, rc);
+	t->fwd_target_len = hr.target ? hr.target_len : 0;
 	rc = head_write_request(&t->req, &hr, &t->up.head);
 	t->replayable = 1;
 	t->up.chunked = t->req.body == HTTP_BODY_CHUNKED; /* the framing the head says */
@@ -271,13 +277,9 @@ static void txn_walk_request(struct txn *t)
 	case PH_ANSWER:
 		txn_fail(t, t->answer);
 		return;
-	case PH_ABORT: {
-		struct conn *c = t->c;
-
-		txn_abort(t, 0);
-		conn_close(c);
+	case PH_ABORT:
+		t->down.ops->reset(&t->down, 0);
 		return;
-	}
 	}
 }
 

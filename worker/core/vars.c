@@ -18,8 +18,11 @@
 static const char *vars_target(const struct txn *t, size_t *len)
 {
 	*len = t->req.target_len;
-	if (t->up.head)
+	if (t->up.head) {
+		if (t->fwd_target_len) /* strip_prefix or rewrite (match.h) */
+			*len = t->fwd_target_len;
 		return t->up.head->data + t->req.method_len + 1;
+	}
 	return t->req.target;
 }
 

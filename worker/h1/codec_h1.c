@@ -6,13 +6,16 @@
  * spans where they lie in the source buffer, framed as the peer reads
  * them (a chunk-size line and a CRLF around each span of a chunked body,
  * the last chunk after the end). The head and the first body bytes leave
- * in one writev. Input is read into the connection's buffer; the core
- * decodes the framing it finds there (txn_fill_*), so that bodies move
- * as spans of the input buffer and are never copied.
+ * in one writev. Input is read into the connection's buffer, and the
+ * body's framing is decoded there (h1_body_next: Content-Length, chunked
+ * through the strict decoder, until close), so that bodies move as spans
+ * of the input buffer and are never copied; a span is consumed from the
+ * buffer once the core says it was written (h1_consumed).
  */
 #include "worker/h1/h1.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -133,17 +136,210 @@ static void h1_queue_head(struct side *s)
 	outq_append(&s->q, s->head->data, s->head->end);
 }
 
-static void h1_send_body(struct side *s, struct buf *src, uint32_t used, const char *data, size_t len, int eos)
+static void h1_send_body(struct side *s, const char *data, size_t len, int eos)
 {
-	if (len == 0 && !(eos && s->chunked)) {
-		/* framing only: consumed now, since no write will */
-		if (src)
-			src->start += used;
+	if (len == 0 && !(eos && s->chunked))
 		return;
-	}
-	outq_span(&s->q, src, used, data, len, s->chunked);
+	outq_span(&s->q, NULL, 0, data, len, s->chunked);
 	if (eos && s->chunked)
 		outq_append(&s->q, chunk_end, sizeof(chunk_end) - 1);
+}
+
+/* ---- input framing, both sides ----------------------------------------- */
+
+static void h1_body_start(struct side *s, const struct msg *m, uint32_t budget)
+{
+	struct side_in *bi = &s->in;
+
+	bi->budget = budget;
+	bi->framing = (uint8_t)m->body;
+	bi->left = m->content_length;
+	bi->total = 0;
+	bi->holding = bi->eos = bi->eof = bi->moved = 0;
+	if (m->body == HTTP_BODY_CHUNKED)
+		http_chunked_init(&bi->chunks);
+}
+
+/* Hands up <n> bytes at <data>, standing for <used> bytes of the input. */
+static inline int h1_hand(struct side_in *bi, struct body_span *sp, const char *data, size_t n, uint32_t used,
+                          int eos, int more)
+{
+	bi->span.data = data;
+	bi->span.len = n;
+	bi->span.eos = (uint8_t)eos;
+	bi->span.more = (uint8_t)more;
+	bi->used = used;
+	bi->holding = 1;
+	bi->total += n;
+	if (eos)
+		bi->eos = 1;
+	*sp = bi->span;
+	return 1;
+}
+
+/*
+ * Chunked: decodes strictly what <in> holds. The data of every chunk the
+ * buffer holds is gathered into one span by moving each chunk's data
+ * down over the framing before it (only bytes already decoded are
+ * overwritten), so a body of tiny chunks costs one write per buffer, not
+ * one per chunk (bi->moved says it happened: a replay cannot resend
+ * them). Framing with no data is consumed at once.
+ */
+static __attribute__((noinline)) int h1_body_chunked(struct side_in *bi, struct buf *in, struct body_span *sp)
+{
+	struct http_chunked *ch = &bi->chunks;
+	char *base = in->data + in->start, *span = NULL;
+	size_t avail = buf_len(in), off = 0, len = 0;
+	int more = 0;
+
+	while (off < avail && !ch->done && !more) {
+		size_t used, dlen;
+		const char *data;
+		int rc = http_chunked_feed(ch, base + off, avail - off, &used, &data, &dlen);
+
+		if (rc < 0)
+			return rc;
+		if (dlen > bi->budget - len) {
+			/* the budget is full: the rest of this chunk waits */
+			size_t over = dlen - (bi->budget - len);
+
+			http_chunked_unread(ch, over);
+			used -= over;
+			dlen -= over;
+			more = 1;
+		}
+		off += used;
+		if (dlen == 0)
+			continue;
+		if (!span) {
+			span = (char *)data;
+		} else if (data != span + len) {
+			memmove(span + len, data, dlen);
+			bi->moved = 1;
+		}
+		len += dlen;
+	}
+	if (len == 0 && !ch->done) {
+		in->start += (uint32_t)off; /* framing only: nothing will write it */
+		return 0;
+	}
+	return h1_hand(bi, sp, span, len, (uint32_t)off, ch->done, more);
+}
+
+/* body_next() but for the common case below: a whole body asked for,
+ * chunked and until-close framing, a span held, the end handed up. */
+static __attribute__((noinline)) int h1_body_next_rest(struct side *s, struct buf *in, struct body_span *sp,
+                                                       int whole)
+{
+	struct side_in *bi = &s->in;
+	uint32_t avail = in ? buf_len(in) : 0;
+
+	if (bi->holding) {
+		*sp = bi->span;
+		return 1;
+	}
+	if (bi->eos)
+		return 0;
+	switch (bi->framing) {
+	case HTTP_BODY_LENGTH: {
+		uint32_t n;
+		int more = 0;
+
+		if (whole) {
+			/* in place: all of it fits behind what precedes it */
+			if (!in || in->start + bi->left > wk.buf_size)
+				return CODEC_SPLIT;
+			if (avail < bi->left)
+				return 0;
+		}
+		if (avail == 0)
+			return 0;
+		n = avail < bi->left ? avail : (uint32_t)bi->left;
+		if (!whole && n > bi->budget) { /* a buffered body: body_buffer bounds it */
+			n = bi->budget;
+			more = 1;
+		}
+		bi->left -= n;
+		return h1_hand(bi, sp, in->data + in->start, n, n, bi->left == 0, more);
+	}
+	case HTTP_BODY_CHUNKED:
+		if (whole)
+			return CODEC_SPLIT;
+		return avail ? h1_body_chunked(bi, in, sp) : 0;
+	case HTTP_BODY_CLOSE:
+		if (whole)
+			return CODEC_SPLIT;
+		if (avail > bi->budget)
+			return h1_hand(bi, sp, in->data + in->start, bi->budget, bi->budget, 0, 1);
+		if (avail)
+			return h1_hand(bi, sp, in->data + in->start, avail, avail, 0, 0);
+		return bi->eof ? h1_hand(bi, sp, NULL, 0, 0, 1, 0) : 0;
+	default:
+		return 0;
+	}
+}
+
+/* Every body span goes through here: a Content-Length body streaming is
+ * taken inline, anything else in h1_body_next_rest(). */
+static inline __attribute__((always_inline)) int h1_body_next(struct side *s, struct buf *in,
+                                                              struct body_span *sp, int whole)
+{
+	struct side_in *bi = &s->in;
+
+	if (bi->framing == HTTP_BODY_LENGTH && !whole && !bi->holding && !bi->eos) {
+		uint32_t avail = in ? buf_len(in) : 0, n;
+		int more = 0;
+
+		if (avail == 0)
+			return 0;
+		n = avail < bi->left ? avail : (uint32_t)bi->left;
+		if (n > bi->budget) {
+			n = bi->budget;
+			more = 1;
+		}
+		bi->left -= n;
+		return h1_hand(bi, sp, in->data + in->start, n, n, bi->left == 0, more);
+	}
+	return h1_body_next_rest(s, in, sp, whole);
+}
+
+static inline __attribute__((always_inline)) int h1_consumed(struct side *s, struct buf *in, size_t n)
+{
+	struct side_in *bi = &s->in;
+
+	if (!bi->holding)
+		return in && buf_len(in);
+	if (n < bi->span.len) {
+		/* part of it: HTTP/1 gives the input back per whole span */
+		bi->span.data += n;
+		bi->span.len -= n;
+		return 1;
+	}
+	bi->holding = 0;
+	if (!in)
+		return 0;
+	in->start += bi->used;
+	return buf_len(in) != 0;
+}
+
+/* Drops what the input buffer holds past the span handed up: the body's
+ * rest, and whatever followed it (the connection closes after). */
+static void h1_discard(struct side_in *bi, struct buf *in)
+{
+	bi->holding = 0;
+	bi->eos = 1;
+	if (in)
+		in->start = in->end;
+}
+
+/* Room for more body: a full input buffer holding nothing handed up
+ * moves its bytes down (what a replay would read is then gone). */
+static void h1_body_room(struct side_in *bi, struct buf *in)
+{
+	if (in && in->end == wk.buf_size && in->start > 0 && !bi->holding) {
+		buf_compact(in);
+		bi->moved = 1;
+	}
 }
 
 /* ---- the server side: a client connection ----------------------------- */
@@ -155,7 +351,41 @@ static ssize_t h1_server_flush(struct side *s, int more)
 
 static int h1_server_recv(struct side *s)
 {
+	if (s->in.framing != HTTP_BODY_NONE && !s->in.eos)
+		h1_body_room(&s->in, s->c->in); /* a body coming, nothing else read yet */
 	return conn_read(s->c);
+}
+
+static int h1_server_body_next(struct side *s, struct body_span *sp, int whole)
+{
+	return h1_body_next(s, s->c->in, sp, whole);
+}
+
+static int h1_server_consumed(struct side *s, size_t n)
+{
+	return h1_consumed(s, s->c->in, n);
+}
+
+static void h1_server_discard(struct side *s)
+{
+	h1_discard(&s->in, s->c->in);
+}
+
+/* HTTP/1: a connection carries the stream whose request it is reading. */
+static void h1_server_attach(struct side *s, struct conn *c, struct upconn *u, struct txn *t)
+{
+	(void)u;
+	s->c = c;
+	c->txn = t;
+}
+
+static void h1_server_reset(struct side *s, int rc)
+{
+	struct conn *c = s->c; /* <s> goes with the stream */
+
+	if (c->txn)
+		txn_abort(c->txn, rc);
+	conn_close(c);
 }
 
 const struct codec_ops h1_server_codec = {
@@ -164,6 +394,12 @@ const struct codec_ops h1_server_codec = {
 	.send_body = h1_send_body,
 	.flush = h1_server_flush,
 	.recv = h1_server_recv,
+	.body_start = h1_body_start,
+	.body_next = h1_server_body_next,
+	.consumed = h1_server_consumed,
+	.discard = h1_server_discard,
+	.attach = h1_server_attach,
+	.reset = h1_server_reset,
 };
 
 /* ---- the client side: an upstream connection ---------------------------- */
@@ -202,13 +438,20 @@ static int h1_client_recv(struct side *s)
 
 	if (!u->in && !(u->in = buf_get()))
 		return WEIR_ERR(NOMEM);
-	/* what the other side still has queued may point into u->in: the
-	 * caller compacts only when it may (txn_upstream_read) */
+	/* what the other side still has queued may point into u->in: moved
+	 * down only when nothing handed up is (a response head being parsed
+	 * starts at 0, so it never moves) */
+	h1_body_room(&s->in, u->in);
 	room = wk.buf_size - u->in->end;
 	if (room == 0)
 		return WEIR_EAGAIN;
-	if (u->ssl)
-		return h1_client_recv_tls(u, room);
+	if (u->ssl) {
+		int rc = h1_client_recv_tls(u, room);
+
+		if (rc == 0 || rc == WEIR_ERR(UPSTREAM_CLOSED))
+			s->in.eof = 1;
+		return rc;
+	}
 	for (;;) {
 		n = read(u->io.fd, u->in->data + u->in->end, room);
 		if (n > 0) {
@@ -219,12 +462,55 @@ static int h1_client_recv(struct side *s)
 		}
 		if (n == 0) {
 			u->readable = 0;
+			s->in.eof = 1; /* the end of a body framed by the close */
 			return 0;
 		}
 		if (errno == EINTR)
 			continue;
 		u->readable = 0;
-		return errno == EAGAIN ? WEIR_EAGAIN : WEIR_ERR(UPSTREAM_CLOSED);
+		if (errno == EAGAIN)
+			return WEIR_EAGAIN;
+		s->in.eof = 1; /* read as the close, as ever */
+		return WEIR_ERR(UPSTREAM_CLOSED);
+	}
+}
+
+static int h1_client_body_next(struct side *s, struct body_span *sp, int whole)
+{
+	return h1_body_next(s, s->u->in, sp, whole);
+}
+
+static int h1_client_consumed(struct side *s, size_t n)
+{
+	return h1_consumed(s, s->u->in, n);
+}
+
+static void h1_client_discard(struct side *s)
+{
+	h1_discard(&s->in, s->u ? s->u->in : NULL);
+}
+
+/* A new connection speaks the codec it is attached with; a pooled one
+ * keeps its own (the core attaches with u->codec's table). */
+static void h1_client_attach(struct side *s, struct conn *c, struct upconn *u, struct txn *t)
+{
+	(void)c;
+	s->u = u;
+	u->txn = t;
+	if (!u->codec)
+		u->codec = s->ops;
+	s->q.sent = 0;
+}
+
+static void h1_client_reset(struct side *s, int rc)
+{
+	struct upconn *u = s->u;
+
+	(void)rc;
+	s->u = NULL;
+	if (u) {
+		u->txn = NULL;
+		upstream_close(u);
 	}
 }
 
@@ -240,5 +526,11 @@ const struct codec_ops h1_client_codec = {
 	.send_body = h1_send_body,
 	.flush = h1_client_flush,
 	.recv = h1_client_recv,
+	.body_start = h1_body_start,
+	.body_next = h1_client_body_next,
+	.consumed = h1_client_consumed,
+	.discard = h1_client_discard,
+	.attach = h1_client_attach,
+	.reset = h1_client_reset,
 	.avail_streams = h1_client_avail_streams,
 };

@@ -15,6 +15,7 @@
 #include <openssl/ssl.h>
 
 #include "common/log.h"
+#include "worker/core/grpc.h"
 #include "worker/net/net.h"
 #include "worker/up/up.h"
 
@@ -415,10 +416,12 @@ void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answe
 	if (wk.draining)
 		close = 1;
 	SHM_ADD(wk.cnt, responses[status / 100], 1);
-	if (a) {
+	if (grpc_request(t)) { /* a gRPC client reads grpc-status, not a text body */
+		c->answer = grpc_canned(rc, status, close, &c->answer_len);
+	} else if (a) {
 		c->answer = a->text[close];
 		c->answer_len = a->len[close];
-	} else if (rc == WEIR_ERR(BREAKER_OPEN)) {
+	} else if (rc == WEIR_ERR(BREAKER_OPEN) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY)) {
 		c->answer = breaker_canned(close, &c->answer_len);
 	} else {
 		c->answer = conn_canned(status, close, &c->answer_len);

@@ -31,12 +31,14 @@
  *
  * Principle: the core moves a stream's bytes through two sides, towards
  * the client (a server codec) and towards the upstream (a client codec),
- * and never frames them itself: it hands a codec a head the codec wrote
- * (head.c for HTTP/1), spans of body with an end-of-stream flag, and asks
- * it to flush what it queued or to read more. HTTP/1 keeps its fast path:
- * with one stream on a connection, a body span is queued as it lies in
- * the input buffer (an iovec into it, no copy) between the framing the
- * codec adds (a chunk-size line, a CRLF), and the source buffer is
+ * and never frames or unframes them itself: it hands a codec a head the
+ * codec wrote (head.c for HTTP/1), spans of body with an end-of-stream
+ * flag, and asks it to flush what it queued or to read more; on input it
+ * takes payload spans from body_next() and says when they were written
+ * (consumed()). HTTP/1 keeps its fast path: with one stream on a
+ * connection, a body span is handed up as it lies in the input buffer
+ * and queued the same way (an iovec into it, no copy) between the framing
+ * the codec adds (a chunk-size line, a CRLF), and the source buffer is
  * consumed only once the span is written. An HTTP/2 codec (next issue)
  * adds a table beside these; a connection owns one codec (c->codec,
  * u->codec) and zero or more streams.
@@ -45,6 +47,7 @@
 struct buf;
 struct conn;
 struct upconn;
+struct txn;
 
 /* Pending output in one direction. */
 struct outq {
@@ -58,24 +61,108 @@ struct outq {
 
 struct codec_ops;
 
+/* Strict chunked body decoder state (RFC 9112 7.1): http_chunked_feed()
+ * below, driven by the HTTP/1 codecs only. */
+struct http_chunked {
+	int state;
+	uint64_t remaining;  /* data bytes left in the current chunk */
+	uint32_t digits;     /* hex digits seen in the current size line */
+	uint32_t line_bytes; /* bytes of the current extension or trailer line */
+	uint32_t trailer_bytes; /* total trailer section bytes */
+	int done;            /* the last chunk and trailers were read */
+};
+
+/* A piece of message body a codec hands the core: payload only, whatever
+ * the wire framing; <eos>: the body ends with it (len may then be 0). */
+struct body_span {
+	const char *data;
+	size_t len;
+	uint8_t eos;
+	uint8_t more; /* more was ready than the side's budget let through */
+};
+
+/* What a side's codec keeps of the body coming from its peer (the
+ * request's on the client side, the response's on the upstream side).
+ * Private to the codec but for <total> and <moved>, which the core reads. */
+struct side_in {
+	uint64_t total;          /* payload bytes handed up so far */
+	uint64_t left;           /* HTTP/1 length framing: bytes still to come */
+	struct http_chunked chunks; /* HTTP/1 chunked framing */
+	struct body_span span;   /* the span handed up and not yet consumed */
+	uint32_t used;           /* bytes of the input buffer it stands for */
+	uint32_t budget;         /* a span is at most this (the stream's pipe
+	                          * budget: payload handed up, not yet consumed) */
+	uint8_t framing;         /* enum http_body_kind of the message */
+	uint8_t holding;         /* <span> is handed up, not yet consumed */
+	uint8_t eos;             /* the end was handed up */
+	uint8_t eof;             /* the peer closed its side */
+	uint8_t moved;           /* bytes of this body moved in the input buffer
+	                          * (chunk data gathered, a compaction): a replay
+	                          * cannot read them again where they were */
+};
+
 /* One side of a stream, as its codec sees it. */
 struct side {
 	struct outq q;           /* towards this side's peer */
 	struct buf *head;        /* the head written for the peer */
 	uint8_t chunked;         /* the body goes chunk-encoded to the peer */
+	uint8_t owes;            /* q holds a span of the other side's input:
+	                          * the core consumes it there once q is written */
+	size_t owed;             /* its payload bytes */
+	uint8_t dry;             /* the core: consumed() said no input is ready;
+	                          * body_next() is not asked until a recv() */
+	struct side_in in;       /* the body from this side's peer */
 	const struct codec_ops *ops;
 	struct conn *c;          /* the client side's connection */
 	struct upconn *u;        /* the upstream side's, once attached */
 };
 
+/* body_next(): the body cannot come as one span in place (whole asked):
+ * take it span by span. */
+#define CODEC_SPLIT 2
+
 struct codec_ops {
 	const char *name;
 	/* Queues s->head, first in an empty queue. */
 	void (*queue_head)(struct side *s);
-	/* Queues [data, data+len), the payload of the <used> bytes of <src>
-	 * consumed once written (consumed at once when nothing is queued),
-	 * framed for the peer; <eos>: the body ends with it. */
-	void (*send_body)(struct side *s, struct buf *src, uint32_t used, const char *data, size_t len, int eos);
+	/* Queues [data, data+len) of body, framed for the peer; <eos>: the
+	 * body ends with it. The bytes must stay where they are until q is
+	 * written (q.count 0). */
+	void (*send_body)(struct side *s, const char *data, size_t len, int eos);
+	/* Input framing. body_start(): the body of message <m> (its framing)
+	 * comes from the peer next, or again from its first byte (a replay:
+	 * the caller puts the input back first). body_next(): the next span of
+	 * it into *<sp>: 1, 0 when more input is needed (recv), or
+	 * WEIR_ESMUGGLING for framing the codec refuses. A span stays handed
+	 * up (body_next() hands the same one again) until consumed(), and the
+	 * payload handed up and not consumed is at most <budget> bytes (the
+	 * pipe's: HTTP/2 would keep its stream window so); with <whole> the
+	 * rest of the body is handed only as one span in place (0 until all
+	 * of it has come), or CODEC_SPLIT when it cannot be: a buffered body
+	 * is bounded by limits.body_buffer, not by the budget. */
+	void (*body_start)(struct side *s, const struct msg *m, uint32_t budget);
+	int (*body_next)(struct side *s, struct body_span *sp, int whole);
+	/* The core has written <n> payload bytes of the span handed up to
+	 * the other side: the input it stands for may go (HTTP/1: consumed
+	 * from the input buffer once the whole span is; HTTP/2: flow-control
+	 * credit). Returns 1 when more input is ready for body_next(), 0 when
+	 * the next span needs a recv() first (the core then does not ask). */
+	int (*consumed)(struct side *s, size_t n);
+	/* The rest of the body from the peer is not wanted: what is read of
+	 * it is dropped and no more is handed up (HTTP/1: the input buffer's
+	 * bytes, the core reads and drops what still comes; HTTP/2 would
+	 * reset the stream with NO_ERROR). */
+	void (*discard)(struct side *s);
+	/* Binds stream <t> to a connection: a server codec's side to client
+	 * connection <c> (HTTP/1: as its request is read), a client codec's
+	 * to upstream connection <u>, new or from the pool. */
+	void (*attach)(struct side *s, struct conn *c, struct upconn *u, struct txn *t);
+	/* Aborts the stream on this side, which ends with error <rc> (0: not
+	 * an error, cancelled). HTTP/1 has no other way than closing the
+	 * connection: on the server side that frees the stream (txn_abort,
+	 * counting <rc>), so <s> is gone after; HTTP/2 would send RST_STREAM
+	 * and keep the connection. */
+	void (*reset)(struct side *s, int rc);
 	/* Writes what is queued; <more>: more of a counted body follows at
 	 * once. Returns bytes written (the queue is empty when q.count is 0)
 	 * or -errno. */
@@ -208,16 +295,8 @@ void http_response_init(struct http_response *r, struct msg *m, struct arena *a,
  */
 int http_response_parse(struct http_response *r, const char *buf, size_t len);
 
-/* Strict chunked body decoder (RFC 9112 7.1). */
-struct http_chunked {
-	int state;
-	uint64_t remaining;  /* data bytes left in the current chunk */
-	uint32_t digits;     /* hex digits seen in the current size line */
-	uint32_t line_bytes; /* bytes of the current extension or trailer line */
-	uint32_t trailer_bytes; /* total trailer section bytes */
-	int done;            /* the last chunk and trailers were read */
-};
-
+/* Strict chunked body decoder (RFC 9112 7.1); struct http_chunked is
+ * above, in the codec's input state. */
 void http_chunked_init(struct http_chunked *c);
 
 /*
@@ -232,6 +311,10 @@ void http_chunked_init(struct http_chunked *c);
  */
 int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t *used,
                       const char **data, size_t *data_len);
+
+/* Gives back the last <n> bytes of the data span the last call returned
+ * (the caller takes <n> fewer as used): the next call returns them again. */
+void http_chunked_unread(struct http_chunked *c, size_t n);
 
 /*
  * Normalises the request path <p>[0..len) (it starts with '/'; no query) in
@@ -363,6 +446,8 @@ struct head_req {
 	const char *xff;      /* the X-Forwarded-For to write, NULL: the
 	                       * client's list with our peer appended */
 	size_t xff_len;
+	const char *target;   /* the target to forward (a route's rewrite), NULL: the request's */
+	uint32_t target_len;
 };
 struct head_resp {
 	const struct msg *req;

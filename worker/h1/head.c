@@ -258,14 +258,17 @@ int head_write_request(const struct msg *r, const struct head_req *hr, struct bu
 	size_t cert_hdr_len = 0, subj_len = 0;
 	const char *subj = NULL;
 	const char *cert_hdr = tls_client_header(hr->c, &cert_hdr_len, &subj, &subj_len);
-	int whole = out_whole(r->head_len + subj_len + hr->extra_len);
+	int whole = out_whole(r->head_len + subj_len + hr->extra_len + hr->target_len);
 
 again:
 	if (out_begin(&o, out, whole) < 0)
 		return WEIR_ERR(NOMEM);
 	out_put(&o, r->method, r->method_len);
 	OUT_LIT(&o, " ");
-	out_put(&o, r->target, r->target_len);
+	if (hr->target)
+		out_put(&o, hr->target, hr->target_len);
+	else
+		out_put(&o, r->target, r->target_len);
 	OUT_LIT(&o, " HTTP/1.1\r\nHost: ");
 	if (r->host_len) {
 		out_put(&o, r->host, r->host_len);

@@ -47,6 +47,16 @@ void http_chunked_init(struct http_chunked *c)
 	c->state = CK_SIZE_START;
 }
 
+void http_chunked_unread(struct http_chunked *c, size_t n)
+{
+	/* a data span ends the call that returns it, in CK_DATA or, its
+	 * chunk done, in CK_DATA_CR: either way the data state again */
+	if (n == 0)
+		return;
+	c->remaining += n;
+	c->state = CK_DATA;
+}
+
 static int hexval(unsigned char ch)
 {
 	if (ch >= '0' && ch <= '9')

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 /* A per-worker xorshift64*: no lock, no system call after the first. */
-static uint64_t balance_rand(void)
+uint64_t balance_rand(void)
 {
 	static uint64_t x;
 
@@ -31,6 +31,8 @@ int balance_pick(const struct route_table *t, const struct route_upstream *up, u
 	uint32_t cand[64], weight[64], n = 0, lim = up->nservers < 64 ? up->nservers : 64;
 	uint64_t total = 0;
 
+	if (up->balance >= BALANCE_RING_HASH)
+		return balance_hash_pick(t, up, tried, panic, eject_now, marked);
 	for (uint32_t i = 0; i < lim; i++) {
 		uint32_t si = up->first_server + i, w;
 
@@ -78,9 +80,11 @@ int balance_pick(const struct route_table *t, const struct route_upstream *up, u
 void balance_begin(const struct route_table *t, uint32_t si, uint16_t *held)
 {
 	const struct route_server *rs = &route_servers(t)[si];
+	const struct route_upstream *up = &route_upstreams(t)[rs->upstream];
 
 	balance_end(held);
-	if (route_upstreams(t)[rs->upstream].balance != BALANCE_LEAST_REQUEST)
+	/* the counts least_request and bounded_load compare */
+	if (up->balance != BALANCE_LEAST_REQUEST && !up->bounded_load)
 		return;
 	atomic_fetch_add_explicit(&wk.seg->balance[rs->stat].inflight, 1, memory_order_relaxed);
 	*held = (uint16_t)(rs->stat + 1u);

@@ -225,7 +225,8 @@ void tls_client_close(struct upconn *u);
 /*
  * balance: the load-balancing algorithms of an upstream group other than
  * smooth weighted round robin (which stays in upstream.c, free of locked
- * instructions): `balance = "random"` and `"least_request"`.
+ * instructions): `balance = "random"` and `"least_request"`; `"ring_hash"`
+ * and `"maglev"` are balance_hash, below.
  *
  * Principle: every algorithm picks among the same usable servers
  * (upstream_server_usable: admin state, ejection, down marks, health), so
@@ -243,7 +244,7 @@ void tls_client_close(struct upconn *u);
  */
 
 /* Picks a usable server of <up> not in <tried> (upstream_pick_among's
- * arguments); -1 if none. */
+ * arguments); -1 if none, BALANCE_PICK_RR to fall back to round robin. */
 int balance_pick(const struct route_table *t, const struct route_upstream *up, uint64_t tried, int panic,
                  uint64_t eject_now, int *marked);
 
@@ -254,6 +255,38 @@ void balance_begin(const struct route_table *t, uint32_t si, uint16_t *held);
 
 /* The request ends: gives back its count in flight, if any. */
 void balance_end(uint16_t *held);
+
+/* A per-worker xorshift64* draw (no lock, no system call). */
+uint64_t balance_rand(void);
+
+/*
+ * balance_hash: `balance = "ring_hash"` and `"maglev"` (worker/up/
+ * balance_hash.c), over the tables the master built into the generation
+ * (shm/route_hash.h). The pick looks the request's key up, then walks on
+ * from its entry: a server not usable (upstream_server_usable) or already
+ * tried is passed to the next entry's server, so only its own keys move;
+ * with bounded_load, so is a server over its share of the group's
+ * requests in flight (node-wide counts, as least_request's).
+ *
+ * Costs: the key's hash (worker/core/balance_key.c) and a binary search
+ * of the ring (at most 15 steps) or one division for maglev; with
+ * bounded_load a pass over the group and the locked add and subtract of
+ * least_request. Nothing for a group on another algorithm.
+ */
+enum {
+	BALANCE_KEY_HASHED = 0, /* the request's key */
+	BALANCE_KEY_FALLBACK,   /* no key: hash_fallback = "client_ip" hashed */
+	BALANCE_KEY_NONE,       /* no key: hash_fallback "random" or "rr" decides */
+};
+#define BALANCE_PICK_RR (-2) /* balance_pick(): use the group's round robin */
+
+/* The key of the next pick: hash <h>, found as <how> (BALANCE_KEY_*). */
+void balance_hash_use(uint64_t h, int how);
+
+/* balance_pick() for a ring_hash or maglev group; BALANCE_PICK_RR when the
+ * request has no key and hash_fallback is "rr". */
+int balance_hash_pick(const struct route_table *t, const struct route_upstream *up, uint64_t tried, int panic,
+                      uint64_t eject_now, int *marked);
 
 /* ==== outlier ==== */
 /*

@@ -192,8 +192,12 @@ static int upstream_pick_among(const struct route_table *t, const struct route_u
 	int best = -1;
 	uint32_t n = up->nservers < 64 ? up->nservers : 64;
 
-	if (up->balance != BALANCE_RR && n > 1)
-		return balance_pick(t, up, tried, panic, eject_now, marked);
+	if (up->balance != BALANCE_RR && n > 1) {
+		int si = balance_pick(t, up, tried, panic, eject_now, marked);
+
+		if (si != BALANCE_PICK_RR)
+			return si;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t si = up->first_server + i;
 		struct up_server *s = upstream_state(t, si);

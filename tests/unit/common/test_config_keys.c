@@ -44,7 +44,8 @@ static const struct config_keyset *const all[] = {
     &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &config_keys_route_timeouts,
     &config_keys_route_limits,
     &config_keys_upstream_outlier, &config_keys_upstream_limits, &config_keys_upstream_breaker,
-    &config_keys_upstream_retry, &config_keys_compress, &config_keys_route_compress,
+    &config_keys_upstream_retry, &config_keys_upstream_adaptive_conc, &config_keys_compress,
+    &config_keys_route_compress,
 };
 
 static char *section_table(size_t i)

@@ -1,0 +1,75 @@
+"""weir's own answers to a gRPC request (content-type application/grpc*)
+go out as gRPC status (worker/core/grpc.h): HTTP 200, content-type
+application/grpc, grpc-status and grpc-message in the head, no body; a
+plain client still gets the text answer. Over HTTP/1 (the HTTP/2 codec is
+written beside this and reuses the mapping)."""
+
+import threading
+import time
+
+from harness import Client, free_port
+from test_auth import API_KEY, gate, keys  # noqa: F401 (fixtures)
+from test_breaker import block, breaker_weir
+from test_rate_limit import start
+
+def call(port, target, ctype="application/grpc", extra=()):
+    with Client(port) as c:
+        hs = [("Content-Type", ctype), ("TE", "trailers")] if ctype else []
+        return c.request("POST", target, headers=hs + list(extra), body=b"\0\0\0\0\0")
+
+
+def assert_grpc(r, code, words=None):
+    assert r.status == 200, r
+    assert r.get("Content-Type") == "application/grpc", r
+    assert r.get("grpc-status") == str(code), r
+    assert r.get("Content-Length") == "0" and r.body == b"", r
+    if words:
+        assert words in r.get("grpc-message"), r
+
+
+def test_no_route_is_unimplemented_and_a_plain_client_keeps_the_404(weir_factory, origin):
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/svc.Echo/", "upstream": "a"}])
+    r = call(w.port, "/other.Svc/Call")
+    assert_grpc(r, 12, "no route")
+    assert_grpc(call(w.port, "/other.Svc/Call", "application/grpc+proto"), 12)
+    assert_grpc(call(w.port, "/other.Svc/Call", "application/grpc; charset=utf-8"), 12)
+    for ctype in (None, "application/grpcx", "text/plain"):
+        r = call(w.port, "/other.Svc/Call", ctype)
+        assert r.status == 404 and r.get("grpc-status") is None and r.body == b"404 Not Found\n", (ctype, r)
+    assert w.metrics().error("no_route") == 6  # counted as the 404 it stands for
+
+
+def test_connect_failure_is_unavailable_and_a_timeout_deadline_exceeded(weir_factory, origin):
+    dead = "127.0.0.1:%d" % free_port()  # nothing listens there
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}, {"name": "d", "servers": [dead]}],
+                     routes=[{"path": "/dead/", "upstream": "d"}, {"path": "/", "upstream": "a"}],
+                     timeouts={"upstream_read": "300ms"})
+    assert_grpc(call(w.port, "/dead/x"), 14)
+    assert_grpc(call(w.port, "/slow/2000"), 4)
+    r = call(w.port, "/echo")  # the upstream's own answer passes as it is
+    assert r.status == 200 and r.get("grpc-status") is None
+
+
+def test_limits_and_rate_limits_are_resource_exhausted(weir_factory, origin):
+    w = breaker_weir(weir_factory, [origin.addr], block("limits", max_requests=1), workers=1)
+    got = []
+    t = threading.Thread(target=lambda: got.append(call(w.port, "/slow/800")))
+    t.start()
+    time.sleep(0.3)  # the slow call holds the one place
+    assert_grpc(call(w.port, "/echo"), 8, "limits")
+    t.join(10)
+    assert got[0].status == 200
+
+    w = start(weir_factory, origin, ['name = "one"; key = "route"; rate = "1/m"; burst = 1;'], [("/echo", ["one"])])
+    assert call(w.port, "/echo").status == 200
+    r = call(w.port, "/echo")
+    assert_grpc(r, 8, "rate limited")
+    assert r.get("Retry-After") is not None and r.get("RateLimit-Policy") is not None, r
+
+
+def test_auth_is_unauthenticated_or_permission_denied(gate):  # noqa: F811
+    assert_grpc(call(gate.port, "/echo/key"), 16)
+    assert_grpc(call(gate.port, "/echo/only", extra=[("X-Api-Key", API_KEY)]), 7)
+    r = call(gate.port, "/echo/key", None)
+    assert r.status == 401 and r.get("WWW-Authenticate") is not None

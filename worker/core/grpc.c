@@ -1,0 +1,92 @@
+/*
+ * grpc.c: weir's own answers as gRPC status (worker/core/grpc.h).
+ */
+#include "worker/core/grpc.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/err.h"
+#include "worker/core/core.h"
+
+int grpc_request(const struct txn *t)
+{
+	static const char ct[] = "application/grpc";
+
+	if (!t || !t->req.head_len) /* the head not read whole: its headers are not known */
+		return 0;
+	for (uint32_t i = 0; i < t->req.hl.n; i++) {
+		const struct hdr *h = &t->req.hl.v[i];
+
+		if (h->name_len != 12 || strncasecmp(h->name, "content-type", 12))
+			continue;
+		/* application/grpc, or a subtype: +proto, +json; ";" parameters */
+		return h->value_len >= sizeof ct - 1 && !strncasecmp(h->value, ct, sizeof ct - 1) &&
+		       (h->value_len == sizeof ct - 1 || h->value[sizeof ct - 1] == '+' || h->value[sizeof ct - 1] == ';');
+	}
+	return 0;
+}
+
+int grpc_code(int rc, int status)
+{
+	/* the kinds the HTTP status alone would map otherwise */
+	if (rc == WEIR_ERR(UPSTREAM_LIMIT) || rc == WEIR_ERR(QUEUE_TIMEOUT) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY) ||
+	    rc == WEIR_ERR(AUTH_BUSY) || rc == WEIR_ERR(RATE_LIMITED))
+		return GRPC_RESOURCE_EXHAUSTED;
+	if (rc == WEIR_ERR(REQUEST_TIMEOUT) || rc == WEIR_ERR(BODY_TIMEOUT) || rc == WEIR_ERR(HEADER_TIMEOUT))
+		return GRPC_DEADLINE_EXCEEDED;
+	switch (status) {
+	case 400: return GRPC_INTERNAL;
+	case 401: return GRPC_UNAUTHENTICATED;
+	case 403: return GRPC_PERMISSION_DENIED;
+	case 404: return GRPC_UNIMPLEMENTED;
+	case 408:
+	case 504: return GRPC_DEADLINE_EXCEEDED;
+	case 413:
+	case 414:
+	case 429:
+	case 431: return GRPC_RESOURCE_EXHAUSTED;
+	case 500: return GRPC_INTERNAL;
+	case 502:
+	case 503: return GRPC_UNAVAILABLE;
+	default: return GRPC_UNKNOWN;
+	}
+}
+
+int grpc_fields(char *out, size_t cap, int code, const char *msg)
+{
+	char enc[256];
+	size_t n = 0;
+
+	/* grpc-message is percent-encoded: printable ASCII but '%' as it is */
+	for (const unsigned char *p = (const unsigned char *)msg; *p && n + 4 < sizeof enc; p++)
+		if (*p >= 0x20 && *p <= 0x7e && *p != '%')
+			enc[n++] = (char)*p;
+		else
+			n += (size_t)snprintf(enc + n, sizeof enc - n, "%%%02X", *p);
+	enc[n] = '\0';
+	return snprintf(out, cap,
+	                "Content-Type: application/grpc\r\ngrpc-status: %d\r\ngrpc-message: %s\r\nContent-Length: 0\r\n",
+	                code, enc);
+}
+
+const char *grpc_canned(int rc, int status, int close, uint32_t *len)
+{
+	static char text[WEIR_ERR_COUNT + 1][2][320];
+	static uint32_t n[WEIR_ERR_COUNT + 1][2];
+	int i = weir_err_index(rc), k = close ? 1 : 0;
+
+	if (i < 0)
+		i = WEIR_ERR_COUNT; /* not a kind of the table: by its status alone */
+	if (!n[i][k]) {
+		int h = snprintf(text[i][k], sizeof text[i][k], "HTTP/1.1 200 OK\r\n");
+
+		h += grpc_fields(text[i][k] + h, sizeof text[i][k] - (size_t)h, grpc_code(rc, status),
+		                 i < WEIR_ERR_COUNT ? weir_err_text(rc) : "error");
+		h += snprintf(text[i][k] + h, sizeof text[i][k] - (size_t)h, "%s\r\n", close ? "Connection: close\r\n" : "");
+		n[i][k] = (uint32_t)h;
+	}
+	*len = n[i][k];
+	return text[i][k];
+}

@@ -1,0 +1,56 @@
+/*
+ * grpc.h: weir's own answers to a gRPC request, as gRPC status.
+ *
+ * Principle: a gRPC client reads the outcome of a call from grpc-status,
+ * not from the HTTP status, and cannot parse a text/plain body. So when
+ * the request's content-type is application/grpc (or application/grpc+
+ * proto, +json, ...), an answer weir makes itself (an error, a refusal by
+ * a limit or by auth) goes out "trailers-only": HTTP 200, content-type
+ * application/grpc, grpc-status and grpc-message in the head, no body.
+ * The code comes from the error kind, then its HTTP status, as the gRPC
+ * spec's HTTP-to-gRPC table has it, with weir's refusals for load as
+ * RESOURCE_EXHAUSTED. The access log and the status counters keep the
+ * HTTP status the error has (a 503 stays a 503 on dashboards), so an
+ * operator sees refusals the same for gRPC and plain clients. Codec-free:
+ * HTTP/1 uses it now, the HTTP/2 codec will reuse grpc_code() and
+ * grpc_fields(). No allocation: the answers are formatted once per kind
+ * and kept for the worker's life.
+ */
+#ifndef WEIR_WORKER_CORE_GRPC_H
+#define WEIR_WORKER_CORE_GRPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct txn;
+
+enum grpc_code {
+	GRPC_OK = 0,
+	GRPC_UNKNOWN = 2,
+	GRPC_DEADLINE_EXCEEDED = 4,
+	GRPC_PERMISSION_DENIED = 7,
+	GRPC_RESOURCE_EXHAUSTED = 8,
+	GRPC_UNIMPLEMENTED = 12,
+	GRPC_INTERNAL = 13,
+	GRPC_UNAVAILABLE = 14,
+	GRPC_UNAUTHENTICATED = 16,
+};
+
+/* Is <t>'s request (its head read whole) a gRPC call? */
+int grpc_request(const struct txn *t);
+
+/* The gRPC status for weir's error <rc> (WEIR_ERR), whose HTTP answer
+ * would be <status>. Pure. */
+int grpc_code(int rc, int status);
+
+/* Writes "content-type: application/grpc", grpc-status <code>,
+ * grpc-message <msg> (percent-encoded as the spec asks) and
+ * "content-length: 0" header lines into <out> (at most <cap> bytes, NUL
+ * ended). Returns the length it wanted, as snprintf does. Pure. */
+int grpc_fields(char *out, size_t cap, int code, const char *msg);
+
+/* The whole HTTP/1.1 trailers-only answer for error <rc> (status
+ * <status>), with "Connection: close" when <close>; kept per kind. */
+const char *grpc_canned(int rc, int status, int close, uint32_t *len);
+
+#endif
