@@ -104,16 +104,33 @@ def test_the_body_decodes_to_the_origins_bytes(weir_factory, origin, enc, n, mod
 
 
 @pytest.mark.parametrize("enc", ["gzip", "br"])
-@pytest.mark.parametrize("mode", ["len", "chunked"])
+@pytest.mark.parametrize("mode", ["len", "chunked", "close"])
 def test_an_incompressible_body_overflows_the_buffer_and_still_decodes(weir_factory, origin, enc, mode):
     # what the encoder makes of a span is larger than the span: the rest
-    # of the span waits for the buffer to be written (the pending path)
+    # of the span waits for the buffer to be written (the pending path),
+    # whatever the upstream's framing
     w = cz_weir(weir_factory, origin)
     n = 1 << 20
     r = fetch(w, "/text/%d?rand=1&mode=%s" % (n, mode), ae=enc)
     assert r.get("content-encoding") == enc
     assert decode(r) == random_body(n)
     assert len(r.body) >= n
+
+
+@pytest.mark.parametrize("enc", ["gzip", "br"])
+@pytest.mark.parametrize("mode,rand", [("len", 0), ("chunked", 0), ("close", 0), ("chunked", 1)])
+def test_a_small_pipe_budget_cuts_the_spans_the_encoder_takes(weir_factory, origin, enc, mode, rand):
+    # the upstream's codec hands the body up 1 KiB at a time (the pipe's
+    # budget): each span is consumed as the encoder takes it, and the
+    # body still decodes whole, its every byte counted in once
+    w = cz_weir(weir_factory, origin, limits={"pipe_budget": "1k"}, workers=1)
+    before, n = counters(w), 300000
+    stalls = w.metrics().get("weir_pipe_budget_stalls_total", direction="client")
+    r = fetch(w, "/text/%d?mode=%s%s" % (n, mode, "&rand=1" if rand else ""), ae=enc)
+    assert r.status == 200 and r.get("content-encoding") == enc
+    assert decode(r) == (random_body(n) if rand else text_body(n))
+    assert counters(w)["in"] - before["in"] == n
+    assert w.metrics().get("weir_pipe_budget_stalls_total", direction="client") - stalls >= n // 1024 // 2
 
 
 @pytest.mark.normal_only
