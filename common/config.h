@@ -107,6 +107,22 @@ struct config_listener {
 	 * source address becomes the client's; one without it is closed.
 	 * Default false: a PROXY line is then a malformed request, as ever */
 	int proxy_protocol;
+	/* h2c = true (default): a plain connection that opens with the
+	 * HTTP/2 preface speaks HTTP/2 (prior knowledge, worker/h2/h2.h) */
+	int h2c;
+	/* tls.alpn = "h2,http/1.1" (default): the protocols offered, in the
+	 * server's order of preference; "http/1.1" turns HTTP/2 off */
+	char alpn[32];
+};
+
+/* http2 = { ... }: the HTTP/2 server's bounds (worker/h2/h2.h). */
+struct config_http2 {
+	uint32_t max_concurrent_streams; /* 100; a reset stream counts until torn down */
+	uint32_t max_resets;        /* client resets of unanswered streams a second: 100, then GOAWAY */
+	uint32_t max_continuations; /* CONTINUATION frames after one HEADERS: 8 */
+	uint32_t control_frames;    /* frames that do no work a second: 1000, then GOAWAY */
+	uint32_t header_table_size; /* HPACK dynamic table, both ways: 4096 */
+	uint32_t settings_timeout;  /* ms: 10 s for the client's SETTINGS ACK */
 };
 
 /* All durations in milliseconds. */
@@ -364,6 +380,7 @@ struct config {
 	int has_redis;
 	struct config_addr redis_addr;
 	uint32_t redis_interval; /* ms */
+	struct config_http2 http2;
 	/* tls_ticket_rotate: how often the master makes a new session ticket
 	 * key (the previous one still decrypts); default 12 h */
 	uint32_t tls_ticket_rotate;

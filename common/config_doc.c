@@ -5,6 +5,7 @@
  * descriptors disagree, so a key's name, type, default and range are
  * written once, in common/config_keys.c.
  */
+#include "common/config_dump.h"
 #include "common/config_keys.h"
 
 #include <inttypes.h>
@@ -81,11 +82,19 @@ static void doc_range(FILE *out, const struct config_key *k)
 			fprintf(out, "%" PRIu64 "..%" PRIu64, k->min, k->max);
 		break;
 	case CONFIG_KEY_DURATION:
-		fputs("1 ms..49 days", out);
+	case CONFIG_KEY_DURATION_OFF: {
+		char a[32], b[32];
+
+		if (k->type == CONFIG_KEY_DURATION_OFF)
+			fputs("0 (off), ", out);
+		if (k->min <= 1 && (k->max == 0 || k->max == UINT32_MAX))
+			fputs("1 ms..49 days", out);
+		else
+			fprintf(out, "%s..%s", config_dump_duration((uint32_t)(k->min ? k->min : 1), a, sizeof a),
+			        k->max && k->max != UINT32_MAX ? config_dump_duration((uint32_t)k->max, b, sizeof b)
+			                                       : "49 days");
 		break;
-	case CONFIG_KEY_DURATION_OFF:
-		fputs("0 (off), 1 ms..49 days", out);
-		break;
+	}
 	case CONFIG_KEY_STRING:
 		/* a checked string's rule is in its doc, tighter than this */
 		if (!k->check && !k->store)

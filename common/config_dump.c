@@ -411,6 +411,8 @@ int config_dump(FILE *out, const struct config *cfg)
 	fputc('\n', out);
 	dump_group(out, cfg, "timeouts", &config_keys_timeouts, &cfg->timeouts);
 	fputc('\n', out);
+	dump_group(out, cfg, "http2", &config_keys_http2, &cfg->http2);
+	fputc('\n', out);
 	dump_group(out, cfg, "limits", &config_keys_limits, &cfg->limits);
 	if (cfg->compress.line) {
 		fputc('\n', out);

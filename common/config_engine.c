@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/config_dump.h"
+
 /* ---- errors ------------------------------------------------------------ */
 
 /*
@@ -438,6 +440,24 @@ static const char *enum_list(const struct config_key *k, char *buf, size_t cap)
 	return buf;
 }
 
+/* A duration within its descriptor's range (min and max in ms; 0: from
+ * 1 ms, to about 49 days), stored; else the error with the range in the
+ * units the docs use. */
+static enum got duration_in_range(struct loader *ld, int line, const struct config_key *k, const char *what,
+                                  void *base, uint32_t ms)
+{
+	uint64_t lo = k->min ? k->min : 1, hi = k->max ? k->max : UINT32_MAX;
+	char a[32], b[32], c[32];
+
+	if (ms < lo || ms > hi) {
+		fail(ld, line, "%s must be from %s to %s (got %s)", what, config_dump_duration((uint32_t)lo, a, sizeof a),
+		     config_dump_duration((uint32_t)hi, b, sizeof b), config_dump_duration(ms, c, sizeof c));
+		return GOT_BAD;
+	}
+	store_number(k, base, ms);
+	return GOT_OK;
+}
+
 /* Member <s> for key <k> (called <what> in messages) into <base>. */
 static enum got read_key(struct loader *ld, const config_setting_t *s, const struct config_key *k, const char *what,
                          void *base)
@@ -493,13 +513,10 @@ static enum got read_key(struct loader *ld, const config_setting_t *s, const str
 				fail(ld, line, "%s must be from 1 to %u milliseconds (got %lld)", what, UINT32_MAX, iv);
 				return GOT_BAD;
 			}
-			store_number(k, base, (uint64_t)iv);
-			return GOT_OK;
+			return duration_in_range(ld, line, k, what, base, (uint32_t)iv);
 		}
-		if (text && config_parse_duration(text, &ms) == 0) {
-			store_number(k, base, ms);
-			return GOT_OK;
-		}
+		if (text && config_parse_duration(text, &ms) == 0)
+			return duration_in_range(ld, line, k, what, base, ms);
 		if (text)
 			fail(ld, line,
 			     "%s \"%s\" is not a duration: write a number with ms, s, m or h (\"250ms\", \"5s\"), "

@@ -805,6 +805,7 @@ static int load_tree(struct loader *ld, const config_setting_t *root)
 	config_hdrrules_check(ld);
 	config_engine_read(ld, config_get_group(ld, root, "timeouts", "timeouts"), &config_keys_timeouts,
 	                   &cfg->timeouts, NULL);
+	config_engine_read(ld, config_get_group(ld, root, "http2", "http2"), &config_keys_http2, &cfg->http2, NULL);
 	load_limits(ld, root);
 	return 0;
 }

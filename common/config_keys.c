@@ -211,6 +211,26 @@ static const struct config_key stats_keys[] = {
 };
 KEYSET(config_keys_stats, "stats", "in stats", stats_keys);
 
+/* tls.alpn: "h2" and "http/1.1", each at most once, comma-separated. */
+static const char *alpn_check(const char *v)
+{
+	int h2 = 0, h1 = 0;
+
+	for (const char *p = v; *p;) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+
+		if (n == 2 && memcmp(p, "h2", 2) == 0 && !h2)
+			h2 = 1;
+		else if (n == 8 && memcmp(p, "http/1.1", 8) == 0 && !h1)
+			h1 = 1;
+		else
+			return "must list \"h2\" and \"http/1.1\", each at most once, comma-separated";
+		p += n + (e != NULL);
+	}
+	return h1 || h2 ? NULL : "must name at least one protocol";
+}
+
 static const struct config_key cert_keys[] = {
     {.name = "cert", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_REQUIRED, AT(struct config_cert, cert),
      FITS(struct config_cert, cert), .doc = "PEM file: the certificate, then its intermediates"},
@@ -236,6 +256,9 @@ static const struct config_key listener_tls_keys[] = {
      .doc = "header that carries the client's subject upstream; needs `client_ca`"},
     {.name = "early_data", .type = CONFIG_KEY_BOOL, AT(struct config_listener, early_data), .def = "false",
      .doc = "accept TLS 1.3 0-RTT for bodiless GET, HEAD and OPTIONS"},
+    {.name = "alpn", .type = CONFIG_KEY_STRING, AT(struct config_listener, alpn), FITS(struct config_listener, alpn),
+     .def = "h2,http/1.1", .check = alpn_check,
+     .doc = "protocols offered by ALPN, preferred first: `\"h2,http/1.1\"`, `\"http/1.1,h2\"`, `\"http/1.1\"`"},
 };
 KEYSET(config_keys_listener_tls, "listeners.tls", "in listeners.tls", listener_tls_keys);
 
@@ -250,6 +273,8 @@ static const struct config_key listener_keys[] = {
      .def = "off", .doc = "TCP_DEFER_ACCEPT: wake a worker only once data arrives, waiting at most this; 0: off"},
     {.name = "proxy_protocol", .type = CONFIG_KEY_BOOL, AT(struct config_listener, proxy_protocol),
      .def = "false", .doc = "every connection starts with a PROXY protocol v1 or v2 header"},
+    {.name = "h2c", .type = CONFIG_KEY_BOOL, AT(struct config_listener, h2c), .def = "true",
+     .doc = "a plain connection opening with the HTTP/2 preface speaks HTTP/2 (prior knowledge)"},
     {.name = "tls", .type = CONFIG_KEY_GROUP, .def = "absent: plain HTTP", .sub = &config_keys_listener_tls,
      .doc = "clients speak TLS"},
 };
@@ -667,6 +692,24 @@ static const struct config_key redis_keys[] = {
 };
 KEYSET(config_keys_redis, "redis", "in redis", redis_keys);
 
+static const struct config_key http2_keys[] = {
+    {.name = "max_concurrent_streams", .type = CONFIG_KEY_INT, AT(struct config_http2, max_concurrent_streams),
+     .min = 1, .max = 1000, .def = "100",
+     .doc = "streams open at once per connection; a reset stream counts until its upstream work is torn down"},
+    {.name = "max_resets", .type = CONFIG_KEY_INT, AT(struct config_http2, max_resets), .min = 1, .max = 100000,
+     .def = "100", .doc = "client resets of unanswered streams a second before GOAWAY ENHANCE_YOUR_CALM"},
+    {.name = "max_continuations", .type = CONFIG_KEY_INT, AT(struct config_http2, max_continuations), .min = 1,
+     .max = 1000, .def = "8", .doc = "CONTINUATION frames after one HEADERS frame"},
+    {.name = "control_frames", .type = CONFIG_KEY_INT, AT(struct config_http2, control_frames), .min = 10,
+     .max = 1000000, .def = "1000",
+     .doc = "PING, SETTINGS, WINDOW_UPDATE, PRIORITY and empty DATA frames a second before GOAWAY"},
+    {.name = "header_table_size", .type = CONFIG_KEY_INT, AT(struct config_http2, header_table_size), .min = 0,
+     .max = 65536, .def = "4096", .doc = "HPACK dynamic table size, both directions"},
+    {.name = "settings_timeout", .type = CONFIG_KEY_DURATION, AT(struct config_http2, settings_timeout),
+     DAYS49, .def = "10s", .doc = "how long the client may take to acknowledge SETTINGS"},
+};
+KEYSET(config_keys_http2, "http2", "in http2", http2_keys);
+
 /* read from true, false or "auto" */
 static const char *const affinity_names[] = {"false", "true", "auto"};
 static const char *const steering_names[] = {"cpu", "hash"};
@@ -717,6 +760,8 @@ static const struct config_key top_keys[] = {
      .doc = "0 to 64 named [rate limits](#rate_limits) that routes name"},
     {.name = "redis", .type = CONFIG_KEY_GROUP, .def = "absent: no cluster limits", .sub = &config_keys_redis,
      .doc = "where `scope = \"cluster\"` rate limits are reconciled"},
+    {.name = "http2", .type = CONFIG_KEY_GROUP, .def = "see [http2](#http2)", .sub = &config_keys_http2,
+     .doc = "the HTTP/2 server's bounds"},
     {.name = "rate_limit_table", .type = CONFIG_KEY_INT, AT(struct config, rate_limit_table), .min = 10,
      .max = 100000000, .def = "1048576",
      .doc = "keys the shared rate-limit table holds, 25.6 bytes each; read at start"},

@@ -70,7 +70,13 @@
 	X(REWRITE_TOO_LONG, 414, "rewrite_too_long", "a route's rewritten request target passes 4 KiB") \
 	X(FWD_AUTH_FAILED, 502, "forward_auth_failed", "the forward auth service answered other than 2xx, 401 or 403, or invalidly") \
 	X(FWD_AUTH_UNREACHABLE, 503, "forward_auth_unreachable", "no server of the forward auth group answered within its timeout") \
-	X(HEADER_RULE_DROPPED, 0, "header_rule_dropped", "a header rule's value from variables held CR, LF, NUL or another control byte, or passed 4 KiB: the header was not written")
+	X(HEADER_RULE_DROPPED, 0, "header_rule_dropped", "a header rule's value from variables held CR, LF, NUL or another control byte, or passed 4 KiB: the header was not written") \
+	X(H2_PROTOCOL, 0, "h2_protocol", "HTTP/2 connection error: GOAWAY and close") \
+	X(H2_STREAMS, 0, "h2_streams", "HTTP/2 stream past http2.max_concurrent_streams refused") \
+	X(H2_RAPID_RESET, 0, "h2_rapid_reset", "HTTP/2 client reset streams past http2.max_resets a second") \
+	X(H2_CONTINUATION, 0, "h2_continuation", "HTTP/2 header block past http2.max_continuations") \
+	X(H2_FLOOD, 0, "h2_flood", "HTTP/2 frames doing no work past http2.control_frames a second") \
+	X(H2_SETTINGS_TIMEOUT, 0, "h2_settings_timeout", "HTTP/2 client did not acknowledge SETTINGS in time")
 
 #define WEIR_OK 0
 

@@ -133,8 +133,11 @@ static const char *const tls_fail_labels[] = {
 static void by_label(struct textbuf *o, const char *name, const char *label, const char *const *values,
                      const uint64_t *counts, int n)
 {
+	/* a name may carry labels already: "name{a=\"b\"" */
+	const char *open = strchr(name, '{') ? "," : "{";
+
 	for (int k = 0; k < n; k++)
-		textbuf_printf(o, "%s{%s=\"%s\"} %llu\n", name, label, values[k], (unsigned long long)counts[k]);
+		textbuf_printf(o, "%s%s%s=\"%s\"} %llu\n", name, open, label, values[k], (unsigned long long)counts[k]);
 }
 
 /* Response compression (worker/core/compress.h). */
@@ -164,6 +167,12 @@ static void render_compress(struct textbuf *o, const struct shm_counters *c)
 	metric(o, "weir_compress_memory_bytes_in_use", "gauge", "Encoder state handed out of the workers' pools.",
 	       c->compress_mem_in_use);
 }
+
+/* RFC 9113 7, in the order of the codes; the last: any other. */
+static const char *const h2_code_labels[H2_CODES] = {
+    "NO_ERROR",       "PROTOCOL_ERROR", "INTERNAL_ERROR",     "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT",
+    "STREAM_CLOSED",  "FRAME_SIZE_ERROR", "REFUSED_STREAM",  "CANCEL",             "COMPRESSION_ERROR",
+    "CONNECT_ERROR",  "ENHANCE_YOUR_CALM", "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED", "other"};
 
 /* Handshakes completed, as resumed="false" and resumed="true". */
 static void by_resumed(struct textbuf *o, const char *name, uint64_t total, uint64_t resumed)
@@ -821,6 +830,18 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               (unsigned long long)c.pipe_stalls[0], (unsigned long long)c.pipe_stalls[1]);
 	family(o, "weir_tunnels_closed_total", "counter", "Tunnels ended, by what ended them.");
 	by_label(o, "weir_tunnels_closed_total", "by", tunnel_end_labels, c.tunnels_closed, TUNNEL_END_COUNT);
+	metric(o, "weir_h2_connections_total", "counter", "HTTP/2 client connections.", c.h2_sessions_total);
+	metric(o, "weir_h2_streams_total", "counter", "HTTP/2 streams clients opened.", c.h2_streams_total);
+	metric(o, "weir_h2_streams_active", "gauge", "HTTP/2 streams open, until their upstream work is torn down.",
+	       c.h2_streams_active);
+	metric(o, "weir_h2_stalls_total", "counter",
+	       "Response writes refused because a client's flow-control window kept its stream's buffer full.",
+	       c.h2_stalls);
+	family(o, "weir_h2_resets_total", "counter", "HTTP/2 RST_STREAM frames, by direction and error code.");
+	by_label(o, "weir_h2_resets_total{direction=\"received\"", "code", h2_code_labels, c.h2_rst_recv, H2_CODES);
+	by_label(o, "weir_h2_resets_total{direction=\"sent\"", "code", h2_code_labels, c.h2_rst_sent, H2_CODES);
+	family(o, "weir_h2_goaways_total", "counter", "HTTP/2 GOAWAY frames sent, by error code (the reason).");
+	by_label(o, "weir_h2_goaways_total", "code", h2_code_labels, c.h2_goaway_sent, H2_CODES);
 	family(o, "weir_log_dropped_total", "counter",
 	       "Log lines not written: repeats held back per call site (reported as \"N more like this\"), and lines "
 	       "dropped because the log's reader (a pipe, journald) did not keep up.");

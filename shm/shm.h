@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 21u
+#define SHM_LAYOUT_VERSION 22u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -92,6 +92,10 @@ enum tls_fail {
 	TLS_FAIL_COUNT
 };
 
+/* HTTP/2 error codes counted one by one: NO_ERROR .. HTTP_1_1_REQUIRED,
+ * and one more for any other. */
+#define H2_CODES 15
+
 /* One worker's counters. Counters only grow; gauges go up and down. */
 struct shm_counters {
 	uint64_t requests;          /* requests whose head was read */
@@ -129,10 +133,17 @@ struct shm_counters {
 	uint64_t hash_skips;
 	uint64_t hash_bounded_walks;
 	uint64_t pipe_stalls[2];          /* body spans held back by a stream's pipe_budget: [0] request, [1] response */
+	uint64_t h2_sessions_total;       /* HTTP/2 connections (worker/h2/h2.h) */
+	uint64_t h2_streams_total;        /* HTTP/2 streams opened by clients */
+	uint64_t h2_rst_recv[H2_CODES];   /* RST_STREAM from clients, by error code (last: other) */
+	uint64_t h2_rst_sent[H2_CODES];   /* RST_STREAM sent, by error code */
+	uint64_t h2_goaway_sent[H2_CODES];/* GOAWAY sent, by error code */
+	uint64_t h2_stalls;               /* response writes refused: the client's window held a stream full */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */
 	uint64_t tunnels_active;    /* tunnels open */
+	uint64_t h2_streams_active; /* HTTP/2 streams open (until torn down) */
 	uint64_t slab_in_use;       /* slab bytes handed out */
 	uint64_t slab_free;         /* slab bytes mapped, not handed out */
 	uint64_t tls_mem_in_use;    /* BoringSSL heap (common/secmem.h): bytes handed out */

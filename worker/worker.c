@@ -12,6 +12,7 @@
 #include "common/secmem.h"
 #include "common/process.h"
 #include "worker/h1/h1.h"
+#include "worker/h2/h2.h"
 #include "worker/net/net.h"
 #include "worker/up/up.h"
 #include "worker/core/core.h"
@@ -285,6 +286,7 @@ static int worker_setup(const struct worker_start *ws)
 	wk.cls_body = cfg->limits.body_buffer > wk.buf_size
 	                      ? slab_add_class(&wk.slab, sizeof(struct buf) + cfg->limits.body_buffer)
 	                      : -1;
+	h2_init(cfg);
 
 	signal(SIGPIPE, SIG_IGN);
 	/* reload and upgrade are the master's business (and without a master,

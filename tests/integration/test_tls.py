@@ -158,16 +158,21 @@ def test_sni_picks_the_certificate_by_exact_and_wildcard_name(weir_factory, orig
         tls_connect(w.port, ctx, "b.a.wild.test").close()
 
 
-def test_alpn_negotiates_http11_only(weir_factory, origin, certs):
+def test_alpn_offers_h2_then_http11_and_tls_alpn_narrows_it(weir_factory, origin, certs):
     w = start_tls_weir(weir_factory, origin, [certs["ec"]])
-    with tls_connect(w.port, client_ctx(certs, ("h2", "http/1.1")), "app.test") as s:
+    with tls_connect(w.port, client_ctx(certs, ("http/1.1", "h2")), "app.test") as s:
+        assert s.selected_alpn_protocol() == "h2"  # the server's preference
+    with tls_connect(w.port, client_ctx(certs, ("http/1.1",)), "app.test") as s:
         assert s.selected_alpn_protocol() == "http/1.1"
-    with tls_connect(w.port, client_ctx(certs, ("h2",)), "app.test") as s:
-        assert s.selected_alpn_protocol() is None
         head, body = https_get(s, "/")
         assert body == b"hello from origin\n"
     out = s_client(w.port, "-servername", "app.test", "-alpn", "http/1.1")
     assert "ALPN protocol: http/1.1" in out, out
+    w2 = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra='alpn = "http/1.1";')
+    with tls_connect(w2.port, client_ctx(certs, ("h2",)), "app.test") as s:
+        assert s.selected_alpn_protocol() is None
+        head, body = https_get(s, "/")
+        assert body == b"hello from origin\n"
 
 
 def test_tls12_and_tls13_are_served_and_tls11_is_refused(weir_factory, origin, certs):

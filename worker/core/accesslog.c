@@ -100,8 +100,8 @@ static int accesslog_weir(struct conn *c, struct txn *t, int status)
 			tl = 512;
 		/* a target may hold '"' or '\\': escaped, a line stays one record */
 		log_escape(esc, sizeof(esc), target, tl);
-		n = snprintf(al.line, sizeof(al.line), "%.*s [%s] \"%.*s %s HTTP/1.%d\" %d %llu %.3f %s %.3f", (int)cl,
-		             client, log_time_iso(), (int)t->req.method_len, t->req.method, esc, t->req.version_minor,
+		n = snprintf(al.line, sizeof(al.line), "%.*s [%s] \"%.*s %s %s\" %d %llu %.3f %s %.3f", (int)cl,
+		             client, log_time_iso(), (int)t->req.method_len, t->req.method, esc, txn_protocol(t),
 		             status, (unsigned long long)t->bytes_out, now - t->start,
 		             t->tun.on ? t->tun.server : s ? s->text : "-", t->up_start > 0 ? now - t->up_start : 0.0);
 		if (n > 0 && (size_t)n < sizeof(al.line) && breaker_acted(t)) /* the control that acted, if one did */

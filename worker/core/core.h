@@ -817,6 +817,13 @@ void txn_free(struct txn *t);
 void txn_log_access(struct txn *t, int status);
 void txn_log_access_raw(struct conn *c, int status);
 
+/* The protocol the client spoke, for logs and $server_protocol: an
+ * HTTP/2 stream's conn has c->h2s (worker/h2/h2.h). */
+static inline const char *txn_protocol(const struct txn *t)
+{
+	return t->c->h2s ? "HTTP/2.0" : t->req.version_minor ? "HTTP/1.1" : "HTTP/1.0";
+}
+
 /* RFC 9110 9.2.2: is the method of <t> idempotent? */
 int txn_method_idempotent(const struct txn *t);
 

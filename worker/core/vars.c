@@ -211,7 +211,7 @@ static int vars_value(const char *text, const struct vars_piece *p, const struct
 	case VARS_PROTOCOL:
 		if (!has_req)
 			return 0;
-		*v = t->req.version_minor ? "HTTP/1.1" : "HTTP/1.0";
+		*v = txn_protocol(t);
 		*len = 8;
 		return 1;
 	case VARS_REQUEST:
@@ -220,8 +220,8 @@ static int vars_value(const char *text, const struct vars_piece *p, const struct
 		s = vars_target(t, &n);
 		if (x->value_max && n > x->value_max)
 			n = x->value_max;
-		k = snprintf(tmp, tcap, "%.*s %.*s HTTP/1.%d", (int)t->req.method_len, t->req.method, (int)n, s,
-		             t->req.version_minor);
+		k = snprintf(tmp, tcap, "%.*s %.*s %s", (int)t->req.method_len, t->req.method, (int)n, s,
+		             txn_protocol(t));
 		*len = k < 0 ? 0 : (size_t)k < tcap ? (size_t)k : tcap - 1;
 		return 1;
 	case VARS_SCHEME:

@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "worker/core/grpc.h"
+#include "worker/h2/h2.h"
 #include "worker/net/net.h"
 #include "worker/up/up.h"
 
@@ -38,6 +39,10 @@ void conn_set_deadline(struct conn *c, ev_tstamp at)
 
 void conn_io_set(struct conn *c, int events)
 {
+	if (c->h2s) {
+		h2_stream_io_set(c, events);
+		return;
+	}
 	worker_io_set(&c->io, events ? events | c->tls_read_wants | c->tls_write_wants : 0);
 }
 
@@ -81,6 +86,8 @@ ssize_t conn_recv(struct conn *c, void *p, size_t n)
 {
 	int rc;
 
+	if (c->h2s)
+		return h2_stream_recv(c, p, n);
 	if (!c->ssl)
 		return read(c->io.fd, p, n);
 	c->tls_read_wants = 0;
@@ -116,6 +123,8 @@ static ssize_t conn_tls_sendv(struct conn *c, const struct iovec *iov, int cnt)
 
 ssize_t conn_sendv(struct conn *c, const struct iovec *iov, int cnt, int more)
 {
+	if (c->h2s)
+		return h2_stream_sendv(c, iov, cnt);
 	if (c->ssl)
 		return conn_tls_sendv(c, iov, cnt);
 	return worker_sendv(c->io.fd, iov, cnt, more ? MSG_MORE : 0);
@@ -169,6 +178,12 @@ static void conn_release_input(struct conn *c)
 
 void conn_close(struct conn *c)
 {
+	if (c->h2s) {
+		h2_stream_close(c);
+		return;
+	}
+	if (c->h2)
+		h2_session_free(c);
 	if (c->txn)
 		txn_abort(c->txn, 0);
 	ev_io_stop(wk.loop, &c->io);
@@ -222,7 +237,7 @@ static void conn_next_request(struct conn *c)
 
 void conn_linger(struct conn *c)
 {
-	if (c->eof) {
+	if (c->eof || c->h2s) { /* a stream's end is its codec's */
 		conn_close(c);
 		return;
 	}
@@ -289,7 +304,9 @@ static void conn_on_linger(struct conn *c)
 
 void conn_txn_done(struct conn *c, int keep)
 {
-	if (keep && !c->eof)
+	if (c->h2s) /* one request per stream */
+		conn_close(c);
+	else if (keep && !c->eof)
 		conn_next_request(c);
 	else if (c->eof || (!c->in || buf_len(c->in) == 0))
 		conn_close(c);
@@ -307,7 +324,9 @@ void conn_txn_done(struct conn *c, int keep)
  */
 void conn_drain(struct conn *c)
 {
-	if (c->state == CONN_IDLE && (!c->in || buf_len(c->in) == 0))
+	if (c->state == CONN_H2)
+		h2_session_drain(c);
+	else if (c->state == CONN_IDLE && (!c->in || buf_len(c->in) == 0))
 		conn_set_deadline(c, ev_now(wk.loop) + DRAIN_IDLE_GRACE);
 }
 
@@ -474,6 +493,19 @@ static void conn_on_head(struct conn *c)
 			struct txn *t = c->txn;
 			int rc;
 
+			if (!t && c->h2c && !c->tls) {
+				/* HTTP/2 with prior knowledge: the preface, never a request */
+				int h2 = h2_preface_check(c->in->data + c->in->start, buf_len(c->in));
+
+				if (h2 > 0) {
+					h2_session_start(c);
+					return;
+				}
+				if (h2 == 0 && !c->readable)
+					break;
+				if (h2 == 0)
+					goto read;
+			}
 			if (!t) {
 				t = txn_new(c);
 				if (!t) {
@@ -500,6 +532,7 @@ static void conn_on_head(struct conn *c)
 				return;
 			}
 		}
+	read:
 		if (!c->readable)
 			break;
 		int n = conn_read(c);
@@ -538,6 +571,17 @@ static void conn_on_handshake(struct conn *c)
 			tls_handshake_failed(c, reason, why);
 		conn_close(c);
 		return;
+	}
+	{
+		const uint8_t *proto;
+		unsigned plen;
+
+		SSL_get0_alpn_selected(c->ssl, &proto, &plen);
+		if (plen == 2 && memcmp(proto, "h2", 2) == 0) {
+			c->readable = 1;
+			h2_session_start(c);
+			return;
+		}
 	}
 	c->state = CONN_IDLE;
 	c->readable = 1; /* the request often follows the Finished message at once */
@@ -605,6 +649,9 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	case CONN_LINGER:
 		conn_on_linger(c);
 		break;
+	case CONN_H2:
+		h2_session_io(c, revents);
+		break;
 	}
 }
 
@@ -647,6 +694,9 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		else
 			conn_close(c);
 		break;
+	case CONN_H2:
+		h2_session_timeout(c);
+		break;
 	}
 }
 
@@ -683,6 +733,7 @@ void conn_accept(int fd, const struct sockaddr *sa, int l)
 
 	c->state = CONN_IDLE;
 	c->codec = &h1_server_codec;
+	c->h2c = (uint8_t)wk.cfg->listeners[l].h2c;
 	if (tls_listener(l)) {
 		c->tls = 1;
 		c->state = CONN_HANDSHAKE;
@@ -701,4 +752,20 @@ void conn_accept(int fd, const struct sockaddr *sa, int l)
 		return;
 	}
 	conn_set_deadline(c, worker_after(wk.cfg->timeouts.client_header));
+}
+
+void conn_init_stream(struct conn *sc, const struct conn *parent)
+{
+	memset(sc, 0, sizeof(*sc));
+	/* never started: the session feeds its events (ev_feed_event); the
+	 * fd is the session's, for what asks the socket its addresses */
+	ev_io_init(&sc->io, conn_io_cb, parent->io.fd, EV_READ);
+	sc->io.data = sc;
+	ev_init(&sc->timer, conn_timer_cb);
+	sc->timer.data = sc;
+	memcpy(sc->peer, parent->peer, sizeof(sc->peer));
+	sc->peer_len = parent->peer_len;
+	sc->tls = parent->tls;
+	sc->state = CONN_IDLE;
+	sc->codec = &h1_server_codec;
 }

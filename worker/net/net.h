@@ -35,6 +35,8 @@
  */
 struct txn;
 struct codec_ops;
+struct h2_session;
+struct h2_stream;
 
 enum conn_state {
 	CONN_PROXY,   /* proxy_protocol listener: reading the PROXY header (conn_proxy.c) */
@@ -44,6 +46,7 @@ enum conn_state {
 	CONN_TXN,     /* a request is in flight (core/txn.c drives) */
 	CONN_ANSWER,  /* writing an answer weir made itself */
 	CONN_LINGER,  /* answer sent, write side shut, discarding input */
+	CONN_H2,      /* an HTTP/2 session (worker/h2/h2.h): its streams have conns of their own */
 };
 
 struct conn {
@@ -70,9 +73,16 @@ struct conn {
 	uint8_t tls_write_wants;
 	SSL *ssl;                 /* NULL on a plain connection (and after tls_close) */
 	const struct codec_ops *codec; /* its codec (codec.h): HTTP/1 */
+	struct h2_session *h2;    /* CONN_H2: the session on this socket */
+	struct h2_stream *h2s;    /* a stream's conn: no socket of its own (h2.h) */
+	uint8_t h2c;              /* the listener takes HTTP/2 with prior knowledge */
 	char peer[INET6_ADDRSTRLEN];
 	uint8_t peer_len;
 };
+
+/* An HTTP/2 stream's conn (c->h2s set): the connection of its session,
+ * which holds the socket and the SSL (worker/h2/h2.h). */
+const struct conn *h2_conn_parent(const struct conn *c);
 
 /* ==== tls_names ==== */
 /*

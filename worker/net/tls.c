@@ -171,20 +171,35 @@ static int tls_servername_cb(SSL *ssl, int *alert, void *arg)
 	return SSL_TLSEXT_ERR_OK;
 }
 
+/* ALPN: the first protocol of the listener's tls.alpn (the server's order
+ * of preference, "h2,http/1.1" by default) that the client offers. A
+ * client offering none of them gets no ALPN answer and may go on with
+ * HTTP/1.1 or leave: its choice, as with nginx. */
 static int tls_alpn_cb(SSL *ssl, const uint8_t **out, uint8_t *outlen, const uint8_t *in, unsigned inlen,
                        void *arg)
 {
-	static const uint8_t http11[] = "\x08http/1.1";
-	uint8_t *sel;
+	const struct config_listener *lc = arg;
+	const char *p = lc->alpn[0] ? lc->alpn : "http/1.1";
 	(void)ssl;
-	(void)arg;
 
-	/* a client offering only h2 gets no ALPN answer and may go on with
-	 * HTTP/1.1 or leave: its choice, as with nginx without http2 */
-	if (SSL_select_next_proto(&sel, outlen, http11, sizeof(http11) - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
-		return SSL_TLSEXT_ERR_NOACK;
-	*out = sel;
-	return SSL_TLSEXT_ERR_OK;
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+
+		for (unsigned i = 0; i < inlen;) {
+			unsigned l = in[i];
+			if (i + 1 + l > inlen)
+				break;
+			if (l == n && memcmp(in + i + 1, p, n) == 0) {
+				*out = in + i + 1;
+				*outlen = (uint8_t)l;
+				return SSL_TLSEXT_ERR_OK;
+			}
+			i += 1 + l;
+		}
+		p += n + (e != NULL);
+	}
+	return SSL_TLSEXT_ERR_NOACK;
 }
 
 /* ---- contexts ------------------------------------------------------------ */
@@ -266,7 +281,7 @@ static SSL_CTX *tls_ctx_new(const struct config_listener *lc, const struct confi
 	 * clients that land on it again; tickets work on every worker */
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_tlsext_ticket_key_cb(ctx, tls_ticket_cb);
-	SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_cb, NULL);
+	SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_cb, (void *)lc);
 	/* 0-RTT: replayable by anyone who saw the packets, so conn.c serves
 	 * only safe, bodiless requests from it (RFC 8470) */
 	SSL_CTX_set_early_data_enabled(ctx, lc->early_data);
@@ -464,6 +479,8 @@ const char *tls_client_header(const struct conn *c, size_t *len, const char **su
 {
 	const struct tls_listener *l;
 
+	if (c->h2s) /* an HTTP/2 stream: its session's connection has the SSL */
+		c = h2_conn_parent(c);
 	if (!c->ssl)
 		return NULL;
 	l = SSL_get_ex_data(c->ssl, tls.ex_listener);
@@ -571,6 +588,8 @@ void tls_handshake_failed(struct conn *c, int reason, const char *why)
 
 int tls_in_early_data(const struct conn *c)
 {
+	if (c->h2s)
+		c = h2_conn_parent(c);
 	return c->ssl && SSL_in_early_data(c->ssl);
 }
 

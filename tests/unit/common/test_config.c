@@ -426,6 +426,19 @@ static void test_required_sections(void)
 	CU_ASSERT(has_error(3, "listeners must have at least one entry", NULL));
 }
 
+/* A duration key's descriptor range holds, as an integer key's does:
+ * breaker.window (1s..1m) took 2m before the engine read its range. */
+static void test_durations_are_held_to_their_range(void)
+{
+	CU_ASSERT_EQUAL(load(L_LISTEN "upstreams = ( { name = \"app\"; servers = ( { address = \"127.0.0.1:9000\"; } );\n"
+	                     "  breaker = { window = \"2m\"; }; } );\n" L_ROUTE),
+	                -1);
+	CU_ASSERT(has_error(3, "upstreams.breaker.window must be from 1s to 1m (got 2m)", NULL));
+	CU_ASSERT_EQUAL(load(L_LISTEN "upstreams = ( { name = \"app\"; servers = ( { address = \"127.0.0.1:9000\"; } );\n"
+	                     "  breaker = { window = 60000; }; } );\n" L_ROUTE),
+	                0);
+}
+
 static void test_several_errors_in_order(void)
 {
 	CU_ASSERT_EQUAL(load("limits = { headers = 0; };\n"                              /* 1 */
@@ -979,6 +992,7 @@ static const struct unit_test tests[] = {
 	{"a syntax error gives its line and libconfig's words", test_syntax_error},
 	{"a file that cannot be read is reported with the reason and no line", test_unreadable},
 	{"missing listeners, upstreams and routes are each reported", test_required_sections},
+	{"a duration is held to its descriptor's range", test_durations_are_held_to_their_range},
 	{"several errors in one file are all reported, in line order", test_several_errors_in_order},
 	{"errors past CONFIG_MAX_ERRORS are counted and the earliest are kept", test_errors_past_the_limit},
 	{"an upstream needs a unique valid name, sane numbers and at least one server", test_upstream_names},

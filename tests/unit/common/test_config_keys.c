@@ -33,6 +33,7 @@ static const struct {
     {"timeouts", &config_keys_timeouts, ""},   {"limits", &config_keys_limits, ""},
     {"rate_limits", &config_keys_rate_limit, ""}, {"redis", &config_keys_redis, ""},
     {"compress", &config_keys_compress, ""},
+    {"http2", &config_keys_http2, ""},
 };
 #define NSECTIONS (sizeof sections / sizeof sections[0])
 
@@ -40,7 +41,7 @@ static const struct config_keyset *const all[] = {
     &config_keys_top,      &config_keys_log,          &config_keys_stats,      &config_keys_listener,
     &config_keys_listener_tls, &config_keys_cert,     &config_keys_upstream,   &config_keys_upstream_tls,
     &config_keys_server,   &config_keys_route,        &config_keys_timeouts,   &config_keys_limits,
-    &config_keys_rate_limit, &config_keys_redis,
+    &config_keys_rate_limit, &config_keys_redis,      &config_keys_http2,
     &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &config_keys_route_timeouts,
     &config_keys_route_limits,
     &config_keys_upstream_outlier, &config_keys_upstream_limits, &config_keys_upstream_breaker,

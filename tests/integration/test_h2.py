@@ -1,0 +1,231 @@
+"""HTTP/2 towards clients (worker/h2/h2.h): h2c with prior knowledge and
+ALPN h2 over TLS, with curl, nghttp and python3-h2; every stream through
+the stream core (routing, logs, counters); bodies byte for byte both
+ways; the translation to HTTP/1 upstreams (Host from :authority, cookie
+crumbs, no connection-specific field either way, lower-case names)."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from harness import fetch_metrics, slack, wait_until
+from h2util import H2Client
+from pki import make_ca, make_leaf, san
+from test_tls import start_tls_weir, tls_listener
+
+CURL = shutil.which("curl")
+NGHTTP = shutil.which("nghttp")
+
+
+def run(*args, data=None, timeout=20):
+    return subprocess.run(list(args), input=data, capture_output=True, timeout=slack(timeout))
+
+
+def test_curl_fetches_over_h2c_and_the_stream_goes_through_the_core(weir, origin):
+    before = fetch_metrics(weir.stats_port)
+    p = run(CURL, "-s", "--http2-prior-knowledge", "-w", "\n%{http_version}",
+            "http://127.0.0.1:%d/echo" % weir.port)
+    body, version = p.stdout.rsplit(b"\n", 1)
+    assert version == b"2", p
+    e = json.loads(body)
+    hs = [(n.lower(), v) for n, v in e["headers"]]
+    # :authority became Host; no HTTP/2 leftovers go upstream
+    assert ("host", "127.0.0.1:%d" % weir.port) in hs
+    assert e["version"] == "1.1"
+    assert not any(n in ("http2-settings", "upgrade", "connection", "te") for n, _ in hs)
+    line = wait_until(lambda: [l for l in weir.access_lines() if "/echo" in l], slack(3), what="log line")
+    assert '"GET /echo HTTP/2.0" 200' in line[0]
+    after = fetch_metrics(weir.stats_port)
+    assert after("weir_h2_connections_total") == before("weir_h2_connections_total") + 1
+    assert after("weir_h2_streams_total") == before("weir_h2_streams_total") + 1
+    assert after("weir_h2_streams_active") == 0
+
+
+def test_nghttp_multiplexes_streams_to_several_routes_on_one_connection(weir_factory, origin_factory):
+    a, b = origin_factory("A"), origin_factory("B")
+    w = weir_factory(upstreams=[{"name": "a", "servers": [a.addr]}, {"name": "b", "servers": [b.addr]}],
+                     routes=[{"path": "/b/", "upstream": "b"}, {"path": "/chunked/", "upstream": "b"},
+                             {"path": "/echo/b", "upstream": "b"},
+                             {"path": "/", "upstream": "a"}])
+    p = run(NGHTTP, "-n", "-s", *["http://127.0.0.1:%d%s" % (w.port, t)
+                                  for t in ("/echo", "/b/echo", "/bytes/100000", "/b/chunked/70000",
+                                            "/echo/x")])
+    assert p.returncode == 0, p
+    assert b"Some requests were not processed" not in p.stdout + p.stderr
+    assert len(a.requests("/echo")) == 2 and len(a.requests("/bytes/")) == 1
+    assert len(b.requests("/b/")) == 2
+    m = fetch_metrics(w.stats_port)
+    assert m("weir_h2_connections_total") == 1 and m("weir_h2_streams_total") == 5
+    # and byte for byte, five at once from python3-h2
+    c = H2Client(w.port)
+    sids = [c.request(t) for t in ("/bytes/200000", "/chunked/150000", "/bytes/0", "/echo/b", "/echo")]
+    rs = c.wait(sids, 10)
+    assert [r["status"] for r in rs] == [200] * 5
+    assert rs[0]["body"] == b"x" * 200000 and rs[1]["body"] == b"x" * 150000
+    assert rs[2]["body"] == b"" and json.loads(rs[3]["body"])["origin"] == "B"
+    assert json.loads(rs[4]["body"])["origin"] == "A"
+    names = [n for n, _ in rs[1]["headers"]]
+    assert names == [n.lower() for n in names]
+    assert "transfer-encoding" not in names and "connection" not in names and "keep-alive" not in names
+    assert ("x-origin", "B") in rs[1]["headers"]
+    c.close()
+
+
+def test_uploads_and_downloads_are_byte_for_byte(weir, tmp_path):
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    f = tmp_path / "up.bin"
+    f.write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    url = "http://127.0.0.1:%d/upload" % weir.port
+    # with a content-length, and without one (chunked towards the upstream)
+    p = run(CURL, "-s", "--http2-prior-knowledge", "--data-binary", "@%s" % f, url)
+    assert json.loads(p.stdout) == {"body_len": len(data), "body_sha256": sha}, p
+    p = run(CURL, "-s", "--http2-prior-knowledge", "-T", "-", url, data=data)
+    assert json.loads(p.stdout) == {"body_len": len(data), "body_sha256": sha}, p
+    p = run(NGHTTP, "-d", str(f), url)
+    assert json.loads(p.stdout) == {"body_len": len(data), "body_sha256": sha}, p
+    p = run(CURL, "-s", "--http2-prior-knowledge", "http://127.0.0.1:%d/bytes/20000000" % weir.port)
+    assert p.stdout == b"x" * 20000000
+    p = run(CURL, "-s", "--http2-prior-knowledge", "http://127.0.0.1:%d/chunked/3000000" % weir.port)
+    assert p.stdout == b"x" * 3000000
+    # many small DATA frames from python3-h2
+    c = H2Client(weir.port)
+    sid = c.request("/upload", method="POST", body=None, end=False)
+    for i in range(0, 200000, 100):
+        while c.conn.local_flow_control_window(sid) < 100:
+            c.read_some(0.2)
+        c.conn.send_data(sid, data[i:i + 100])
+        c.flush()
+    c.conn.end_stream(sid)
+    c.flush()
+    r = c.wait([sid], 10)[0]
+    assert json.loads(r["body"]) == {"body_len": 200000,
+                                     "body_sha256": hashlib.sha256(data[:200000]).hexdigest()}
+    c.close()
+
+
+def test_cookie_crumbs_are_joined_and_names_reach_the_upstream_lower_case(weir):
+    c = H2Client(weir.port)
+    r = c.get("/echo", headers=[("cookie", "a=1"), ("x-one", "1"), ("cookie", "b=2"), ("cookie", "c=3")])
+    e = json.loads(r["body"])
+    cookies = [v for n, v in e["headers"] if n.lower() == "cookie"]
+    assert cookies == ["a=1; b=2; c=3"]
+    assert ("x-one", "1") in [tuple(h) for h in e["headers"]]
+    c.close()
+
+
+def test_host_and_authority_that_disagree_are_refused(weir, origin):
+    c = H2Client(weir.port)
+    before = fetch_metrics(weir.stats_port)
+    r = c.get("/echo", authority="a.example", headers=[("host", "b.example")])
+    assert r["status"] == 400
+    r = c.get("/echo", authority="a.example", headers=[("host", "A.example")])
+    assert r["status"] == 200
+    r = c.get("/echo", authority=None, headers=[("host", "only.host")])
+    assert r["status"] == 200 and ["Host", "only.host"] in json.loads(r["body"])["headers"]
+    assert fetch_metrics(weir.stats_port).error("bad_request") == before.error("bad_request") + 1
+    assert len(origin.requests("/echo")) == 2
+    c.close()
+
+
+@pytest.mark.parametrize("field", [("connection", "keep-alive"), ("transfer-encoding", "chunked"),
+                                   ("upgrade", "h2c"), ("te", "gzip"), ("x-bad", "a\r\nb: c")])
+def test_connection_specific_and_invalid_fields_reset_the_stream(weir, origin, field):
+    c = H2Client(weir.port)
+    before = fetch_metrics(weir.stats_port)
+    r = c.get("/echo", headers=[field])
+    assert r["reset"] == 1 and r["status"] is None  # PROTOCOL_ERROR
+    assert c.get("/echo")["status"] == 200  # the connection goes on
+    m = fetch_metrics(weir.stats_port)
+    assert m("weir_h2_resets_total", direction="sent", code="PROTOCOL_ERROR") == \
+        before("weir_h2_resets_total", direction="sent", code="PROTOCOL_ERROR") + 1
+    assert len(origin.requests("/echo")) == 1
+    c.close()
+
+
+def test_weirs_own_answers_and_head_requests_are_framed_for_http2(weir):
+    c = H2Client(weir.port)
+    r = c.get("/status/503")
+    assert r["status"] == 503 and r["body"] == b"status 503\n"
+    r = c.get("/bytes/1234", method="HEAD")
+    assert r["status"] == 200 and r["body"] == b"" and ("content-length", "1234") in r["headers"]
+    r = c.get("/status/103")  # an interim answer is dropped, the final one passed
+    assert r["status"] == 200 and r["body"] == b"final\n"
+    r = c.get("/status/204")
+    assert r["status"] == 204 and r["body"] == b""
+    c.close()
+
+
+def test_a_listener_with_h2c_off_reads_the_preface_as_a_bad_request(weir_factory, origin):
+    w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a"}])
+    text = open(w.conf).read().replace('address = "127.0.0.1:%d"; }' % w.port,
+                                       'address = "127.0.0.1:%d"; h2c = false; }' % w.port)
+    w.write_raw_config(text)
+    w.start()
+    p = run(CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "--http2-prior-knowledge",
+            "http://127.0.0.1:%d/echo" % w.port)
+    assert p.stdout != b"200"
+    assert fetch_metrics(w.stats_port)("weir_h2_connections_total") == 0
+    p = run(CURL, "-s", "http://127.0.0.1:%d/echo" % w.port)
+    assert json.loads(p.stdout)["version"] == "1.1"
+
+
+@pytest.fixture
+def certs(tmp_path):
+    d = str(tmp_path / "pki")
+    os.mkdir(d)
+    c = {"dir": d, "ca": make_ca(d)}
+    c["ec"] = make_leaf(d, "app.test", "/CN=app.test", [san("app.test")])
+    return c
+
+
+def test_tls_offers_h2_by_alpn_and_tls_alpn_turns_it_off(weir_factory, origin, certs, tmp_path):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]])
+    url = "https://app.test:%d/bytes/300000" % w.port
+    resolve = "app.test:%d:127.0.0.1" % w.port
+    p = run(CURL, "-s", "--http2", "--cacert", certs["ca"], "--resolve", resolve, "-w", "\n%{http_version}", url)
+    body, version = p.stdout.rsplit(b"\n", 1)
+    assert version == b"2" and body == b"x" * 300000, p.stderr
+    data = os.urandom(1000000)
+    f = tmp_path / "up.bin"
+    f.write_bytes(data)
+    p = run(CURL, "-s", "--http2", "--cacert", certs["ca"], "--resolve", resolve, "--data-binary", "@%s" % f,
+            "https://app.test:%d/upload" % w.port)
+    assert json.loads(p.stdout)["body_sha256"] == hashlib.sha256(data).hexdigest()
+    p = run(NGHTTP, "-n", "-s", "https://127.0.0.1:%d/echo" % w.port, "https://127.0.0.1:%d/bytes/10" % w.port)
+    assert p.returncode == 0, p
+    e = json.loads(run(CURL, "-s", "--http2", "--cacert", certs["ca"], "--resolve", resolve,
+                       "https://app.test:%d/echo" % w.port).stdout)
+    assert ["X-Forwarded-Proto", "https"] in e["headers"]
+    w2 = start_tls_weir(weir_factory, origin, [certs["ec"]], tls_extra='alpn = "http/1.1";')
+    p = run(CURL, "-s", "--http2", "--cacert", certs["ca"], "--resolve", "app.test:%d:127.0.0.1" % w2.port,
+            "-o", "/dev/null", "-w", "%{http_version}", "https://app.test:%d/echo" % w2.port)
+    assert p.stdout == b"1.1"
+
+
+def test_weir_t_refuses_bad_http2_values_with_their_lines(weir_factory, origin, certs):
+    w = weir_factory(start=False, upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a"}])
+    text = open(w.conf).read()
+    old = 'listeners = ( { address = "127.0.0.1:%d"; } );' % w.port
+    text = text.replace(old, "listeners = ( %s, { address = \"127.0.0.1:%d\"; h2c = \"yes\"; } );"
+                        % (tls_listener(w.port, [certs["ec"]], 'alpn = "h3,http/1.1";'), w.port + 1))
+    text += "http2 = { max_concurrent_streams = 0; control_frames = 5; };\n"
+    w.write_raw_config(text)
+    p = subprocess.run([w_bin(), "-t", "-c", w.conf], capture_output=True, timeout=slack(10))
+    err = p.stderr.decode()
+    assert p.returncode != 0
+    n = len(text.splitlines())
+    assert "weir.conf:%d: http2.max_concurrent_streams must be from 1 to 1000" % n in err, err
+    assert "http2.control_frames must be from 10" in err, err
+    assert "listeners.tls.alpn" in err and "listeners.h2c must be true or false" in err, err
+
+
+def w_bin():
+    from harness import WEIR_BIN
+    return WEIR_BIN

@@ -1,0 +1,80 @@
+/*
+ * h2.h: HTTP/2 towards clients (the door of worker/h2/), on libnghttp2.
+ *
+ * Principle: a connection that speaks HTTP/2 (ALPN "h2" on a TLS
+ * listener, or the 24-byte preface on a plain one with h2c on) becomes a
+ * session (h2_session.c): nghttp2 frames, flow control and HPACK, weir's
+ * defences on top. Each stream gets a struct conn of its own, with no
+ * socket, and a stream-core transaction on it exactly as an HTTP/1
+ * request has (routing, limits, auth, logs, counters): the stream's conn
+ * is the codec's end (h2_stream.c). What the core reads from it is the
+ * request head written anew as HTTP/1.1 from the HEADERS (Host from
+ * :authority, cookie crumbs joined, chunked when no content-length);
+ * what it writes to it is parsed back (the
+ * strict HTTP/1 parser) into a HEADERS frame (names lower case, no
+ * connection-specific field) and DATA frames. So the core keeps one
+ * request path, and nothing it writes for a client is passed unread.
+ *
+ * Flow control and back-pressure: a stream's window is one buffer; the
+ * request body is handed up in place through the codec ops (body_next),
+ * and consumed (nghttp2_session_consume, the WINDOW_UPDATE) only once the
+ * core wrote it upstream (consumed); what is thrown away is consumed too. Towards the client a stream holds at most one buffer of
+ * response body: when the client's window keeps it full, the core's
+ * write is refused and the upstream is not read. Frames leave in one
+ * gathered write per loop pass per connection (an ev_prepare).
+ *
+ * Defences (http2 = { ... } in the configuration): max_concurrent_streams
+ * (a stream counts until its transaction is torn down), streams start
+ * only after the whole read batch is processed (a HEADERS reset in the
+ * same read never reaches an upstream), max_resets a second then GOAWAY
+ * ENHANCE_YOUR_CALM, max_continuations, the header list bounded by
+ * limits.header_size and limits.headers (431), HPACK table
+ * header_table_size, control_frames a second, the SETTINGS ACK, header
+ * and idle timeouts, a graceful GOAWAY on drain.
+ */
+#ifndef WEIR_WORKER_H2_H
+#define WEIR_WORKER_H2_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "common/config.h"
+
+struct conn;
+struct buf;
+
+/* Worker start: the slab classes of sessions and streams. */
+void h2_init(const struct config *cfg);
+
+/* Whether <p>[0..len) opens with the client preface: 1 it does (whole),
+ * 0 it may (a prefix of it), -1 it does not (HTTP/1). */
+int h2_preface_check(const char *p, size_t len);
+
+/* Turns <c> into an HTTP/2 session; what c->in holds is its first bytes
+ * (the preface, when prior knowledge). Closes <c> when out of memory. */
+void h2_session_start(struct conn *c);
+
+/* The session's watcher and timer (conn.c's callbacks, CONN_H2). */
+void h2_session_io(struct conn *c, int revents);
+void h2_session_timeout(struct conn *c);
+
+/* Drain: a graceful GOAWAY; the connection closes once its streams end. */
+void h2_session_drain(struct conn *c);
+
+/* conn_close() of a session's connection: every stream goes with it. */
+void h2_session_free(struct conn *c);
+
+/* The transport of a stream's conn (c->h2s), in place of the socket:
+ * conn_recv(), conn_sendv(), conn_io_set(), and the end of the conn
+ * (conn_close(), conn_linger(), conn_txn_done() all end the stream). */
+ssize_t h2_stream_recv(struct conn *c, void *p, size_t n);
+ssize_t h2_stream_sendv(struct conn *c, const struct iovec *iov, int cnt);
+void h2_stream_io_set(struct conn *c, int events);
+void h2_stream_close(struct conn *c);
+
+/* conn.c: a stream's conn made ready, its callbacks the connection's,
+ * its peer and transport facts copied from <parent>. */
+void conn_init_stream(struct conn *sc, const struct conn *parent);
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * h2_internal.h: what h2_session.c and h2_stream.c share (worker/h2/ only).
+ */
+#ifndef WEIR_WORKER_H2_INTERNAL_H
+#define WEIR_WORKER_H2_INTERNAL_H
+
+#include <stdint.h>
+#include <ev.h>
+#include <nghttp2/nghttp2.h>
+
+#include "worker/h1/h1.h"
+#include "worker/h2/h2.h"
+#include "worker/net/net.h"
+
+struct h2_stream;
+
+/* A stream's receive window: the default (the client may use it before
+ * it has seen our SETTINGS), and what a stream's body buffer holds. */
+#define H2_WINDOW 65535u
+
+struct h2_session {
+	struct conn *c;
+	nghttp2_session *ng;
+	ev_prepare flush;          /* the gathered write, once per loop pass */
+	struct buf *out;           /* frames not yet written to the socket */
+	const uint8_t *pend;       /* what nghttp2_session_mem_send gave, not yet in <out> */
+	size_t pend_len;
+	struct h2_stream *streams; /* every stream with a conn */
+	uint32_t nstreams;
+	struct h2_stream *start;   /* complete heads of this read batch */
+	ev_tstamp win_start;       /* the 1 s window of the rates below */
+	uint32_t win_resets;       /* client resets of unanswered streams */
+	uint32_t win_control;      /* frames that did no work */
+	ev_tstamp settings_by;     /* our SETTINGS unacknowledged: the deadline; 0 none */
+	uint32_t continuations;    /* CONTINUATION frames of the header block under way */
+	uint8_t in_headers;        /* a header block is under way */
+	uint8_t goaway;            /* GOAWAY submitted (drain or a defence) */
+	uint8_t dead;              /* being freed: callbacks do nothing */
+	uint8_t in_ng;             /* inside nghttp2 (mem_recv or mem_send) */
+	uint8_t refused;           /* a defence sent its GOAWAY */
+	uint8_t fatal;             /* a connection error: write what is queued, then close */
+};
+
+/* The request as written for the core, and the response parsed back. */
+enum { H2_RESP_HEAD, H2_RESP_BODY, H2_RESP_DONE };
+
+struct h2_stream {
+	struct conn sc;            /* the conn the core sees */
+	struct h2_session *s;
+	struct h2_stream *next, *prev, *start_next;
+	int32_t id;
+	uint8_t want;              /* events the core waits for (conn_io_set) */
+	uint8_t head_done;         /* the request head is complete */
+	uint8_t in_eos;            /* the client's END_STREAM came */
+	uint8_t in_chunked;        /* no content-length: the head says chunked */
+	uint8_t too_large;         /* the header list passed the limits */
+	uint8_t is_head;           /* a HEAD request: no response body */
+	uint8_t started;           /* handed to the core */
+	uint8_t core_done;         /* the core ended with the conn */
+	uint8_t ng_closed;         /* nghttp2 closed the stream */
+	uint8_t submitted;         /* the response HEADERS were submitted */
+	uint8_t deferred;          /* the data source waits for more */
+	uint8_t resp_state;        /* H2_RESP_* */
+	uint8_t resp_eof;          /* the whole response body is in <dout> */
+	uint8_t rst_recv;          /* the client reset it */
+	uint8_t in_start_list;
+	uint8_t discarding;        /* the body is no longer wanted: DATA is dropped */
+	uint32_t hbytes, hcount;   /* the header list so far */
+	uint32_t unreported;       /* DATA bytes come since the core last asked (recv) */
+	struct buf *hb;            /* header records while the block arrives */
+	struct buf *head;          /* the request head for the core */
+	struct buf *body;          /* DATA payload not yet read by the core */
+	struct buf *rh;            /* the response head being parsed */
+	struct buf *rx;            /* its header list and the nv array */
+	struct buf *dout;          /* response payload not yet framed */
+	struct http_response rp;
+	struct msg rm;
+	struct arena ra;
+	struct http_chunked rch;
+	uint64_t resp_left;
+	char status[12];
+};
+
+/* h2_stream.c, called by the session */
+struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id);
+int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen);
+/* the header block ended: 0 to start the stream, or -1 when it was
+ * answered or reset here */
+int h2_stream_head_end(struct h2_stream *st, int eos);
+int h2_stream_data(struct h2_stream *st, const uint8_t *p, size_t len);
+void h2_stream_eos(struct h2_stream *st);
+void h2_stream_start(struct h2_stream *st);
+void h2_stream_ng_closed(struct h2_stream *st, uint32_t code);
+void h2_stream_free(struct h2_stream *st);
+void h2_stream_wake(struct h2_stream *st, int ev);
+/* h2_session.c, for the streams */
+void h2_session_kick(struct h2_session *s);
+void h2_count_rst(int sent, uint32_t code);
+void h2_gauges(int dstreams);
+void h2_stream_init_classes(void);
+void *h2_alloc(void);
+void h2_release(void *p);
+
+#endif

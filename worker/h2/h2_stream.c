@@ -1,0 +1,835 @@
+/*
+ * h2_stream.c: one HTTP/2 stream as the stream core sees it (h2.h): a
+ * struct conn with no socket, whose reads give the request written as
+ * HTTP/1.1 and whose writes are parsed back into HEADERS and DATA.
+ */
+#include "worker/h2/h2_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "worker/base/base.h"
+#include "worker/core/core.h"
+
+/* The client may send a whole default window (65535) before it has
+ * seen our SETTINGS: a stream's request body buffer holds that. */
+#define H2_IN_CAP (H2_WINDOW + 1)
+static int cls_in;
+
+static void h2_codec_init(void);
+static struct codec_ops h2_codec;
+
+void h2_stream_init_classes(void)
+{
+	cls_in = slab_add_class(&wk.slab, sizeof(struct buf) + H2_IN_CAP);
+	h2_codec_init();
+}
+
+static struct buf *h2_in_get(void)
+{
+	struct buf *b = slab_alloc(&wk.slab, cls_in);
+
+	if (b) {
+		b->start = b->end = 0;
+		b->cls = (uint32_t)cls_in;
+	}
+	return b;
+}
+
+static void h2_put(struct buf **b)
+{
+	if (*b) {
+		buf_put(*b);
+		*b = NULL;
+	}
+}
+
+void h2_stream_wake(struct h2_stream *st, int ev)
+{
+	if (st->started && !st->core_done)
+		ev_feed_event(wk.loop, &st->sc.io, ev);
+}
+
+struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id)
+{
+	struct h2_stream *st = h2_alloc();
+
+	if (!st)
+		return NULL;
+	memset(st, 0, sizeof(*st));
+	conn_init_stream(&st->sc, s->c);
+	st->sc.h2s = st;
+	st->sc.codec = &h2_codec;
+	st->s = s;
+	st->id = id;
+	st->next = s->streams;
+	if (s->streams)
+		s->streams->prev = st;
+	s->streams = st;
+	s->nstreams++;
+	h2_gauges(1);
+	SHM_ADD(wk.cnt, h2_streams_total, 1);
+	return st;
+}
+
+void h2_stream_free(struct h2_stream *st)
+{
+	struct h2_session *s = st->s;
+
+	if (st->in_start_list) {
+		for (struct h2_stream **pp = &s->start; *pp; pp = &(*pp)->start_next)
+			if (*pp == st) {
+				*pp = st->start_next;
+				break;
+			}
+	}
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		s->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	s->nstreams--;
+	h2_gauges(-1);
+	ev_clear_pending(wk.loop, &st->sc.io);
+	ev_timer_stop(wk.loop, &st->sc.timer);
+	h2_put(&st->hb);
+	h2_put(&st->head);
+	h2_put(&st->body);
+	h2_put(&st->rh);
+	h2_put(&st->rx);
+	h2_put(&st->dout);
+	if (st->sc.in)
+		buf_put(st->sc.in);
+	h2_release(st);
+}
+
+/* ---- the request, written as HTTP/1.1 ------------------------------- */
+
+/* Header records while the block arrives: kind, lengths, name, value. */
+enum { HK_FIELD, HK_METHOD, HK_PATH, HK_AUTHORITY, HK_SCHEME, HK_HOST, HK_COOKIE, HK_OTHER_PSEUDO };
+#define HREC 7
+
+static int h2_kind(const uint8_t *n, size_t len)
+{
+#define IS(lit) (len == sizeof(lit) - 1 && memcmp(n, lit, len) == 0)
+	if (len && n[0] == ':')
+		return IS(":method") ? HK_METHOD : IS(":path") ? HK_PATH : IS(":authority") ? HK_AUTHORITY
+		       : IS(":scheme") ? HK_SCHEME : HK_OTHER_PSEUDO;
+	return IS("host") ? HK_HOST : IS("cookie") ? HK_COOKIE : HK_FIELD;
+#undef IS
+}
+
+int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
+{
+	const struct config_limits *lim = &wk.cfg->limits;
+	size_t need = HREC + nlen + vlen;
+	char *p;
+
+	/* RFC 9113 6.5.2's count: each field is its name, value and 32 */
+	st->hbytes += (uint32_t)(nlen + vlen + 32);
+	st->hcount++;
+	if (st->too_large)
+		return 0;
+	if (st->hbytes > lim->header_size || st->hcount > lim->headers) {
+		st->too_large = 1;
+		h2_put(&st->hb);
+		return 0;
+	}
+	if (!st->hb && !(st->hb = buf_get()))
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	if (st->hb->end + need > wk.buf_size) {
+		st->too_large = 1;
+		h2_put(&st->hb);
+		return 0;
+	}
+	p = st->hb->data + st->hb->end;
+	p[0] = (char)h2_kind(name, nlen);
+	p[1] = (char)(nlen >> 8);
+	p[2] = (char)nlen;
+	p[3] = (char)(vlen >> 24);
+	p[4] = (char)(vlen >> 16);
+	p[5] = (char)(vlen >> 8);
+	p[6] = (char)vlen;
+	memcpy(p + HREC, name, nlen);
+	memcpy(p + HREC + nlen, value, vlen);
+	st->hb->end += (uint32_t)need;
+	return 0;
+}
+
+/* A record of <hb> at <off>: its kind, name and value. */
+struct hrec {
+	int kind;
+	const char *name, *value;
+	size_t nlen, vlen;
+};
+
+static size_t h2_rec(const struct buf *hb, size_t off, struct hrec *r)
+{
+	const unsigned char *p = (const unsigned char *)hb->data + off;
+
+	r->kind = p[0];
+	r->nlen = (size_t)p[1] << 8 | p[2];
+	r->vlen = (size_t)p[3] << 24 | (size_t)p[4] << 16 | (size_t)p[5] << 8 | p[6];
+	r->name = (const char *)p + HREC;
+	r->value = r->name + r->nlen;
+	return off + HREC + r->nlen + r->vlen;
+}
+
+/* Answers the stream here, without the core: a status, no body. */
+static void h2_stream_answer_local(struct h2_stream *st, int rc)
+{
+	int status = weir_err_status(rc);
+	nghttp2_nv nv[2];
+
+	worker_count_error(rc);
+	SHM_ADD(wk.cnt, responses[status / 100], 1);
+	snprintf(st->status, sizeof(st->status), "%03d", status);
+	nv[0] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+	nv[1] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)"0", 14, 1, NGHTTP2_NV_FLAG_NONE};
+	nghttp2_submit_response(st->s->ng, st->id, nv, 2, NULL);
+	st->submitted = 1;
+	st->resp_state = H2_RESP_DONE;
+	st->core_done = 1; /* the core never sees it */
+	h2_put(&st->hb);
+	h2_put(&st->body);
+}
+
+/* Appends <p>[0..n) to <b>; 0, or -1 when it does not fit. */
+static int h2_put_bytes(struct buf *b, const char *p, size_t n)
+{
+	if (b->end + n > wk.buf_size)
+		return -1;
+	memcpy(b->data + b->end, p, n);
+	b->end += (uint32_t)n;
+	return 0;
+}
+#define PUTS(b, lit) h2_put_bytes(b, lit, sizeof(lit) - 1)
+
+static int h2_ieq(const char *a, size_t alen, const char *b, size_t blen)
+{
+	if (alen != blen)
+		return 0;
+	for (size_t i = 0; i < alen; i++) {
+		char x = a[i], y = b[i];
+		if (x >= 'A' && x <= 'Z')
+			x = (char)(x - 'A' + 'a');
+		if (y >= 'A' && y <= 'Z')
+			y = (char)(y - 'A' + 'a');
+		if (x != y)
+			return 0;
+	}
+	return 1;
+}
+
+int h2_stream_head_end(struct h2_stream *st, int eos)
+{
+	struct hrec r, method = {0}, path = {0}, auth = {0}, host = {0};
+	struct buf *hb = st->hb, *h;
+	int cookies = 0, length = 0, bad = 0;
+	size_t off;
+
+	st->head_done = 1;
+	st->in_eos = (uint8_t)eos;
+	if (st->too_large || !hb) {
+		h2_stream_answer_local(st, st->too_large ? WEIR_ERR(HEADERS_TOO_LARGE) : WEIR_ERR(NOMEM));
+		return -1;
+	}
+	for (off = 0; off < hb->end;) {
+		off = h2_rec(hb, off, &r);
+		switch (r.kind) {
+		case HK_METHOD: method = r; break;
+		case HK_PATH: path = r; break;
+		case HK_AUTHORITY: auth = r; break;
+		case HK_HOST:
+			bad |= host.name != NULL; /* two Hosts */
+			host = r;
+			break;
+		case HK_COOKIE: cookies++; break;
+		case HK_OTHER_PSEUDO: bad = 1; break; /* :protocol: no extended CONNECT */
+		case HK_FIELD:
+			length |= r.nlen == 14 && memcmp(r.name, "content-length", 14) == 0;
+			break;
+		}
+	}
+	/* RFC 9113 8.3.1: Host and :authority, when both, must agree; a
+	 * disagreement is a request smuggled past whoever routed on one */
+	if (auth.name && host.name && !h2_ieq(auth.value, auth.vlen, host.value, host.vlen))
+		bad = 1;
+	if (!method.name || !path.name || (method.vlen == 7 && memcmp(method.value, "CONNECT", 7) == 0))
+		bad = 1; /* CONNECT (a tunnel) is not served over HTTP/2 */
+	if (bad || !(h = buf_get())) {
+		h2_stream_answer_local(st, bad ? WEIR_ERR(BAD_REQUEST) : WEIR_ERR(NOMEM));
+		return -1;
+	}
+	st->is_head = method.vlen == 4 && memcmp(method.value, "HEAD", 4) == 0;
+	if (!auth.name)
+		auth = host;
+	bad = h2_put_bytes(h, method.value, method.vlen) | PUTS(h, " ") | h2_put_bytes(h, path.value, path.vlen) |
+	      PUTS(h, " HTTP/1.1\r\n");
+	if (auth.name)
+		bad |= PUTS(h, "Host: ") | h2_put_bytes(h, auth.value, auth.vlen) | PUTS(h, "\r\n");
+	for (off = 0; off < hb->end;) {
+		off = h2_rec(hb, off, &r);
+		if (r.kind != HK_FIELD)
+			continue;
+		bad |= h2_put_bytes(h, r.name, r.nlen) | PUTS(h, ": ") | h2_put_bytes(h, r.value, r.vlen) |
+		       PUTS(h, "\r\n");
+	}
+	if (cookies) {
+		/* RFC 9113 8.2.3: the crumbs joined into one field for HTTP/1 */
+		int first = 1;
+
+		bad |= PUTS(h, "cookie: ");
+		for (off = 0; off < hb->end;) {
+			off = h2_rec(hb, off, &r);
+			if (r.kind != HK_COOKIE)
+				continue;
+			if (!first)
+				bad |= PUTS(h, "; ");
+			first = 0;
+			bad |= h2_put_bytes(h, r.value, r.vlen);
+		}
+		bad |= PUTS(h, "\r\n");
+	}
+	if (!eos && !length) {
+		/* a body of unknown length: chunked towards the core, which
+		 * decodes it and frames it anew for the upstream */
+		st->in_chunked = 1;
+		bad |= PUTS(h, "Transfer-Encoding: chunked\r\n");
+	}
+	bad |= PUTS(h, "\r\n");
+	h2_put(&st->hb);
+	if (bad) {
+		buf_put(h);
+		h2_stream_answer_local(st, WEIR_ERR(HEADERS_TOO_LARGE));
+		return -1;
+	}
+	st->head = h;
+	return 0;
+}
+
+int h2_stream_data(struct h2_stream *st, const uint8_t *p, size_t len)
+{
+	struct buf *b = st->body;
+
+	if (!st->head_done || st->in_eos || st->discarding)
+		return -1;
+	if (!b && !(b = st->body = h2_in_get()))
+		return -1;
+	if (b->end + len > H2_IN_CAP && b->start && !(st->sc.txn && st->sc.txn->down.in.holding)) {
+		memmove(b->data, b->data + b->start, buf_len(b));
+		b->end -= b->start;
+		b->start = 0;
+	}
+	if (b->end + len > H2_IN_CAP)
+		return -1; /* past the window: nghttp2 would have refused it */
+	memcpy(b->data + b->end, p, len);
+	b->end += (uint32_t)len;
+	st->unreported += (uint32_t)len;
+	if (st->want & EV_READ)
+		h2_stream_wake(st, EV_READ);
+	return 0;
+}
+
+void h2_stream_eos(struct h2_stream *st)
+{
+	st->in_eos = 1;
+	if (st->want & EV_READ)
+		h2_stream_wake(st, EV_READ);
+}
+
+void h2_stream_start(struct h2_stream *st)
+{
+	st->started = 1;
+	SHM_ADD(wk.cnt, bytes_in, st->head ? buf_len(st->head) : 0);
+	ev_feed_event(wk.loop, &st->sc.io, EV_READ);
+}
+
+/* The stream's transport: the request head, written for the core. The
+ * body never goes this way: the codec hands it up in place (below). */
+ssize_t h2_stream_recv(struct conn *c, void *p, size_t n)
+{
+	struct h2_stream *st = c->h2s;
+
+	if (st->head && buf_len(st->head)) {
+		size_t k = buf_len(st->head) < n ? buf_len(st->head) : n;
+
+		memcpy(p, st->head->data + st->head->start, k);
+		st->head->start += (uint32_t)k;
+		if (st->head->start == st->head->end)
+			h2_put(&st->head);
+		return (ssize_t)k;
+	}
+	if (st->ng_closed && !st->in_eos) {
+		errno = ECONNRESET;
+		return -1;
+	}
+	if (st->in_eos)
+		return 0;
+	errno = EAGAIN;
+	return -1;
+}
+
+/* ---- the codec: the request body handed up where DATA left it ---------- */
+
+static void h2_body_start(struct side *s, const struct msg *m, uint32_t budget)
+{
+	struct side_in *bi = &s->in;
+
+	/* a replay starts again from what is still held: what was consumed
+	 * is gone (bi->moved says so once it happened) */
+	bi->framing = (uint8_t)m->body;
+	bi->left = m->content_length;
+	bi->budget = budget;
+	bi->total = 0;
+	bi->holding = bi->eos = bi->eof = 0;
+}
+
+static int h2_body_next(struct side *s, struct body_span *sp, int whole)
+{
+	struct side_in *bi = &s->in;
+	struct h2_stream *st = s->c->h2s;
+	size_t avail = st->body ? buf_len(st->body) : 0;
+
+	if (bi->holding) {
+		*sp = bi->span;
+		return 1;
+	}
+	if (bi->eos)
+		return 0;
+	if (whole && !st->in_eos)
+		/* in place only while the window leaves the client room to
+		 * send the rest: past half of it, the core buffers by copy */
+		return (bi->framing == HTTP_BODY_LENGTH && bi->left > H2_WINDOW / 2) || avail >= H2_WINDOW / 2 ? CODEC_SPLIT
+		                                                                                      : 0;
+	if (!avail && !st->in_eos)
+		return 0;
+	/* all the DATA buffered, in place: the chunked framing the head
+	 * announced is the upstream side's to write */
+	bi->span.more = 0;
+	if (!whole && bi->budget && avail > bi->budget) {
+		avail = bi->budget; /* the stream's pipe budget: the rest waits */
+		bi->span.more = 1;
+	}
+	bi->span.data = avail ? st->body->data + st->body->start : "";
+	bi->span.len = avail;
+	bi->span.eos = st->in_eos && !bi->span.more;
+	bi->holding = 1;
+	bi->total += avail;
+	if (bi->span.eos)
+		bi->eos = 1;
+	*sp = bi->span;
+	return 1;
+}
+
+/* The core wrote <n> bytes upstream: only now the client may send more
+ * (nghttp2_session_consume, the WINDOW_UPDATE). */
+static int h2_consumed(struct side *s, size_t n)
+{
+	struct side_in *bi = &s->in;
+	struct h2_stream *st = s->c->h2s;
+	struct buf *b = st->body;
+
+	if (!bi->holding)
+		return b && buf_len(b);
+	if (n < bi->span.len) {
+		bi->span.data += n;
+		bi->span.len -= n;
+	} else {
+		bi->holding = 0;
+	}
+	bi->moved = 1; /* consumed is gone: a replay cannot send it again */
+	if (!b || !n)
+		return b && buf_len(b);
+	b->start += (uint32_t)n;
+	if (b->start == b->end) {
+		h2_put(&st->body); /* a stream between DATA frames holds no buffer */
+	} else if (!bi->holding) {
+		/* what came meanwhile to the front: a held span never moves,
+		 * and the window keeps all of it under the buffer's size */
+		memmove(b->data, b->data + b->start, buf_len(b));
+		b->end -= b->start;
+		b->start = 0;
+	}
+	if (!st->ng_closed) {
+		nghttp2_session_consume(st->s->ng, st->id, n);
+		h2_session_kick(st->s);
+	}
+	return (st->body && buf_len(st->body)) || st->in_eos;
+}
+
+/* The upstream no longer takes the body: what is buffered and what still
+ * comes is given back to the window unread. */
+static void h2_discard(struct side *s)
+{
+	struct h2_stream *st = s->c->h2s;
+
+	s->in.holding = 0;
+	s->in.eos = 1;
+	if (st->body) {
+		if (!st->ng_closed)
+			nghttp2_session_consume(st->s->ng, st->id, buf_len(st->body));
+		h2_put(&st->body);
+	}
+	st->discarding = 1;
+}
+
+/* More body from the client: the bytes not yet handed up, 0 once the
+ * request ended (its END_STREAM handed up), WEIR_EAGAIN. */
+static int h2_codec_recv(struct side *s)
+{
+	struct conn *c = s->c;
+	struct h2_stream *st = c->h2s;
+	size_t fresh = st->unreported;
+
+	c->readable = 0;
+	st->unreported = 0;
+	if (st->ng_closed && !st->in_eos)
+		return WEIR_ERR(CLIENT_CLOSED);
+	if (fresh) {
+		SHM_ADD(wk.cnt, bytes_in, fresh);
+		return (int)fresh;
+	}
+	if (st->in_eos && (!c->txn || c->txn->down.in.eos || c->txn->req_body_done)) {
+		c->eof = 1;
+		return 0;
+	}
+	return WEIR_EAGAIN;
+}
+
+/* The HTTP/1 server codec's output side (the response goes to the
+ * stream's transport as HTTP/1, parsed back there), this input side. */
+static void h2_codec_init(void)
+{
+	h2_codec = h1_server_codec;
+	h2_codec.name = "h2 server";
+	h2_codec.recv = h2_codec_recv;
+	h2_codec.body_start = h2_body_start;
+	h2_codec.body_next = h2_body_next;
+	h2_codec.consumed = h2_consumed;
+	h2_codec.discard = h2_discard;
+}
+
+void h2_stream_io_set(struct conn *c, int events)
+{
+	struct h2_stream *st = c->h2s;
+	int ready = 0;
+
+	st->want = (uint8_t)events;
+	if ((events & EV_READ) && ((st->head && buf_len(st->head)) || st->unreported || st->in_eos || st->ng_closed))
+		ready |= EV_READ;
+	if ((events & EV_WRITE) &&
+	    (st->resp_state != H2_RESP_BODY || !st->dout || st->dout->end < wk.buf_size || st->ng_closed))
+		ready |= EV_WRITE;
+	if (ready)
+		h2_stream_wake(st, ready);
+}
+
+/* ---- the response, parsed back into frames ------------------------------ */
+
+static ssize_t h2_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+                            nghttp2_data_source *src, void *ud)
+{
+	struct h2_stream *st = src->ptr;
+	size_t n = st->dout ? buf_len(st->dout) : 0;
+	(void)ng;
+	(void)id;
+	(void)ud;
+
+	if (n > length)
+		n = length;
+	if (n) {
+		memcpy(buf, st->dout->data + st->dout->start, n);
+		st->dout->start += (uint32_t)n;
+		if (st->dout->start == st->dout->end)
+			st->dout->start = st->dout->end = 0;
+		if (st->want & EV_WRITE)
+			h2_stream_wake(st, EV_WRITE); /* room again */
+	}
+	if (st->resp_eof && (!st->dout || !buf_len(st->dout))) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		h2_put(&st->dout);
+	} else if (!n) {
+		st->deferred = 1;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	return (ssize_t)n;
+}
+
+/* More response body (or its end) for nghttp2 to send. */
+static void h2_stream_more(struct h2_stream *st)
+{
+	if (st->deferred && !st->ng_closed) {
+		st->deferred = 0;
+		nghttp2_session_resume_data(st->s->ng, st->id);
+	}
+	h2_session_kick(st->s);
+}
+
+/* Body bytes of the response as the core framed them for HTTP/1: the
+ * payload goes into <dout>, as much as fits. Returns bytes taken, or -1
+ * on framing the parser refuses. */
+static ssize_t h2_stream_body_in(struct h2_stream *st, const char *p, size_t len)
+{
+	struct buf *d;
+	size_t room, k = 0;
+
+	if (st->resp_state != H2_RESP_BODY)
+		return (ssize_t)len;
+	if (!st->dout && !(st->dout = buf_get()))
+		return 0;
+	d = st->dout;
+	if (d->start && d->end + len > wk.buf_size) {
+		memmove(d->data, d->data + d->start, buf_len(d));
+		d->end -= d->start;
+		d->start = 0;
+	}
+	room = wk.buf_size - d->end;
+	switch (st->rm.body) {
+	case HTTP_BODY_LENGTH:
+		k = len < room ? len : room;
+		if (k > st->resp_left)
+			k = (size_t)st->resp_left;
+		memcpy(d->data + d->end, p, k);
+		d->end += (uint32_t)k;
+		st->resp_left -= k;
+		if (st->resp_left == 0)
+			st->resp_eof = 1;
+		break;
+	case HTTP_BODY_CHUNKED: {
+		size_t feed = len < room ? len : room;
+
+		while (k < feed && !st->rch.done) {
+			size_t used = 0, dlen = 0;
+			const char *data = NULL;
+
+			if (http_chunked_feed(&st->rch, p + k, feed - k, &used, &data, &dlen) < 0)
+				return -1;
+			if (dlen) {
+				memcpy(d->data + d->end, data, dlen);
+				d->end += (uint32_t)dlen;
+			}
+			k += used;
+			if (!used)
+				break;
+		}
+		if (st->rch.done) {
+			st->resp_eof = 1;
+			k = len; /* what follows the last chunk is not this stream's */
+		}
+		break;
+	}
+	case HTTP_BODY_CLOSE:
+		k = len < room ? len : room;
+		memcpy(d->data + d->end, p, k);
+		d->end += (uint32_t)k;
+		break;
+	default:
+		k = len;
+		break;
+	}
+	if (st->resp_eof)
+		st->resp_state = H2_RESP_DONE;
+	if (k < len)
+		SHM_ADD(wk.cnt, h2_stalls, 1); /* the client's window holds it */
+	h2_stream_more(st);
+	return (ssize_t)k;
+}
+
+/* The response head in <rh> is complete: HEADERS submitted. Returns 0,
+ * 1 for an interim answer dropped (parse again), or -1. */
+static int h2_stream_submit(struct h2_stream *st)
+{
+	struct msg *m = &st->rm;
+	nghttp2_nv *nv = (nghttp2_nv *)(void *)(st->rx->data + st->ra.cap);
+	size_t nmax = (wk.buf_size - st->ra.cap) / sizeof(nghttp2_nv), n = 0;
+	static char clen[24];
+	int has_body;
+
+	if (m->status < 200) {
+		if (m->status == 101)
+			return -1; /* no upgrade is asked for over HTTP/2 */
+		return 1;
+	}
+	snprintf(st->status, sizeof(st->status), "%03d", m->status);
+	nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+	for (uint32_t i = 0; i < m->hl.n && n + 2 < nmax; i++) {
+		struct hdr *h = &m->hl.v[i];
+		char *name = (char *)h->name;
+
+		/* connection-specific fields never cross (RFC 9113 8.2.2) */
+		if ((h->flags & (HDR_HOP | HDR_FRAMING)) || h->tok == HT_TRANSFER_ENCODING)
+			continue;
+		for (uint32_t k = 0; k < h->name_len; k++)
+			if (name[k] >= 'A' && name[k] <= 'Z')
+				name[k] = (char)(name[k] - 'A' + 'a');
+		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)h->value, h->name_len, h->value_len,
+		                       NGHTTP2_NV_FLAG_NONE};
+	}
+	if (m->body == HTTP_BODY_LENGTH || m->length_info) {
+		int l = snprintf(clen, sizeof(clen), "%llu", (unsigned long long)m->content_length);
+
+		nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)clen, 14, (size_t)l, NGHTTP2_NV_FLAG_NONE};
+	}
+	has_body = m->body != HTTP_BODY_NONE && !(m->body == HTTP_BODY_LENGTH && m->content_length == 0);
+	{
+		nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2_data_read};
+
+		/* nghttp2 copies the fields: the buffers go back at once */
+		if (nghttp2_submit_response(st->s->ng, st->id, nv, n, has_body ? &prd : NULL) != 0)
+			return -1;
+	}
+	st->submitted = 1;
+	st->resp_left = m->content_length;
+	http_chunked_init(&st->rch);
+	st->resp_state = has_body ? H2_RESP_BODY : H2_RESP_DONE;
+	st->resp_eof = !has_body;
+	return 0;
+}
+
+/* Head bytes of the response; returns bytes taken or -1. */
+static ssize_t h2_stream_head_in(struct h2_stream *st, const char *p, size_t len)
+{
+	size_t k;
+	int rc;
+
+	if (!st->rh) {
+		uint32_t cap = (wk.buf_size / 2) & ~7u, maxh;
+
+		if (!(st->rh = buf_get()) || !(st->rx = buf_get()))
+			return 0;
+		arena_init(&st->ra, st->rx->data, cap);
+		maxh = cap / (uint32_t)sizeof(struct hdr);
+		if (maxh > wk.cfg->limits.headers + 8)
+			maxh = wk.cfg->limits.headers + 8;
+		http_response_init(&st->rp, &st->rm, &st->ra, maxh, wk.buf_size, st->is_head ? HTTP_HEAD : HTTP_GET);
+	}
+	k = wk.buf_size - st->rh->end;
+	if (k > len)
+		k = len;
+	memcpy(st->rh->data + st->rh->end, p, k);
+	st->rh->end += (uint32_t)k;
+	for (;;) {
+		rc = http_response_parse(&st->rp, st->rh->data, st->rh->end);
+		if (rc == WEIR_EAGAIN)
+			return st->rh->end == wk.buf_size ? -1 : (ssize_t)k;
+		if (rc < 0)
+			return -1;
+		rc = h2_stream_submit(st);
+		if (rc < 0)
+			return -1;
+		if (rc == 0)
+			break;
+		/* an interim answer (100 Continue): the head after it */
+		memmove(st->rh->data, st->rh->data + st->rm.head_len, st->rh->end - st->rm.head_len);
+		st->rh->end -= (uint32_t)st->rm.head_len;
+		arena_reset(&st->ra);
+		http_response_init(&st->rp, &st->rm, &st->ra, st->rp.st.max_headers, wk.buf_size,
+		                   st->is_head ? HTTP_HEAD : HTTP_GET);
+		if (!st->rh->end)
+			return (ssize_t)k;
+	}
+	{
+		/* body bytes that came with the head: they fit, <dout> is empty */
+		size_t rest = st->rh->end - st->rm.head_len;
+		ssize_t b = rest ? h2_stream_body_in(st, st->rh->data + st->rm.head_len, rest) : 0;
+
+		h2_put(&st->rh);
+		h2_put(&st->rx);
+		if (b < 0)
+			return -1;
+		h2_stream_more(st);
+		return (ssize_t)k - (ssize_t)(rest - (size_t)b);
+	}
+}
+
+ssize_t h2_stream_sendv(struct conn *c, const struct iovec *iov, int cnt)
+{
+	struct h2_stream *st = c->h2s;
+	ssize_t total = 0;
+
+	if (st->ng_closed) {
+		errno = EPIPE;
+		return -1;
+	}
+	for (int i = 0; i < cnt; i++) {
+		const char *p = iov[i].iov_base;
+		size_t len = iov[i].iov_len;
+
+		while (len) {
+			ssize_t k = st->resp_state == H2_RESP_HEAD ? h2_stream_head_in(st, p, len)
+			            : st->resp_state == H2_RESP_BODY ? h2_stream_body_in(st, p, len)
+			                                             : (ssize_t)len;
+
+			if (k < 0) {
+				worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
+				errno = EPROTO;
+				return -1;
+			}
+			if (k == 0)
+				goto full;
+			total += k;
+			p += k;
+			len -= (size_t)k;
+		}
+	}
+full:
+	if (total == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return total;
+}
+
+void h2_stream_close(struct conn *c)
+{
+	struct h2_stream *st = c->h2s;
+	struct h2_session *s = st->s;
+
+	if (st->core_done)
+		return;
+	st->core_done = 1;
+	if (c->txn)
+		txn_abort(c->txn, st->rst_recv ? WEIR_ERR(CLIENT_CLOSED) : 0);
+	ev_clear_pending(wk.loop, &c->io);
+	ev_timer_stop(wk.loop, &c->timer);
+	if (c->in) {
+		buf_put(c->in);
+		c->in = NULL;
+	}
+	h2_put(&st->head);
+	h2_put(&st->rh);
+	h2_put(&st->rx);
+	if (st->body) {
+		/* unread body: given back to the window, as it is thrown away */
+		if (!st->ng_closed && !s->dead)
+			nghttp2_session_consume(s->ng, st->id, buf_len(st->body));
+		h2_put(&st->body);
+	}
+	if (!st->ng_closed && !s->dead) {
+		if (st->resp_state == H2_RESP_BODY && st->rm.body == HTTP_BODY_CLOSE) {
+			st->resp_eof = 1; /* the end of an until-close body */
+			st->resp_state = H2_RESP_DONE;
+			h2_stream_more(st);
+		} else if (st->resp_state != H2_RESP_DONE) {
+			/* cut: the client must not take it for a whole answer */
+			nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+			h2_session_kick(s);
+		}
+	}
+	if (st->ng_closed)
+		h2_stream_free(st);
+}
+
+void h2_stream_ng_closed(struct h2_stream *st, uint32_t code)
+{
+	(void)code;
+	st->ng_closed = 1;
+	if (!st->core_done)
+		h2_stream_close(&st->sc); /* frees it */
+	else
+		h2_stream_free(st);
+}
