@@ -472,3 +472,20 @@ def chunks_of(raw):
 
 def gunzip_prefix(data):
     return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data)
+
+
+@pytest.mark.parametrize("enc", ["gzip", "br"])
+@pytest.mark.parametrize("mode", ["len", "chunked", "close"])
+def test_an_http2_client_gets_the_body_compressed_without_a_length(weir_factory, origin, enc, mode):
+    # the HTTP/2 codec reads back the head weir writes: no content-length
+    # for an encoded body, and its DATA decode to the origin's bytes
+    from h2util import H2Client
+    w = cz_weir(weir_factory, origin)
+    c = H2Client(w.port)
+    n = 300000
+    r = c.get("/text/%d?mode=%s" % (n, mode), headers=[("accept-encoding", enc)])
+    c.close()
+    hs = dict(r["headers"])
+    assert r["ended"] and r["status"] == 200 and hs.get("content-encoding") == enc
+    assert "content-length" not in hs and hs.get("vary") == "Accept-Encoding"
+    assert (gunzip if enc == "gzip" else unbrotli)(r["body"]) == text_body(n)
