@@ -22,6 +22,7 @@
 #include "common/policy.h"
 #include "common/config_resil.h"
 #include "common/config_health.h"
+#include "common/compress_conf.h"
 #include "common/hdrrules.h"
 #include "common/split.h"
 #include "common/config_hash.h"
@@ -256,6 +257,9 @@ struct config_route {
 	 * checked all at once (worker/ratelimit.h) */
 	uint8_t rate_limits[CONFIG_ROUTE_LIMITS];
 	uint8_t nrate_limits;
+	/* compress = { ... }: its keys over the top level's (compress_conf.h),
+	 * malloc'd; NULL: the top level's applies */
+	struct config_compress *compress;
 	int line;
 	/* path_exact, path_regex, methods, match_headers, match_query,
 	 * strip_prefix, rewrite (common/config_match.h), malloc'd; NULL for
@@ -421,6 +425,9 @@ struct config {
 	int request_id;
 	struct policy_return *returns; /* malloc'd, nreturns entries */
 	int nreturns;
+	/* compress = { ... }: response compression for every route that
+	 * has no block of its own (compress_conf.h); off when absent */
+	struct config_compress compress;
 	/* every route's and group's header rules (common/hdrrules.h), NULL
 	 * when there are none */
 	struct hdrrules_conf *hdr;

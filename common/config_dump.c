@@ -397,6 +397,8 @@ static void dump_routes(FILE *out, const struct config *cfg)
 		}
 		if (r->auth)
 			config_auth_dump(out, cfg, r->auth);
+		if (r->compress)
+			config_compress_dump(out, cfg, r->compress, 0);
 		dump_match(out, r->match);
 		config_hdrrules_dump(out, cfg, &r->hdr,
 		                     r->upstream >= 0 && !r->split ? &cfg->upstreams[r->upstream].hdr : NULL);
@@ -465,5 +467,9 @@ int config_dump(FILE *out, const struct config *cfg)
 	dump_group(out, cfg, "http2", &config_keys_http2, &cfg->http2);
 	fputc('\n', out);
 	dump_group(out, cfg, "limits", &config_keys_limits, &cfg->limits);
+	if (cfg->compress.line) {
+		fputc('\n', out);
+		config_compress_dump(out, cfg, &cfg->compress, 1);
+	}
 	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
 }

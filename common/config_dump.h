@@ -43,6 +43,11 @@ struct config_keyset;
 void config_dump_keys(FILE *out, const struct config *cfg, const struct config_keyset *ks, const void *base,
                       const char *indent);
 
+/* common/config_compress.c: "compress = { ... };", the top level's on
+ * lines of its own (<top>), a route's on its line. */
+struct config_compress;
+void config_compress_dump(FILE *out, const struct config *cfg, const struct config_compress *c, int top);
+
 /* common/config_auth.c: "auth = { ... }; " of a route. */
 struct config_auth;
 void config_auth_dump(FILE *out, const struct config *cfg, const struct config_auth *a);

@@ -733,6 +733,9 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 		if ((rc = config_match_read(ld, e, r)) < 0)
 			return -1;
 		good &= rc;
+		if ((rc = config_compress_read_route(ld, e, r)) < 0)
+			return -1;
+		good &= rc;
 		if (!good)
 			continue;
 		/* the routes before it that loaded, by (host kind, host, path) in
@@ -794,6 +797,7 @@ static int load_tree(struct loader *ld, const config_setting_t *root)
 	}
 	config_engine_read(ld, config_get_group(ld, root, "log", "log"), &config_keys_log, &cfg->log, NULL);
 	config_policy_load_top(ld, root);
+	config_compress_load_top(ld, root); /* before the routes: theirs start from it */
 	load_stats(ld, root);
 	if (load_listeners(ld, root) < 0 || load_upstreams(ld, root) < 0 || config_load_rate_limits(ld, root) < 0 ||
 	    load_routes(ld, root) < 0)
@@ -863,7 +867,7 @@ void config_free(struct config *cfg)
 	for (int i = 0; i < cfg->nroutes; i++)
 		auth_conf_free(cfg->routes[i].auth), free(cfg->routes[i].split);
 	for (int i = 0; i < cfg->nroutes; i++)
-		free(cfg->routes[i].match);
+		free(cfg->routes[i].match), free(cfg->routes[i].compress);
 	free(cfg->routes);
 	free(cfg->returns);
 	hdrrules_conf_free(cfg->hdr);

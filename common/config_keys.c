@@ -471,6 +471,8 @@ static const struct config_key route_keys[] = {
      .doc = "authentication: API keys, JWT or Basic ([auth](#authentication))"},
     {.name = "rate_limits", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
      .doc = "names of `rate_limits` entries, up to 8, all checked for each request"},
+    {.name = "compress", .type = CONFIG_KEY_GROUP, .def = "absent: the top level's", .sub = &config_keys_route_compress,
+     .doc = "response compression, its keys over the top level's ([compression](#compress))"},
     /* matching and rewrites (common/config_match.c reads them) */
     {.name = "path_exact", .type = CONFIG_KEY_STRING, .max = CONFIG_PATH_MAX - 1, .check = config_check_route_path,
      .show = config_show_path_exact, .doc = "the whole path, instead of `path`: `\"/x\"` matches `/x` only"},
@@ -763,5 +765,7 @@ static const struct config_key top_keys[] = {
     {.name = "rate_limit_table", .type = CONFIG_KEY_INT, AT(struct config, rate_limit_table), .min = 10,
      .max = 100000000, .def = "1048576",
      .doc = "keys the shared rate-limit table holds, 25.6 bytes each; read at start"},
+    {.name = "compress", .type = CONFIG_KEY_GROUP, .def = "absent: off", .sub = &config_keys_compress,
+     .doc = "gzip and brotli [compression](#compress) of responses"},
 };
 KEYSET(config_keys_top, "", "at top level", top_keys);

@@ -87,6 +87,7 @@ extern const struct config_keyset config_keys_top, config_keys_log, config_keys_
     config_keys_route_auth, config_keys_timeouts, config_keys_limits, config_keys_rate_limit,
     config_keys_rate_limit_adaptive, config_keys_redis, config_keys_upstream_timeouts,
     config_keys_upstream_request_limits, config_keys_route_timeouts, config_keys_route_limits,
+    config_keys_compress, config_keys_route_compress,
     config_keys_route_match_header, config_keys_route_match_query, config_keys_route_rewrite,
     config_keys_headers, config_keys_headers_request, config_keys_headers_response, config_keys_http2;
 

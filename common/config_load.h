@@ -113,6 +113,12 @@ void config_hdrrules_check(struct loader *ld);
 struct config_auth;
 int config_auth_read(struct loader *ld, const config_setting_t *e, struct config_auth **out);
 
+/* common/config_compress.c: compress = { ... } at the top level (its
+ * defaults applied when absent: routes' blocks start from them), and of
+ * route entry <e> into r->compress (NULL when absent). The route's
+ * returns 1 if good, 0 (reported) if not, -1 when out of memory. */
+void config_compress_load_top(struct loader *ld, const config_setting_t *root);
+int config_compress_read_route(struct loader *ld, const config_setting_t *e, struct config_route *r);
 /* common/config_match.c: the matching and rewrite keys of route entry
  * <e> into r->match (NULL when it has none), after its path was read.
  * Returns 1 if good, 0 (reported) if not, -1 when out of memory. */

@@ -64,6 +64,7 @@
 	X(AUTH_CLAIM_DROPPED, 0, "auth_claim_dropped", "JWT claim not passed upstream: not a scalar, a control character, or too long") \
 	X(RATE_LIMITED, 429, "rate_limited", "refused by a rate limit (its status may differ)") \
 	X(HEADER_SPACE, 500, "header_space", "no room in the stream's arena for a rewritten header") \
+	X(COMPRESS_FAILED, 0, "compress_failed", "response encoder failed (out of pool memory); the response is cut") \
 	X(REGEX_LIMIT, 0, "regex_limit", "a route regex gave up at its match limit: taken as no match") \
 	X(REWRITE_FAILED, 500, "rewrite_failed", "a route's strip_prefix or rewrite gave no origin-form path") \
 	X(REWRITE_TOO_LONG, 414, "rewrite_too_long", "a route's rewritten request target passes 4 KiB") \

@@ -140,6 +140,34 @@ static void by_label(struct textbuf *o, const char *name, const char *label, con
 		textbuf_printf(o, "%s%s%s=\"%s\"} %llu\n", name, open, label, values[k], (unsigned long long)counts[k]);
 }
 
+/* Response compression (worker/core/compress.h). */
+static void render_compress(struct textbuf *o, const struct shm_counters *c)
+{
+	static const char *const enc[] = {
+#define COMPRESS_ENC_TEXT(name, text) text,
+	    COMPRESS_ENC_TABLE(COMPRESS_ENC_TEXT)
+#undef COMPRESS_ENC_TEXT
+	};
+	static const char *const skip[] = {
+#define COMPRESS_SKIP_TEXT(name, text) text,
+	    COMPRESS_SKIP_TABLE(COMPRESS_SKIP_TEXT)
+#undef COMPRESS_SKIP_TEXT
+	};
+
+	family(o, "weir_compress_responses_total", "counter", "Responses compressed, by encoding.");
+	by_label(o, "weir_compress_responses_total", "encoding", enc, c->compress_responses, COMPRESS_ENC_COUNT);
+	family(o, "weir_compress_skipped_total", "counter",
+	       "Responses on routes with compression sent as they came, by reason.");
+	by_label(o, "weir_compress_skipped_total", "reason", skip, c->compress_skipped, COMPRESS_SKIP_COUNT);
+	metric(o, "weir_compress_bytes_in_total", "counter", "Response body bytes given to the encoders.",
+	       c->compress_bytes_in);
+	metric(o, "weir_compress_bytes_out_total", "counter", "Compressed bytes the encoders made of them.",
+	       c->compress_bytes_out);
+	metric(o, "weir_compress_streams_active", "gauge", "Responses being compressed.", c->compress_streams);
+	metric(o, "weir_compress_memory_bytes_in_use", "gauge", "Encoder state handed out of the workers' pools.",
+	       c->compress_mem_in_use);
+}
+
 /* RFC 9113 7, in the order of the codes; the last: any other. */
 static const char *const h2_code_labels[H2_CODES] = {
     "NO_ERROR",       "PROTOCOL_ERROR", "INTERNAL_ERROR",     "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT",
@@ -843,6 +871,7 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_tls_memory_bytes_held", "gauge",
 	       "Workers' BoringSSL memory in blocks, in use or free for reuse (kept, not given back).",
 	       c.tls_mem_held);
+	render_compress(o, &c);
 	metric(o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)shm_workers_alive(seg));
 	metric(o, "weir_worker_restarts_total", "counter", "Workers replaced after an unexpected exit.",
 	       atomic_load(&seg->worker_restarts));

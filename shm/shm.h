@@ -40,6 +40,7 @@
 #include <sys/types.h>
 
 #include "common/auth_result.h"
+#include "common/compress_conf.h"
 #include "common/err.h"
 #include "common/slab.h"
 #include "common/split.h"
@@ -51,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 21u
+#define SHM_LAYOUT_VERSION 22u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -120,6 +121,11 @@ struct shm_counters {
 	uint64_t tunnel_bytes_down;       /* tunnel bytes upstream to client */
 	uint64_t tunnels_closed[TUNNEL_END_COUNT]; /* tunnels ended, by enum tunnel_end */
 	uint64_t outlier_panics;          /* picks that ignored ejections: too few servers usable */
+	/* response compression (worker/core/compress.h) */
+	uint64_t compress_responses[COMPRESS_ENC_COUNT]; /* compressed, by enum compress_enc */
+	uint64_t compress_skipped[COMPRESS_SKIP_COUNT];  /* sent as they came, by enum compress_skip */
+	uint64_t compress_bytes_in;       /* body bytes given to the encoders */
+	uint64_t compress_bytes_out;      /* bytes they made of them */
 	/* ring_hash and maglev (worker/up/balance_hash.c): picks of a request
 	 * without its hash_key, servers walked past as unusable, and as over
 	 * bounded_load */
@@ -142,6 +148,8 @@ struct shm_counters {
 	uint64_t slab_free;         /* slab bytes mapped, not handed out */
 	uint64_t tls_mem_in_use;    /* BoringSSL heap (common/secmem.h): bytes handed out */
 	uint64_t tls_mem_held;      /* and bytes made into blocks, free ones included */
+	uint64_t compress_streams;  /* responses being compressed */
+	uint64_t compress_mem_in_use; /* encoder state handed out of the pool */
 	/* per slab size class (common/slab.h), by class index: bytes of
 	 * objects handed out, bytes mapped, the most ever mapped (each
 	 * worker's own peak: their sum bounds the total's), and bytes mapped

@@ -330,6 +330,8 @@ static int worker_setup(const struct worker_start *ws)
 		log_error("auth: out of memory");
 		return -1;
 	}
+	if (compress_init(cfg) < 0)
+		return -1;
 	return tls_init(cfg);
 }
 

@@ -30,6 +30,12 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /drip/N/MS             chunked, N chunks "tick I\\n" MS apart
   /stall                 never answers; keeps the socket (bounded)
   /stall-body/N          Content-Length N, sends N/2 bytes, then stalls
+  /text/N[?...]          N bytes of words (text_body(N)), Content-Type
+                         text/html; query: type=, ce= (Content-Encoding),
+                         cc= (Cache-Control), etag=, vary=, status=,
+                         range=1 (a 206 with Content-Range), rand=1
+                         (random_body(N) instead), mode=chunked
+                         (4 KiB chunks; ms=M between them) or mode=close
   /cut/N                 Content-Length N, sends N/2 bytes, then closes
   /close-early           reads the request, closes without a byte
   /garbage               "this is not http\\r\\n\\r\\n" and closes
@@ -304,6 +310,32 @@ def read_body(c, r):
     r.body_sha256 = sha.hexdigest()
 
 
+_TEXT = {}
+
+
+def text_body(n):
+    """/text/N's body: words drawn by a generator seeded with N, so a
+    compressor has work to do and a test can make the same bytes."""
+    if n not in _TEXT:
+        words = [b"alpha", b"beta", b"gamma", b"delta", b"<p>", b"</p>", b"weir", b"proxy",
+                 b"gateway", b"\n", b"compression", b"streaming", b"0123", b"{\"k\": 1}"]
+        x, out = n * 2654435761 % 4294967296 or 1, bytearray()
+        while len(out) < n:
+            x = (x * 1103515245 + 12345) % 2147483648
+            out += words[(x >> 16) % len(words)] + b" "
+        if len(_TEXT) > 16:
+            _TEXT.clear()
+        _TEXT[n] = bytes(out[:n])
+    return _TEXT[n]
+
+
+def random_body(n):
+    """/text/N?rand=1's body: bytes no encoder can shrink (a seeded
+    generator), so what it makes of a span overflows its buffer."""
+    import random
+    return random.Random(n).randbytes(n)
+
+
 def early_body(n):
     """The body /answer-early/N sends: a pattern a cut or a shift shows."""
     pat = bytes(range(251))
@@ -345,6 +377,50 @@ class Server:
             k = min(n, IO)
             c.send(XBUF if k == IO else XBUF[:k])
             n -= k
+
+    def text(self, c, r, n, head_only, close):
+        """/text/N: see the module's doc."""
+        q = dict(urllib.parse.parse_qsl(r.target.split("?", 1)[1] if "?" in r.target else ""))
+        rep = q.get("rep") and q.get("mode") == "chunked"
+        body = b"" if rep else random_body(n) if q.get("rand") else text_body(n)
+        status = int(q.get("status", "200"))
+        hs = [("Content-Type", q.get("type", "text/html"))]
+        for key, name in (("ce", "Content-Encoding"), ("cc", "Cache-Control"), ("etag", "ETag"),
+                          ("vary", "Vary")):
+            if key in q:
+                hs.append((name, q[key]))
+        hs.append(("Accept-Ranges", "bytes"))
+        if q.get("range"):
+            status = 206
+            hs.append(("Content-Range", "bytes 0-%d/%d" % (n - 1, n)))
+        mode = q.get("mode", "len")
+        if rep:
+            # text_body(65536) over and over: a large body made at once
+            piece = text_body(65536)
+            c.send(self.head_bytes(status, hs + [("Transfer-Encoding", "chunked")]))
+            while n > 0 and not head_only:
+                k = min(n, len(piece))
+                c.send(b"%x\r\n%s\r\n" % (k, piece[:k]))
+                n -= k
+            c.send(b"" if head_only else b"0\r\n\r\n")
+            return not close
+        if mode == "chunked":
+            c.send(self.head_bytes(status, hs + [("Transfer-Encoding", "chunked")]))
+            if head_only:
+                return not close
+            for i in range(0, n, 4096):
+                if i and q.get("ms"):
+                    time.sleep(min(int(q["ms"]), 1000) / 1000.0)
+                piece = body[i:i + 4096]
+                c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+            c.send(b"0\r\n\r\n")
+            return not close
+        if mode == "close":
+            c.send(self.head_bytes(status, hs + [("Connection", "close")]))
+            if not head_only:
+                c.send(body)
+            return False
+        return self.respond(c, r, status, body, hs, close)
 
     # ---- one request -----------------------------------------------------
     def handle(self, c, r):
@@ -489,6 +565,8 @@ class Server:
                 time.sleep(min(ms, 60000) / 1000.0)
             c.send(b"0\r\n\r\n")
             return not close
+        if parts[1:2] == ["text"]:
+            return self.text(c, r, num(2), head_only, close)
         if path == "/stall":
             stopping.wait(STALL_MAX)
             return False

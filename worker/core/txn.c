@@ -62,6 +62,7 @@ void txn_free(struct txn *t)
 	retry_release(t);
 	breaker_release(t);
 	balance_end(&t->bal_held);
+	compress_end(t);
 	if (t->tun.on)
 		tunnel_free(t);
 	if (t->table)
@@ -516,6 +517,7 @@ static int txn_response_head_write(struct txn *t)
 		.request_id_len = t->ident.id_len,
 		.upgrade = t->tun.proto,
 		.upgrade_len = t->tun.proto_len,
+		.recoded = compress_on(t->cz.s),
 	};
 	int rc = head_write_response(&t->resp, &hr, &t->down.head);
 
@@ -612,8 +614,8 @@ static int txn_response_head(struct txn *t)
 		t->up_reusable = t->resp.keep_alive && t->resp.body != HTTP_BODY_CLOSE && !t->tun.proto_len;
 		if (t->resp.body == HTTP_BODY_NONE || (t->resp.body == HTTP_BODY_LENGTH && t->resp.content_length == 0))
 			t->resp_done = 1;
-		else
-			return txn_fill_down(t) < 0 ? WEIR_ERR(UPSTREAM_BAD_RESPONSE) : 1;
+		else if ((rc = txn_fill_down(t)) < 0)
+			return rc;
 		return 1;
 	}
 }
@@ -625,6 +627,8 @@ static int txn_fill_down(struct txn *t)
 	struct body_span sp;
 	int rc;
 
+	if (compress_pending(t))
+		return compress_resume(t); /* the encoder's output first: no upstream read */
 	if (t->up.dry)
 		return 0;
 	rc = t->up.ops->body_next(&t->up, &sp, 0);
@@ -633,6 +637,8 @@ static int txn_fill_down(struct txn *t)
 	t->resp_done = sp.eos;
 	if (sp.more)
 		SHM_ADD(wk.cnt, pipe_stalls[1], 1);
+	if (t->cz.s)
+		return compress_body(t, &sp); /* through the encoder (core.h: ==== compress ====) */
 	txn_relay(&t->up, &t->down, &sp);
 	return 1;
 }
@@ -643,7 +649,7 @@ static int txn_upstream_eof(struct txn *t)
 {
 	if (!t->resp_started)
 		return WEIR_ERR(UPSTREAM_CLOSED);
-	if (txn_fill_down(t) > 0 && t->resp_done) {
+	if (txn_fill_down(t) > 0 && (t->resp_done || compress_pending(t))) { /* the encoder's end may follow */
 		t->up_reusable = 0;
 		return 1;
 	}

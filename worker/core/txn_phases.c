@@ -235,6 +235,7 @@ static const struct ph_handler access_phase[] = {
 	{NULL, NULL},
 };
 static const struct ph_handler request_filters_phase[] = {
+	{compress_ph_request, NULL}, /* Accept-Encoding, before the list is gone */
 	{hdrrules_request, NULL},
 	{ph_request_head, NULL},
 	{NULL, NULL},
@@ -246,7 +247,11 @@ static const struct ph_handler pick_phase[] = {
 	{NULL, NULL},
 };
 static const struct ph_handler connect_phase[] = {{ph_connect, NULL}, {NULL, NULL}};
-static const struct ph_handler response_filters_phase[] = {{hdrrules_response, NULL}, {NULL, NULL}};
+static const struct ph_handler response_filters_phase[] = {
+	{hdrrules_response, NULL},
+	{compress_ph_response, NULL}, /* after the rules: it judges the head they left */
+	{NULL, NULL},
+};
 static const struct ph_handler log_phase[] = {{ph_count, NULL}, {ph_access_log, NULL}, {NULL, NULL}};
 
 static const struct ph_handler *const txn_phases[PH_COUNT] = {

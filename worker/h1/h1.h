@@ -455,6 +455,8 @@ struct head_resp {
 	uint8_t request_id_len;
 	const char *upgrade;  /* the upgrade asked for, or NULL */
 	uint8_t upgrade_len;
+	uint8_t recoded;      /* the body is re-encoded (compressed): no
+	                       * Content-Length, chunked or until the close */
 	uint8_t client_close; /* out: close the client connection after it */
 	uint8_t chunked;      /* out: the body goes chunk-encoded */
 };

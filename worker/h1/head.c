@@ -395,7 +395,8 @@ again:
 	/* an upgrade declined: what the client sent after its head may be
 	 * the new protocol, never to be read as the next request */
 	hr->client_close = !q->keep_alive || wk.draining || (hr->upgrade_len && r->status != 101);
-	switch (r->body) {
+	/* a body weir re-encodes (compression) has no length known ahead */
+	switch (hr->recoded ? HTTP_BODY_CHUNKED : r->body) {
 	case HTTP_BODY_NONE:
 		/* a response to HEAD and a 304 describe the body they do not
 		 * carry: their Content-Length is information, passed on */

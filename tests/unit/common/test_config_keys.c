@@ -32,6 +32,7 @@ static const struct {
     {"upstreams", &config_keys_upstream, ""},  {"routes", &config_keys_route, ""},
     {"timeouts", &config_keys_timeouts, ""},   {"limits", &config_keys_limits, ""},
     {"rate_limits", &config_keys_rate_limit, ""}, {"redis", &config_keys_redis, ""},
+    {"compress", &config_keys_compress, ""},
     {"http2", &config_keys_http2, ""},
 };
 #define NSECTIONS (sizeof sections / sizeof sections[0])
@@ -44,7 +45,8 @@ static const struct config_keyset *const all[] = {
     &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &config_keys_route_timeouts,
     &config_keys_route_limits,
     &config_keys_upstream_outlier, &config_keys_upstream_limits, &config_keys_upstream_breaker,
-    &config_keys_upstream_retry, &config_keys_upstream_adaptive_conc,
+    &config_keys_upstream_retry, &config_keys_upstream_adaptive_conc, &config_keys_compress,
+    &config_keys_route_compress,
 };
 
 static char *section_table(size_t i)
