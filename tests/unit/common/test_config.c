@@ -437,6 +437,7 @@ static void test_durations_are_held_to_their_range(void)
 	CU_ASSERT_EQUAL(load(L_LISTEN "upstreams = ( { name = \"app\"; servers = ( { address = \"127.0.0.1:9000\"; } );\n"
 	                     "  breaker = { window = 60000; }; } );\n" L_ROUTE),
 	                0);
+	config_free(&cfg);
 }
 
 static void test_several_errors_in_order(void)

@@ -418,8 +418,13 @@ static void test_the_most_routes_load_in_linear_time(void)
 	CU_ASSERT_EQUAL(c->nroutes, CONFIG_MAX_ROUTES);
 	/* the duplicate check compared each route with every one before it:
 	 * two billion comparisons, many seconds; by hash it is a fraction of
-	 * one, most of it libconfig's (generous for a loaded machine, ASan) */
+	 * one, most of it libconfig's (generous for a loaded machine); ASan
+	 * makes the load about 5 times dearer (0.8 s against 4.1 s) */
+#ifdef __SANITIZE_ADDRESS__
+	CU_ASSERT(cpu < 15.0);
+#else
 	CU_ASSERT(cpu < 4.0);
+#endif
 	fprintf(stderr, " [%d routes loaded in %.2f s of CPU] ", CONFIG_MAX_ROUTES, cpu);
 	free(text);
 	unit_config_free(c);
