@@ -44,6 +44,7 @@
 #include "common/config_keys.h"
 #include "common/config_load.h"
 #include "common/config_match.h"
+#include "common/fnv.h"
 #include "common/tlscert.h"
 
 #include <openssl/err.h>
@@ -507,13 +508,14 @@ static int count_servers(const config_setting_t *list)
 static uint64_t file_digest(const char *path)
 {
 	FILE *f = fopen(path, "rb");
-	uint64_t h = 14695981039346656037ull;
-	int c;
+	uint64_t h = FNV64_BASIS;
+	unsigned char b[4096];
+	size_t n;
 
 	if (!f)
 		return 0;
-	while ((c = getc(f)) != EOF)
-		h = (h ^ (uint64_t)(unsigned char)c) * 1099511628211ull;
+	while ((n = fread(b, 1, sizeof b, f)) > 0)
+		h = fnv1a64(h, b, n);
 	fclose(f);
 	return h;
 }

@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "common/config_load.h"
+#include "common/fnv.h"
 
 #define fail    config_fail
 #define line_of config_line_of
@@ -123,28 +124,18 @@ const char *config_check_rl_rate(const char *text)
 	return rl_rate_parse(text, &q, &w);
 }
 
-/* FNV-1a, 64 bits, continued from <h>. */
-static uint64_t rl_fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *s = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 1099511628211ull;
-	return h;
-}
-
 /* The identity of a limit's state: what, if changed, makes the old state
  * mean something else. A rate, a burst or a mode may change and keep it. */
 static uint64_t rl_seed(const struct config_rate_limit *l)
 {
-	uint64_t h = 14695981039346656037ull;
+	uint64_t h = FNV64_BASIS;
 	int kind = l->concurrent > 0;
 
-	h = rl_fnv(h, l->name, strlen(l->name) + 1);
-	h = rl_fnv(h, l->key, strlen(l->key) + 1);
-	h = rl_fnv(h, &l->ipv4_mask, sizeof(l->ipv4_mask));
-	h = rl_fnv(h, &l->ipv6_mask, sizeof(l->ipv6_mask));
-	h = rl_fnv(h, &kind, sizeof(kind));
+	h = fnv1a64(h, l->name, strlen(l->name) + 1);
+	h = fnv1a64(h, l->key, strlen(l->key) + 1);
+	h = fnv1a64(h, &l->ipv4_mask, sizeof(l->ipv4_mask));
+	h = fnv1a64(h, &l->ipv6_mask, sizeof(l->ipv6_mask));
+	h = fnv1a64(h, &kind, sizeof(kind));
 	return h;
 }
 

@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/fnv.h"
+
 #define SPLIT_SIDES   8     /* sides of one split, at most */
 #define SPLIT_BUCKETS 10000 /* buckets a key is hashed into */
 #define SPLIT_NAME_MAX 64   /* a key's or an override's header, cookie or argument name, with the NUL */
@@ -71,11 +73,8 @@ enum mirror_result { MIRROR_SENT, MIRROR_FAILED, MIRROR_DROPPED };
 /* The bucket of key <k> (<n> bytes): stable everywhere, no seed. */
 static inline uint32_t split_bucket(const void *k, size_t n)
 {
-	const unsigned char *p = k;
-	uint64_t h = 14695981039346656037ull;
+	uint64_t h = fnv1a64(FNV64_BASIS, k, n);
 
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
 	/* FNV's low bits are weak on short keys: mix before the modulo
 	 * (the finaliser of splitmix64) */
 	h ^= h >> 30;

@@ -27,17 +27,15 @@
 #include <stdint.h>
 
 #include "common/config.h"
+#include "common/fnv.h"
 #include "shm/route_types.h"
 
 /* 64-bit FNV-1a of <n> bytes <p> from <seed>, then murmur3's finalizer
  * (FNV alone clusters short keys that differ in their last bytes). */
 static inline uint64_t route_hash64(const void *p, size_t n, uint64_t seed)
 {
-	const unsigned char *b = p;
-	uint64_t h = 14695981039346656037ull ^ seed;
+	uint64_t h = fnv1a64(FNV64_BASIS ^ seed, p, n);
 
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdull;
 	h ^= h >> 33;
