@@ -342,7 +342,10 @@ def test_without_a_block_nothing_is_compressed(weir_factory, origin):
 
 
 def test_past_max_streams_a_response_goes_uncompressed(weir_factory, origin):
-    w = cz_weir(weir_factory, origin, block="compress = { max_streams = 1; };", workers=1)
+    # the origin makes 4 MiB of text after the head, which takes seconds
+    # on a busy machine: upstream_read outlasts it
+    w = cz_weir(weir_factory, origin, block="compress = { max_streams = 1; };", workers=1,
+                timeouts={"upstream_read": "20s"})
     before = counters(w)["skip"]["busy"]
     # the first stream stays under way: its client reads nothing
     slow = Client(w.port, timeout=slack(10), rcvbuf=4096)
@@ -371,7 +374,8 @@ def test_a_short_body_reserves_a_smaller_gzip_encoder(weir_factory, origin):
     # 1 MiB of pool holds three encoders for bodies of unknown length
     # (262 KiB of zlib state each); a 5000-byte body needs 72 KiB, which
     # the rest still holds
-    w = cz_weir(weir_factory, origin, block='compress = { memory = "1m"; };', workers=1)
+    w = cz_weir(weir_factory, origin, block='compress = { memory = "1m"; };', workers=1,
+                timeouts={"upstream_read": "20s"})
     held = []
     for i in range(3):
         c = Client(w.port, timeout=slack(10), rcvbuf=4096)

@@ -382,7 +382,11 @@ class Server:
         """/text/N: see the module's doc."""
         q = dict(urllib.parse.parse_qsl(r.target.split("?", 1)[1] if "?" in r.target else ""))
         rep = q.get("rep") and q.get("mode") == "chunked"
-        body = b"" if rep else random_body(n) if q.get("rand") else text_body(n)
+
+        def make_body():
+            # text_body(4 MiB) takes most of a second, longer on a busy
+            # machine: a chunked answer sends its head before making it
+            return b"" if rep else random_body(n) if q.get("rand") else text_body(n)
         status = int(q.get("status", "200"))
         hs = [("Content-Type", q.get("type", "text/html"))]
         for key, name in (("ce", "Content-Encoding"), ("cc", "Cache-Control"), ("etag", "ETag"),
@@ -408,6 +412,7 @@ class Server:
             c.send(self.head_bytes(status, hs + [("Transfer-Encoding", "chunked")]))
             if head_only:
                 return not close
+            body = make_body()
             for i in range(0, n, 4096):
                 if i and q.get("ms"):
                     time.sleep(min(int(q["ms"]), 1000) / 1000.0)
@@ -415,6 +420,7 @@ class Server:
                 c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
             c.send(b"0\r\n\r\n")
             return not close
+        body = make_body()
         if mode == "close":
             c.send(self.head_bytes(status, hs + [("Connection", "close")]))
             if not head_only:
