@@ -213,6 +213,9 @@ struct config_upstream {
 	 * address opens every connection to the group's servers (worker/
 	 * upproxy.h), which are then never pooled; "off" (default): none */
 	int proxy_protocol;
+	/* protocol = "http/1.1" (0, default) | "h2c" (1) | "h2" (2): HTTP/2
+	 * sessions to the servers (worker/up/h2_client.h); "h2" needs tls */
+	int protocol;
 	uint64_t tls_ca_sum; /* digest of the CA file as read, so a context is matched by what it trusts */
 	struct config_resil resil;    /* outlier, ...: common/config_resil.h */
 	struct config_health health;  /* active checks: health.type 0 when none */

@@ -273,10 +273,11 @@ static void check_forward(struct loader *ld, const config_setting_t *g, struct c
 	if (a->fwd_group < 0)
 		fail(ld, line_of(config_setting_get_member(g, "upstream")), "routes.auth.upstream \"%s\" is not defined",
 		     a->fwd_upstream);
-	else if (cfg->upstreams[a->fwd_group].tls || cfg->upstreams[a->fwd_group].proxy_protocol)
+	else if (cfg->upstreams[a->fwd_group].tls || cfg->upstreams[a->fwd_group].proxy_protocol ||
+	         cfg->upstreams[a->fwd_group].protocol)
 		fail(ld, line_of(config_setting_get_member(g, "upstream")),
-		     "routes.auth.upstream \"%s\" must be a plain HTTP group: forward auth speaks neither TLS nor the "
-		     "PROXY protocol to it", a->fwd_upstream);
+		     "routes.auth.upstream \"%s\" must be a plain HTTP group: forward auth speaks neither TLS, the "
+		     "PROXY protocol nor HTTP/2 to it", a->fwd_upstream);
 }
 
 /* Loads one file with <load>, reporting <why> on the line of key <key>. */

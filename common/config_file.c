@@ -562,6 +562,22 @@ static int load_upstream_tls(struct loader *ld, const config_setting_t *e, struc
 	return 0;
 }
 
+/* protocol of upstream entry <e>: what cannot work with it is refused. */
+static void load_upstream_protocol(struct loader *ld, const config_setting_t *e, const struct config_upstream *u)
+{
+	const config_setting_t *k = config_setting_get_member(e, "protocol");
+
+	if (u->protocol == 2 && !u->tls)
+		fail(ld, line_of(k), "upstreams.protocol \"h2\" needs the group's tls = { ... } (ALPN h2); "
+		     "\"h2c\" is HTTP/2 without TLS");
+	if (u->protocol == 1 && u->tls)
+		fail(ld, line_of(k), "upstreams.protocol \"h2c\" is HTTP/2 without TLS, and the group has tls: "
+		     "write \"h2\" for HTTP/2 over TLS");
+	if (u->protocol && u->proxy_protocol)
+		fail(ld, line_of(k), "upstreams.protocol \"%s\" with proxy_protocol: an HTTP/2 session carries many "
+		     "clients' requests, a PROXY header names one", u->protocol == 1 ? "h2c" : "h2");
+}
+
 /* timeouts = {...} and limits = {...} of upstream or route entry <e>, as
  * <tks> and <lks> describe them: the keys given, marked in <o>. */
 static void load_overrides(struct loader *ld, const config_setting_t *e, const struct config_keyset *tks,
@@ -624,6 +640,7 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		}
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
+		load_upstream_protocol(ld, e, u);
 		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &u->over);
 		config_resil_load(ld, e, &u->resil);
 		config_load_health(ld, e, u);

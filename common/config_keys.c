@@ -175,6 +175,7 @@ static const char *const verify_names[] = {
 };
 
 static const char *const upstream_pp_names[] = {"off", "v1", "v2"};
+static const char *const upstream_protocol_names[] = {"http/1.1", "h2c", "h2"};
 /* in enum balance_kind's order (shm/balance.h) */
 static const char *const upstream_balance_names[] = {"rr", "random", "least_request", "ring_hash", "maglev"};
 
@@ -422,6 +423,10 @@ static const struct config_key upstream_keys[] = {
     {.name = "proxy_protocol", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, proxy_protocol), .def = "off",
      .names = upstream_pp_names, .nnames = 3,
      .doc = "a PROXY header with the client's address opens each connection; no pooling then"},
+    {.name = "protocol", .type = CONFIG_KEY_ENUM, AT(struct config_upstream, protocol), .def = "http/1.1",
+     .names = upstream_protocol_names, .nnames = 3,
+     .doc = "what weir speaks to the servers: `\"http/1.1\"`, `\"h2c\"` (HTTP/2 with prior knowledge, plain) or "
+            "`\"h2\"` (HTTP/2 over the group's `tls`, ALPN h2); HTTP/2 sessions are pooled and multiplexed"},
     {.name = "outlier", .type = CONFIG_KEY_GROUP, .def = "absent: no ejection", .sub = &config_keys_upstream_outlier,
      .doc = "passive ejection of failing servers, node-wide"},
     {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "absent: no caps", .sub = &config_keys_upstream_limits,

@@ -176,9 +176,9 @@ static int split_mirror_load(struct loader *ld, const config_setting_t *e, struc
 		return 0;
 	}
 	u = &ld->cfg->upstreams[k];
-	if (u->tls || u->proxy_protocol) {
+	if (u->tls || u->proxy_protocol || u->protocol) {
 		fail(ld, line_of(config_setting_get_member(g, "upstream")),
-		     "routes.mirror upstream \"%s\" has tls or proxy_protocol: a shadow group is plain HTTP", v);
+		     "routes.mirror upstream \"%s\" has tls, proxy_protocol or protocol: a shadow group is plain HTTP/1.1", v);
 		return 0;
 	}
 	r->mirror.group = k + 1;

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SLAB_MAX_CLASSES 12
+#define SLAB_MAX_CLASSES 16 /* 12 until HTTP/2 to upstreams added its two */
 
 struct slab_chunk;
 

@@ -842,6 +842,22 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	by_label(o, "weir_h2_resets_total{direction=\"sent\"", "code", h2_code_labels, c.h2_rst_sent, H2_CODES);
 	family(o, "weir_h2_goaways_total", "counter", "HTTP/2 GOAWAY frames sent, by error code (the reason).");
 	by_label(o, "weir_h2_goaways_total", "code", h2_code_labels, c.h2_goaway_sent, H2_CODES);
+	metric(o, "weir_h2_upstream_sessions_total", "counter", "HTTP/2 sessions opened to upstream servers.",
+	       c.h2up_sessions_total);
+	metric(o, "weir_h2_upstream_sessions_active", "gauge", "HTTP/2 sessions to upstream servers open.",
+	       c.h2up_sessions_active);
+	metric(o, "weir_h2_upstream_streams_total", "counter", "HTTP/2 streams opened to upstream servers.",
+	       c.h2up_streams_total);
+	metric(o, "weir_h2_upstream_streams_active", "gauge", "HTTP/2 streams to upstream servers open.",
+	       c.h2up_streams_active);
+	family(o, "weir_h2_upstream_resets_total", "counter",
+	       "HTTP/2 RST_STREAM frames on sessions to upstreams, by direction and error code.");
+	by_label(o, "weir_h2_upstream_resets_total{direction=\"received\"", "code", h2_code_labels, c.h2up_rst_recv,
+	         H2_CODES);
+	by_label(o, "weir_h2_upstream_resets_total{direction=\"sent\"", "code", h2_code_labels, c.h2up_rst_sent,
+	         H2_CODES);
+	family(o, "weir_h2_upstream_goaways_total", "counter", "HTTP/2 GOAWAY frames received from upstreams, by error code.");
+	by_label(o, "weir_h2_upstream_goaways_total", "code", h2_code_labels, c.h2up_goaway_recv, H2_CODES);
 	family(o, "weir_log_dropped_total", "counter",
 	       "Log lines not written: repeats held back per call site (reported as \"N more like this\"), and lines "
 	       "dropped because the log's reader (a pipe, journald) did not keep up.");

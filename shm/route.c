@@ -325,6 +325,7 @@ int route_compile(struct route_table *t, void *mem, size_t cap, const struct con
 		/* a connection that told one client's address is no other's */
 		u->keepalive = cu->proxy_protocol ? 0 : (uint32_t)cu->keepalive;
 		u->proxy_protocol = (uint8_t)cu->proxy_protocol;
+		u->protocol = (uint8_t)cu->protocol;
 		u->max_fails = (uint32_t)cu->max_fails;
 		u->fail_timeout = cu->fail_timeout;
 		u->balance = (uint8_t)cu->balance;

@@ -128,6 +128,7 @@ struct route_upstream {
 	uint8_t tls;
 	uint8_t tls_verify;
 	uint8_t proxy_protocol; /* 0 off, 1 v1, 2 v2 (worker/upproxy.h) */
+	uint8_t protocol;       /* 0 HTTP/1.1, 1 h2c, 2 h2 (worker/up/h2_client.h) */
 	uint8_t balance;        /* enum balance_kind (shm/balance.h) */
 	uint8_t choices;        /* least_request: candidates drawn */
 	uint32_t slow_start;    /* ms: the weight ramp of a joining or returning server; 0: off */

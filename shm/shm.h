@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 22u
+#define SHM_LAYOUT_VERSION 23u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -139,11 +139,19 @@ struct shm_counters {
 	uint64_t h2_rst_sent[H2_CODES];   /* RST_STREAM sent, by error code */
 	uint64_t h2_goaway_sent[H2_CODES];/* GOAWAY sent, by error code */
 	uint64_t h2_stalls;               /* response writes refused: the client's window held a stream full */
+	/* HTTP/2 to upstreams (worker/up/h2_client.h) */
+	uint64_t h2up_sessions_total;     /* sessions opened */
+	uint64_t h2up_streams_total;      /* streams opened */
+	uint64_t h2up_rst_recv[H2_CODES]; /* RST_STREAM from servers, by error code */
+	uint64_t h2up_rst_sent[H2_CODES]; /* RST_STREAM sent to servers, by error code */
+	uint64_t h2up_goaway_recv[H2_CODES]; /* GOAWAY from servers, by error code */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */
 	uint64_t tunnels_active;    /* tunnels open */
 	uint64_t h2_streams_active; /* HTTP/2 streams open (until torn down) */
+	uint64_t h2up_sessions_active; /* HTTP/2 sessions to upstreams open */
+	uint64_t h2up_streams_active;  /* and their streams */
 	uint64_t slab_in_use;       /* slab bytes handed out */
 	uint64_t slab_free;         /* slab bytes mapped, not handed out */
 	uint64_t tls_mem_in_use;    /* BoringSSL heap (common/secmem.h): bytes handed out */

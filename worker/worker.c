@@ -287,6 +287,7 @@ static int worker_setup(const struct worker_start *ws)
 	                      ? slab_add_class(&wk.slab, sizeof(struct buf) + cfg->limits.body_buffer)
 	                      : -1;
 	h2_init(cfg);
+	h2_client_init(cfg);
 
 	signal(SIGPIPE, SIG_IGN);
 	/* reload and upgrade are the master's business (and without a master,

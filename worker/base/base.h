@@ -75,6 +75,7 @@ struct up_server {
 	uint32_t nidle;
 	void *session;          /* SSL_SESSION offered on the next TLS connect */
 	void *session_ctx;      /* the SSL_CTX it came from */
+	void *h2;               /* its HTTP/2 sessions (worker/up/h2_client.h) */
 };
 
 /* Slots of the identity hash: the servers of the newest table (at most

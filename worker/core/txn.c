@@ -271,9 +271,18 @@ int txn_pick(struct txn *t)
 int txn_connect_server(struct txn *t)
 {
 	uint32_t s = (uint32_t)t->server;
-	struct upconn *u = upstream_pool_get(t->table, s);
+	struct upconn *u;
 	int rc;
 
+	if (route_upstreams(t->table)[route_servers(t->table)[s].upstream].protocol) {
+		/* HTTP/2: a stream on one of the server's sessions */
+		u = h2_client_open(t->table, s, TXN_SET(t)->timeouts.upstream_connect, &rc);
+		if (!u)
+			return rc;
+		txn_attach(t, u);
+		return 0;
+	}
+	u = upstream_pool_get(t->table, s);
 	while (u && !txn_idempotent(t) && !upstream_pool_alive(u)) {
 		/* closed as it idled, its event not seen yet: such a request
 		 * is not sent again if the connection dies under it */
@@ -385,6 +394,32 @@ static void txn_upstream_lost(struct txn *t, int rc)
 		}
 	}
 	txn_fail(t, rc);
+}
+
+void txn_upstream_refused(struct txn *t, int rc, int unprocessed)
+{
+	txn_detach_upstream(t, 0);
+	if (t->resp_started || txn_replay_request(t) < 0) {
+		txn_fail(t, rc);
+		return;
+	}
+	if (unprocessed) {
+		/* the server said it did nothing with it: once more, the same
+		 * server allowed (a new session) */
+		if (t->retried) {
+			txn_fail(t, rc);
+			return;
+		}
+		t->retried = 1;
+		SHM_ADD(wk.cnt, upstream_retries, 1);
+		rc = txn_connect_server(t);
+	} else if (rc != WEIR_ERR(NOMEM) && rc != WEIR_ERR(LOCAL_CONNECT_ERROR)) {
+		rc = txn_connect(t, rc); /* as after a failed connect: the next server */
+	}
+	if (rc < 0)
+		txn_fail(t, rc);
+	else
+		txn_pump(t);
 }
 
 void txn_answer_local(struct txn *t, int status)
@@ -869,7 +904,7 @@ void txn_pump(struct txn *t)
 			ev |= EV_WRITE;
 		if (!u->connecting && !t->down.q.count && !t->resp_done)
 			ev |= EV_READ;
-		worker_io_set(&u->io, ev);
+		upstream_io_set(u, ev);
 		if (!u->connecting) {
 			/* the upstream's clock runs only while we wait on it */
 			uint8_t wait = t->up.q.count ? WAIT_SEND

@@ -36,6 +36,7 @@
 #define WEIR_WORKER_H2_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -72,6 +73,13 @@ ssize_t h2_stream_recv(struct conn *c, void *p, size_t n);
 ssize_t h2_stream_sendv(struct conn *c, const struct iovec *iov, int cnt);
 void h2_stream_io_set(struct conn *c, int events);
 void h2_stream_close(struct conn *c);
+
+/* Gathers what nghttp2 session <ng> has to send into *<out> (taken if
+ * NULL), one buffer at most; *<pend> is what mem_send gave and did not
+ * fit yet; *<in_ng> is set while inside nghttp2. Both directions'
+ * sessions write so (h2_session.c, worker/up/h2_client.c). */
+struct nghttp2_session;
+void h2_gather(struct nghttp2_session *ng, struct buf **out, const uint8_t **pend, size_t *pend_len, uint8_t *in_ng);
 
 /* conn.c: a stream's conn made ready, its callbacks the connection's,
  * its peer and transport facts copied from <parent>. */

@@ -485,32 +485,36 @@ static int h2_session_write_out(struct h2_session *s)
 	return 1;
 }
 
-/* Gathers what nghttp2 has to send into <out>, one buffer at most. */
-static void h2_session_gather(struct h2_session *s)
+void h2_gather(nghttp2_session *ng, struct buf **out, const uint8_t **pend, size_t *pend_len, uint8_t *in_ng)
 {
-	if (!s->out && !(s->out = buf_get()))
+	if (!*out && !(*out = buf_get()))
 		return;
-	while (s->out->end < wk.buf_size) {
+	while ((*out)->end < wk.buf_size) {
 		size_t k;
 
-		if (!s->pend_len) {
+		if (!*pend_len) {
 			ssize_t n;
 
-			s->in_ng = 1;
-			n = nghttp2_session_mem_send(s->ng, &s->pend);
-			s->in_ng = 0;
+			*in_ng = 1;
+			n = nghttp2_session_mem_send(ng, pend);
+			*in_ng = 0;
 			if (n <= 0)
 				break;
-			s->pend_len = (size_t)n;
+			*pend_len = (size_t)n;
 		}
-		k = wk.buf_size - s->out->end;
-		if (k > s->pend_len)
-			k = s->pend_len;
-		memcpy(s->out->data + s->out->end, s->pend, k);
-		s->out->end += (uint32_t)k;
-		s->pend += k;
-		s->pend_len -= k;
+		k = wk.buf_size - (*out)->end;
+		if (k > *pend_len)
+			k = *pend_len;
+		memcpy((*out)->data + (*out)->end, *pend, k);
+		(*out)->end += (uint32_t)k;
+		*pend += k;
+		*pend_len -= k;
 	}
+}
+
+static void h2_session_gather(struct h2_session *s)
+{
+	h2_gather(s->ng, &s->out, &s->pend, &s->pend_len, &s->in_ng);
 }
 
 /* Once per loop pass: the frames of every stream in one write (or a few,

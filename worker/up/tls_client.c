@@ -43,12 +43,15 @@ static int tls_client_new_session(SSL *ssl, SSL_SESSION *s)
 
 static SSL_CTX *tls_client_ctx_new(const struct config_upstream *cu)
 {
-	static const uint8_t alpn[] = "\x08http/1.1";
+	static const uint8_t alpn[] = "\x08http/1.1", alpn_h2[] = "\x02h2";
 	SSL_CTX *ctx = tls_ctx_base();
 
 	if (!ctx)
 		return NULL;
-	if (SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0 /* 0 is success here */)
+	/* protocol = "h2": only h2 offered; a server that picks nothing is
+	 * refused after the handshake (h2_client.c) */
+	if ((cu->protocol == 2 ? SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof(alpn_h2) - 1)
+	                       : SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1)) != 0 /* 0 is success here */)
 		goto fail;
 	if (cu->tls_verify) {
 		X509_VERIFY_PARAM *p = SSL_CTX_get0_param(ctx);
@@ -112,7 +115,7 @@ static SSL_CTX *tls_client_match(const struct route_upstream *ug)
 
 		if (cu->tls && strcmp(cu->name, ug->name) == 0 && cu->tls_verify == ug->tls_verify &&
 		    strcmp(cu->tls_sni, ug->tls_sni) == 0 && strcmp(cu->tls_ca, ug->tls_ca) == 0 &&
-		    cu->tls_ca_sum == ug->tls_ca_sum)
+		    cu->tls_ca_sum == ug->tls_ca_sum && cu->protocol == ug->protocol)
 			return tc.ctx[i];
 	}
 	return NULL;

@@ -63,7 +63,25 @@ struct upconn {
 	SSL *ssl;             /* TLS groups only (tls_client.h), else NULL */
 	const struct codec_ops *codec; /* its codec (worker/h1), set by the core when it
 	                               * first carries a stream */
+	void *h2;             /* a virtual upconn's HTTP/2 stream (h2_client.h): no socket */
 };
+
+/* HTTP/2 groups (h2_client.h): protocol = "h2c" or "h2". */
+void h2_client_init(const struct config *cfg);
+void h2_client_close_server(struct up_server *srv);
+struct upconn *h2_client_open(const struct route_table *t, uint32_t si, uint32_t connect_ms, int *rc);
+void h2_client_io_set(struct upconn *u, int events);
+void h2_client_stream_end(struct upconn *u);
+
+/* Arms <u>'s watcher for what the core waits for; a virtual upconn
+ * (HTTP/2) is woken by its session instead. */
+static inline void upstream_io_set(struct upconn *u, int events)
+{
+	if (u->h2)
+		h2_client_io_set(u, events);
+	else
+		worker_io_set(&u->io, events);
+}
 
 /* The state of server <si> of table <t>, which this worker has synced (every
  * table a request holds was: txn_start). */
@@ -344,5 +362,10 @@ void outlier_sweep(const struct route_table *t);
  */
 void txn_on_upstream_event(struct txn *t, int revents);
 void txn_on_upstream_timeout(struct txn *t);
+/* An HTTP/2 stream that never reached the server: its session did not
+ * come up (<rc>, a failed connect: the next server), or the server left
+ * it unprocessed (<unprocessed>: REFUSED_STREAM, past a GOAWAY), sent
+ * again once when it can be replayed, else answered with <rc>. */
+void txn_upstream_refused(struct txn *t, int rc, int unprocessed);
 
 #endif

@@ -23,6 +23,10 @@ static void upstream_pool_remove(struct upconn *u)
 
 void upstream_close(struct upconn *u)
 {
+	if (u->h2) {
+		h2_client_stream_end(u);
+		return;
+	}
 	if (!u->txn)
 		upstream_pool_remove(u);
 	ev_io_stop(wk.loop, &u->io);
@@ -333,6 +337,10 @@ void upstream_release(struct upconn *u)
 {
 	struct up_server *s = u->srv;
 
+	if (u->h2) { /* an HTTP/2 stream: its session is the pool */
+		h2_client_stream_end(u);
+		return;
+	}
 	/* only a server of the newest table has a pool (a sync closed those of
 	 * servers that left it); TLS bytes already read ahead past the
 	 * response would raise no event while pooled, and be taken for the

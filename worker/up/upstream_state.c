@@ -84,6 +84,7 @@ static void upstream_state_close_pool(struct up_server *s)
 {
 	while (s->idle)
 		upstream_close(s->idle);
+	h2_client_close_server(s);
 }
 
 static void upstream_state_free(struct up_server *s)

@@ -1,0 +1,249 @@
+"""HTTP/2 to upstreams (worker/up/h2_client.h): groups with protocol =
+"h2c" or "h2", against an HTTP/2 origin of our own (tests/origin/
+h2_origin.py, python3-h2) that counts the connections and streams it saw:
+multiplexing on few sessions under the server's MAX_CONCURRENT_STREAMS,
+HTTP/1 and HTTP/2 clients, bodies byte for byte both ways, a GOAWAY
+mid-traffic losing no request, a server RST_STREAM giving 502, TLS with
+ALPN h2 (and a server that does not pick h2 refused), and `weir -t`."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from harness import Client, fetch_metrics, slack, wait_until, weir_check, render_config, free_port
+from h2util import H2Client
+from pki import make_ca, make_leaf, san
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "origin"))
+from h2_origin import H2Origin, pattern  # noqa: E402
+
+CURL = shutil.which("curl")
+
+
+@pytest.fixture
+def h2o():
+    made = []
+
+    def make(**kw):
+        o = H2Origin(**kw)
+        made.append(o)
+        return o
+    yield make
+    for o in made:
+        o.close()
+
+
+def h2c_weir(weir_factory, o, raw="", keepalive=None, **kw):
+    u = {"name": "h2", "servers": [o.addr], "raw": 'protocol = "h2c"; ' + raw}
+    if keepalive is not None:
+        u["keepalive"] = keepalive
+    return weir_factory(upstreams=[u], routes=[{"path": "/", "upstream": "h2"}], **kw)
+
+
+def get(port, path, method="GET", body=None, headers=(), timeout=10):
+    c = Client(port, timeout=timeout)
+    try:
+        return c.request(method, path, headers=list(headers), body=body)
+    finally:
+        c.close()
+
+
+def at_once(port, paths):
+    """GETs <paths> on connections of their own at once: [(status, body)]
+    in the order of <paths>, or raises the first failure."""
+    out, errs = [None] * len(paths), []
+
+    def one(i):
+        try:
+            r = get(port, paths[i])
+            out[i] = (r.status, r.body)
+        except Exception as e:  # noqa: BLE001
+            errs.append(e)
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(paths))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(slack(20))
+    if errs:
+        raise errs[0]
+    return out
+
+
+def test_http1_client_to_an_h2c_upstream(weir_factory, h2o):
+    o = h2o()
+    w = h2c_weir(weir_factory, o)
+    r = get(w.port, "/echo?x=1", headers=[("X-Thing", "One"), ("Connection", "keep-alive")])
+    assert r.status == 200, r
+    e = json.loads(r.body)
+    assert e["method"] == "GET" and e["path"] == "/echo?x=1" and e["scheme"] == "http"
+    assert e["authority"] == "localhost"
+    names = [n for n, _ in e["headers"]]
+    assert names == [n.lower() for n in names]
+    assert ("x-thing", "One") in [tuple(h) for h in e["headers"]]
+    assert not any(n in ("host", "connection", "keep-alive", "transfer-encoding") for n in names)
+    assert r.get("x-origin") == "h2"
+    m = fetch_metrics(w.stats_port)
+    assert m("weir_h2_upstream_sessions_total") == 1
+    assert m("weir_h2_upstream_streams_total") == 1
+    wait_until(lambda: fetch_metrics(w.stats_port)("weir_h2_upstream_streams_active") == 0, slack(3),
+               what="the stream ended")
+    assert o.connections == 1 and o.streams == 1
+
+
+def test_concurrent_requests_are_multiplexed_on_one_session(weir_factory, h2o):
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    out = at_once(w.port, ["/slow/300/%d" % i for i in range(20)])
+    assert [(s, json.loads(b)["path"]) for s, b in out] == [(200, "/slow/300/%d" % i) for i in range(20)]
+    assert o.streams == 20
+    assert o.connections <= 2, o.connections
+    assert o.max_open > 1  # they overlapped on one connection
+
+
+def test_max_concurrent_streams_of_the_server_is_never_exceeded(weir_factory, h2o):
+    o = h2o(max_streams=5)
+    w = h2c_weir(weir_factory, o, keepalive=2, workers=1)
+    out = at_once(w.port, ["/slow/200/%d" % i for i in range(20)])
+    assert [s for s, _ in out] == [200] * 20
+    assert o.max_open <= 5, o.max_open
+    assert o.connections <= 2, o.connections  # the group's pool: 2 sessions, the rest waited
+
+
+def test_bodies_byte_for_byte_both_ways_from_http1_and_h2_clients(weir_factory, h2o, tmp_path):
+    o = h2o()
+    w = h2c_weir(weir_factory, o)
+    data = os.urandom(3 * 1024 * 1024 + 5)
+    # HTTP/1 upload, length-framed and chunked
+    r = get(w.port, "/upload", method="POST", body=data, timeout=30)
+    assert r.status == 200, r
+    e = json.loads(r.body)
+    assert e["length"] == len(data) and e["sha256"] == hashlib.sha256(data).hexdigest()
+    f = tmp_path / "up.bin"
+    f.write_bytes(data)
+    p = subprocess.run([CURL, "-s", "-H", "Transfer-Encoding: chunked", "--data-binary", "@%s" % f,
+                        "http://127.0.0.1:%d/chunked-up" % w.port], capture_output=True, timeout=slack(30))
+    e = json.loads(p.stdout)
+    assert e["length"] == len(data) and e["sha256"] == hashlib.sha256(data).hexdigest()
+    # HTTP/1 download, with and without a length from the server
+    n = 4 * 1024 * 1024 + 3
+    r = get(w.port, "/bytes/%d" % n, timeout=30)
+    assert r.status == 200 and r.body == pattern(n)
+    r = get(w.port, "/bytes/%d/nolength" % n, timeout=30)
+    assert r.status == 200 and r.body == pattern(n)
+    assert r.get("transfer-encoding") == "chunked"
+    # an HTTP/2 client, both ways
+    c = H2Client(w.port)
+    s1 = c.request("/bytes/%d" % n)
+    s2 = c.request("/upload2", method="POST", body=data[:1024 * 1024])
+    rs = c.wait([s1, s2], slack(30))
+    assert rs[0]["status"] == 200 and rs[0]["body"] == pattern(n)
+    e = json.loads(rs[1]["body"])
+    assert e["length"] == 1024 * 1024 and e["sha256"] == hashlib.sha256(data[:1024 * 1024]).hexdigest()
+    c.close()
+
+
+def test_a_server_goaway_mid_traffic_loses_no_replayable_request(weir_factory, h2o):
+    o = h2o(goaway_after=5)
+    w = h2c_weir(weir_factory, o, workers=1)
+    out = at_once(w.port, ["/slow/300/%d" % i for i in range(12)])
+    assert [s for s, _ in out] == [200] * 12, out
+    assert o.connections >= 2
+    m = fetch_metrics(w.stats_port)
+    assert m("weir_h2_upstream_goaways_total", code="NO_ERROR") >= 1
+
+
+def test_a_server_rst_stream_gives_502_and_the_session_lives_on(weir_factory, h2o):
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    before = fetch_metrics(w.stats_port)
+    r = get(w.port, "/rst")
+    assert r.status == 502
+    r = get(w.port, "/echo")
+    assert r.status == 200
+    m = fetch_metrics(w.stats_port)
+    assert m("weir_h2_upstream_resets_total", direction="received", code="INTERNAL_ERROR") == 1
+    assert m("weir_errors_total", kind="upstream_reset") == before("weir_errors_total", kind="upstream_reset") + 1
+    assert o.connections == 1
+
+
+def test_a_client_gone_resets_the_upstream_stream(weir_factory, h2o):
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    c = Client(w.port, timeout=slack(5))
+    c.send(b"GET /slow/3000/x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    wait_until(lambda: o.streams == 1, slack(3), what="the stream at the server")
+    c.close()
+    wait_until(lambda: o.resets == 1, slack(3), what="RST_STREAM at the server")
+    m = fetch_metrics(w.stats_port)
+    assert m("weir_h2_upstream_resets_total", direction="sent", code="CANCEL") == 1
+
+
+@pytest.fixture
+def pki(tmp_path):
+    d = str(tmp_path / "pki")
+    os.mkdir(d)
+    ca = make_ca(d, "ca", "ca")
+    cert, key = make_leaf(d, "leaf", "/CN=api.internal", [san("api.internal")])
+    return {"ca": ca, "cert": cert, "key": key}
+
+
+def tls_weir(weir_factory, o, pki):
+    raw = 'protocol = "h2"; tls = { ca = "%s"; sni = "api.internal"; };' % pki["ca"]
+    return weir_factory(upstreams=[{"name": "h2", "servers": [o.addr], "raw": raw}],
+                        routes=[{"path": "/", "upstream": "h2"}], workers=1)
+
+
+def test_h2_over_tls_with_alpn(weir_factory, h2o, pki):
+    o = h2o(tls=(pki["cert"], pki["key"]))
+    w = tls_weir(weir_factory, o, pki)
+    r = get(w.port, "/echo")
+    assert r.status == 200, r
+    e = json.loads(r.body)
+    assert e["scheme"] == "https"
+    c = H2Client(w.port)
+    rs = c.wait([c.request("/bytes/100000"), c.request("/echo")], slack(10))
+    assert rs[0]["body"] == pattern(100000) and rs[1]["status"] == 200
+    c.close()
+    assert o.connections == 1
+
+
+def test_a_tls_server_that_does_not_pick_h2_is_a_connect_failure(weir_factory, h2o, pki):
+    o = h2o(tls=(pki["cert"], pki["key"]), alpn=("http/1.1",))
+    w = tls_weir(weir_factory, o, pki)
+    r = get(w.port, "/echo")
+    assert r.status == 502
+    m = fetch_metrics(w.stats_port)
+    assert m("weir_errors_total", kind="upstream_alpn") >= 1
+    assert "did not pick h2" in open(os.path.join(w.dir, "error.log")).read()
+
+
+def test_weir_t_rejects_bad_protocols_and_combinations(tmp_path):
+    def check(raw, needle, want):
+        text = render_config(str(tmp_path), free_port(), free_port(),
+                             [{"name": "u", "servers": ["127.0.0.1:1"], "raw": raw}],
+                             [{"path": "/", "upstream": "u"}])
+        text = text.replace(raw, "\n" + raw.replace("; ", ";\n") + "\n")
+        rc, err, where = weir_check(tmp_path, text, needle)
+        assert rc != 0 and where + "" in err and want in err, err
+    check('protocol = "h3";', 'protocol = "h3"', "protocol")
+    check('protocol = "h2";', 'protocol = "h2"', "needs the group's tls")
+    check('protocol = "h2c"; tls = { verify = false; };', 'protocol = "h2c"', "without TLS")
+    check('protocol = "h2c"; proxy_protocol = "v1";', 'protocol = "h2c"', "PROXY header")
+
+
+def test_weir_t_rejects_an_h2_group_as_a_mirror_or_forward_auth_group(tmp_path):
+    ups = [{"name": "u", "servers": ["127.0.0.1:1"]},
+           {"name": "h", "servers": ["127.0.0.1:2"], "raw": 'protocol = "h2c";'}]
+    for extra, want in (('mirror = { upstream = "h"; percent = 100; };', "a shadow group is plain HTTP"),
+                        ('auth = { type = "forward"; upstream = "h"; path = "/auth"; };',
+                         "must be a plain HTTP group")):
+        text = render_config(str(tmp_path), free_port(), free_port(), ups,
+                             [{"path": "/", "upstream": "u", "extra": extra}])
+        rc, err, where = weir_check(tmp_path, text, extra)
+        assert rc != 0 and want in err, err
