@@ -247,3 +247,106 @@ def test_weir_t_rejects_an_h2_group_as_a_mirror_or_forward_auth_group(tmp_path):
                              [{"path": "/", "upstream": "u", "extra": extra}])
         rc, err, where = weir_check(tmp_path, text, extra)
         assert rc != 0 and want in err, err
+
+
+# ---- gRPC end to end (item 5): python3-grpcio on both sides of weir ----
+
+class GrpcEcho:
+    """A grpcio server with generic handlers: /e.Echo/Unary,
+    /e.Echo/ClientStream (the messages joined), /e.Echo/ServerStream (the
+    request's bytes back in 4 messages), /e.Echo/Bidi (each message back),
+    /e.Echo/NotFound (aborts NOT_FOUND), /e.Echo/Sleep (3 s; notes the
+    cancel)."""
+
+    def __init__(self):
+        import grpc
+        from concurrent import futures
+        self.cancelled = threading.Event()
+        ident = dict(request_deserializer=lambda b: b, response_serializer=lambda b: b)
+
+        def unary(req, ctx):
+            return req
+
+        def client_stream(it, ctx):
+            return b"".join(it)
+
+        def server_stream(req, ctx):
+            q = max(1, len(req) // 4)
+            for i in range(0, len(req), q):
+                yield req[i:i + q]
+
+        def bidi(it, ctx):
+            for m in it:
+                yield m
+
+        def not_found(req, ctx):
+            ctx.abort(grpc.StatusCode.NOT_FOUND, "no such thing: %d bytes" % len(req))
+
+        def sleep(req, ctx):
+            ctx.add_callback(self.cancelled.set)
+            for _ in range(30):
+                if not ctx.is_active():
+                    break
+                __import__("time").sleep(0.1)
+            return req
+
+        handlers = {
+            "Unary": grpc.unary_unary_rpc_method_handler(unary, **ident),
+            "ClientStream": grpc.stream_unary_rpc_method_handler(client_stream, **ident),
+            "ServerStream": grpc.unary_stream_rpc_method_handler(server_stream, **ident),
+            "Bidi": grpc.stream_stream_rpc_method_handler(bidi, **ident),
+            "NotFound": grpc.unary_unary_rpc_method_handler(not_found, **ident),
+            "Sleep": grpc.unary_unary_rpc_method_handler(sleep, **ident),
+        }
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("e.Echo", handlers),))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.addr = "127.0.0.1:%d" % self.port
+        self.server.start()
+
+    def stop(self):
+        self.server.stop(0)
+
+
+@pytest.fixture
+def grpc_through_weir(weir_factory):
+    grpc = pytest.importorskip("grpc")
+    srv = GrpcEcho()
+    w = weir_factory(upstreams=[{"name": "g", "servers": [srv.addr], "raw": 'protocol = "h2c";'}],
+                     routes=[{"path": "/", "upstream": "g"}], workers=1)
+    ch = grpc.insecure_channel("127.0.0.1:%d" % w.port)
+    yield grpc, ch, srv, w
+    ch.close()
+    srv.stop()
+
+
+def ident(ch, kind, name):
+    return getattr(ch, kind)("/e.Echo/" + name, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+
+
+@pytest.mark.xfail(reason="grpc-status comes in trailers: waits for the core to pass them (branch trailers)",
+                   strict=False)
+def test_grpc_unary_and_streaming_echo_byte_for_byte(grpc_through_weir):
+    grpc, ch, srv, w = grpc_through_weir
+    data = os.urandom(200000)
+    assert ident(ch, "unary_unary", "Unary")(data, timeout=slack(10)) == data
+    parts = [os.urandom(5000 + i) for i in range(20)]
+    assert ident(ch, "stream_unary", "ClientStream")(iter(parts), timeout=slack(10)) == b"".join(parts)
+    assert b"".join(ident(ch, "unary_stream", "ServerStream")(data, timeout=slack(10))) == data
+    assert list(ident(ch, "stream_stream", "Bidi")(iter(parts), timeout=slack(10))) == parts
+
+
+def test_grpc_abort_not_found_arrives_with_status_and_details(grpc_through_weir):
+    grpc, ch, srv, w = grpc_through_weir
+    with pytest.raises(grpc.RpcError) as e:
+        ident(ch, "unary_unary", "NotFound")(b"abc", timeout=slack(10))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    assert e.value.details() == "no such thing: 3 bytes"
+
+
+def test_grpc_deadline_is_deadline_exceeded_and_the_upstream_sees_the_cancel(grpc_through_weir):
+    grpc, ch, srv, w = grpc_through_weir
+    with pytest.raises(grpc.RpcError) as e:
+        ident(ch, "unary_unary", "Sleep")(b"x", timeout=0.5)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert srv.cancelled.wait(slack(3))
