@@ -130,6 +130,8 @@ def test_host_and_authority_that_disagree_are_refused(weir, origin):
     assert fetch_metrics(weir.stats_port).error("bad_request") == before.error("bad_request") + 1
     assert len(origin.requests("/echo")) == 2
     c.close()
+    wait_until(lambda: any('"-" 400 ' in l for l in weir.access_lines()), slack(3), what="the 400's access line")
+    assert "-> 400" in weir.read(weir.error_log)
 
 
 @pytest.mark.parametrize("field", [("connection", "keep-alive"), ("transfer-encoding", "chunked"),
