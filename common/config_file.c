@@ -576,6 +576,9 @@ static void load_upstream_protocol(struct loader *ld, const config_setting_t *e,
 	if (u->protocol && u->proxy_protocol)
 		fail(ld, line_of(k), "upstreams.protocol \"%s\" with proxy_protocol: an HTTP/2 session carries many "
 		     "clients' requests, a PROXY header names one", u->protocol == 1 ? "h2c" : "h2");
+	if (u->protocol && u->health.type == CONFIG_HEALTH_HTTP)
+		fail(ld, u->health.line, "upstreams.health of type \"http\" speaks HTTP/1.1, and the group's protocol is "
+		     "\"%s\": use type = \"tcp\" (a connect, and the TLS handshake)", u->protocol == 1 ? "h2c" : "h2");
 }
 
 /* timeouts = {...} and limits = {...} of upstream or route entry <e>, as
@@ -640,10 +643,10 @@ static int load_upstreams(struct loader *ld, const config_setting_t *root)
 		}
 		if (load_upstream_tls(ld, e, u) < 0)
 			return -1;
-		load_upstream_protocol(ld, e, u);
 		load_overrides(ld, e, &config_keys_upstream_timeouts, &config_keys_upstream_request_limits, &u->over);
 		config_resil_load(ld, e, &u->resil);
 		config_load_health(ld, e, u);
+		load_upstream_protocol(ld, e, u);
 		if (config_hdrrules_read(ld, e, "upstreams.headers", NULL, &u->hdr) < 0)
 			return -1;
 		config_hash_check(ld, e, u);

@@ -235,6 +235,7 @@ def test_weir_t_rejects_bad_protocols_and_combinations(tmp_path):
     check('protocol = "h2";', 'protocol = "h2"', "needs the group's tls")
     check('protocol = "h2c"; tls = { verify = false; };', 'protocol = "h2c"', "without TLS")
     check('protocol = "h2c"; proxy_protocol = "v1";', 'protocol = "h2c"', "PROXY header")
+    check('protocol = "h2c"; health = { type = "http"; };', 'health = {', "speaks HTTP/1.1")
 
 
 def test_weir_t_rejects_an_h2_group_as_a_mirror_or_forward_auth_group(tmp_path):

@@ -111,6 +111,12 @@ static int h2c_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *
 		return 0;
 	case NGHTTP2_RST_STREAM:
 		h2c_count_rst(0, f->rst_stream.error_code);
+		if (f->rst_stream.error_code != NGHTTP2_NO_ERROR && f->rst_stream.error_code != NGHTTP2_REFUSED_STREAM &&
+		    worker_log_gate(&log_next, &log_unlogged)) {
+			log_info("upstream %s: HTTP/2 RST_STREAM, error code %u (%u more not logged)", s->srv->addr,
+			         f->rst_stream.error_code, log_unlogged);
+			log_unlogged = 0;
+		}
 		return 0;
 	case NGHTTP2_HEADERS:
 	case NGHTTP2_DATA:

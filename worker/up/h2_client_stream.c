@@ -397,6 +397,7 @@ static ssize_t h2c_stream_submit(struct h2c_stream *st, struct side *sd)
 	st->out_eos = !body; /* END_STREAM on the HEADERS */
 	st->id = id;
 	st->submitted = 1;
+	q->sent = 1; /* the head is the server's now: a retry judges it sent */
 	q->first++;
 	q->count--;
 	if (!q->count)
