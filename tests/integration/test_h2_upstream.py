@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from harness import Client, fetch_metrics, slack, wait_until, weir_check, render_config, free_port
+from harness import Client, fetch_metrics, proc_stat, slack, wait_until, weir_check, render_config, free_port
 from h2util import H2Client
 from pki import make_ca, make_leaf, san
 
@@ -182,6 +182,33 @@ def test_a_client_gone_resets_the_upstream_stream(weir_factory, h2o):
     wait_until(lambda: o.resets == 1, slack(3), what="RST_STREAM at the server")
     m = fetch_metrics(w.stats_port)
     assert m("weir_h2_upstream_resets_total", direction="sent", code="CANCEL") == 1
+
+
+@pytest.mark.normal_only
+def test_an_upload_the_server_stops_taking_waits_without_spinning(weir_factory, h2o):
+    """The server gives no window back: weir stops framing the body (the
+    client's bytes stay in the client's socket) and burns no CPU while it
+    waits; timeouts.upstream_send ends it."""
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1, timeouts={"upstream_send": "3s", "client_body": "10s"})
+    pid = w.worker_pids()[0]
+    c = Client(w.port, timeout=slack(10))
+    c.send(b"POST /stall HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4000000\r\n\r\n")
+    def push():
+        try:
+            c.sock.sendall(b"x" * 4000000)
+        except OSError:
+            pass  # weir gave up on the request
+    threading.Thread(target=push, daemon=True).start()
+    wait_until(lambda: o.streams == 1, slack(3), what="the stream at the server")
+    __import__("time").sleep(0.5)
+    cpu0 = sum(int(x) for x in proc_stat(pid)[11:13])
+    __import__("time").sleep(1.5)
+    cpu1 = sum(int(x) for x in proc_stat(pid)[11:13])
+    assert cpu1 - cpu0 < 50, (cpu0, cpu1)  # clock ticks: under a third of 1.5 s
+    r = c.read_response("POST")
+    assert r.status == 504
+    c.close()
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ so that a test can assert multiplexing and MAX_CONCURRENT_STREAMS.
 
 Endpoints: /echo (JSON: method, path, authority, headers, body length and
 sha256), /bytes/N (N bytes of a fixed pattern), /slow/MS/... (answers
-after MS ms), /rst (RST_STREAM INTERNAL_ERROR, no answer), anything else
+after MS ms), /stall (never gives back window: an upload stalls), /rst (RST_STREAM INTERNAL_ERROR, no answer), anything else
 as /echo. With goaway_after=N, the Nth stream of the first connection gets a
 GOAWAY naming it the last: the streams after it are never processed."""
 
@@ -167,8 +167,9 @@ class Conn:
             if ev.stream_ended:
                 self.request_done(sid)
         elif isinstance(ev, h2.events.DataReceived):
-            self.c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             q = self.reqs.get(ev.stream_id)
+            if q is None or not dict(q["headers"]).get(":path", "").startswith("/stall"):
+                self.c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             if q is not None:
                 q["body"] += len(ev.data)
                 q["hash"].update(ev.data)
