@@ -148,6 +148,25 @@ def test_bodies_byte_for_byte_both_ways_from_http1_and_h2_clients(weir_factory, 
     c.close()
 
 
+def test_a_client_that_does_not_read_holds_the_server_at_its_window(weir_factory, h2o):
+    """DATA is consumed (WINDOW_UPDATE) only once weir wrote it to the
+    client: a client that stops reading stops the server, weir holding a
+    bounded amount; then the whole body arrives byte for byte."""
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    n = 12 * 1024 * 1024
+    c = Client(w.port, timeout=slack(20), rcvbuf=16384)
+    c.send(b"GET /bytes/%d HTTP/1.1\r\nHost: localhost\r\n\r\n" % n)
+    wait_until(lambda: o.sent > 0, slack(3), what="the first DATA")
+    __import__("time").sleep(1.0)
+    held = o.sent
+    assert held < 6 * 1024 * 1024, held  # windows and socket buffers (3.6 MB seen), not the 12 MiB
+    r = c.read_response("GET")
+    assert r.status == 200 and len(r.body) == n and r.body == pattern(n)
+    c.close()
+    assert o.sent == n
+
+
 def test_a_server_goaway_mid_traffic_loses_no_replayable_request(weir_factory, h2o):
     o = h2o(goaway_after=5)
     w = h2c_weir(weir_factory, o, workers=1)

@@ -55,6 +55,7 @@ class H2Origin:
         self.max_open = 0      # the most streams open at once on one connection
         self.requests = []     # (method, path, headers)
         self.resets = 0        # RST_STREAM received
+        self.sent = 0          # response body bytes sent (as the window allowed)
         self.goaways = 0       # GOAWAYs sent (goaway_after: on the first connection only)
         self.errors = []
         self.stop = False
@@ -237,6 +238,8 @@ class Conn:
                     break
                 chunk, left = left[:room], left[room:]
                 self.c.send_data(sid, chunk, end_stream=not left)
+                with self.o.lock:
+                    self.o.sent += len(chunk)
             if left:
                 self.out[sid][0] = left
             else:
