@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/heap.h"
 #include "common/log.h"
 #include "worker/base/base.h"
 #include "worker/core/core.h"
@@ -294,6 +295,39 @@ void h2_init(const struct config *cfg)
 	nghttp2_option_set_max_send_header_block_length(h2_opt, 65536);
 }
 
+/* nghttp2's memory: a heap of the worker's own (common/heap.h), so a
+ * session's and a stream's state come from free lists, not from malloc,
+ * after warm-up without a system call */
+static struct heap h2_heap = HEAP_INIT(0);
+
+static void *h2_mem_malloc(size_t n, void *ud)
+{
+	return heap_alloc(ud, n);
+}
+
+static void h2_mem_free(void *p, void *ud)
+{
+	heap_free(ud, p);
+}
+
+static void *h2_mem_calloc(size_t n, size_t size, void *ud)
+{
+	return heap_calloc(ud, n, size);
+}
+
+static void *h2_mem_realloc(void *p, size_t n, void *ud)
+{
+	return heap_realloc(ud, p, n);
+}
+
+static nghttp2_mem h2_mem = {&h2_heap, h2_mem_malloc, h2_mem_free, h2_mem_calloc, h2_mem_realloc};
+
+void h2_memory(size_t *in_use, size_t *held)
+{
+	*in_use = h2_heap.st.in_use;
+	*held = h2_heap.st.held;
+}
+
 void *h2_alloc(void)
 {
 	return slab_alloc(&wk.slab, cls_h2);
@@ -347,7 +381,7 @@ void h2_session_start(struct conn *c)
 	}
 	memset(s, 0, sizeof(*s));
 	s->c = c;
-	if (nghttp2_session_server_new2(&s->ng, h2_cbs, s, h2_opt) != 0) {
+	if (nghttp2_session_server_new3(&s->ng, h2_cbs, s, h2_opt, &h2_mem) != 0) {
 		h2_release(s);
 		worker_count_error(WEIR_ERR(NOMEM));
 		conn_close(c);
