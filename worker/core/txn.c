@@ -211,7 +211,7 @@ static void txn_queue_request(struct txn *t)
 	t->up.ops->queue_head(&t->up);
 	if (t->body)
 		t->up.ops->send_body(&t->up, t->body->data, t->body->end, t->body_buffered);
-	else if (t->body_buffered && t->req.body == HTTP_BODY_CHUNKED)
+	else if (t->body_buffered && t->req_body_done && t->req.body == HTTP_BODY_CHUNKED)
 		t->up.ops->send_body(&t->up, NULL, 0, 1); /* an empty chunked body */
 }
 
