@@ -1,9 +1,127 @@
-"""Trailers end to end (worker/h1/trailers.h, worker/h2/h2_trailers.h), and
-the HTTP/2 request bodies they ride on."""
+"""Trailers end to end (worker/h1/trailers.h, worker/h2/h2_trailers.h): a
+chunked body's trailer section goes to the other side when that side's
+body is chunked too (HTTP/1 both ways, and HTTP/2 as a trailing HEADERS),
+with the fields RFC 9110 6.5.1 keeps out of trailers dropped and counted;
+a length-framed, HTTP/1.0 or compressed body drops them; "TE: trailers"
+alone of the client's TE reaches the upstream (gRPC)."""
 
 import json
+import time
+import zlib
 
+from harness import Client, build_request, fetch_metrics, header_values, slack
 from h2util import H2Client
+
+
+def chunked_post(target, trailers, body=b"hello world", headers=()):
+    """A chunked POST whose trailer section is <trailers> (bytes, the
+    field lines without the final CRLF)."""
+    head = build_request("POST", target, headers=[("Transfer-Encoding", "chunked")] + list(headers))
+    return head + b"5\r\n" + body[:5] + b"\r\n%x\r\n" % len(body[5:]) + body[5:] + b"\r\n0\r\n" + \
+        trailers + b"\r\n"
+
+
+def dropped(w):
+    return fetch_metrics(w.stats_port).error("trailer_dropped")
+
+
+def test_request_and_response_trailers_pass_byte_for_byte_over_http1(weir, origin):
+    tr = b"X-Checksum: abc123\r\nGrpc-Status:0\r\nX-Spaced:  two  words \t\r\n"
+    with weir.client() as c:
+        c.send(chunked_post("/trailers?t=X-Sum:%2011", tr))
+        r = c.read_response()
+        assert r.status == 200 and r.chunked and r.body == b"trailers\n"
+        # the origin's trailers, echoed: the client's then its own
+        assert r.trailer_raw == tr + b"X-Sum: 11\r\n"
+        assert ("Grpc-Status", "0") in r.trailers
+        # the connection is in sync after them
+        assert c.request("GET", "/bytes/3").body == b"xxx"
+    e = origin.requests("/trailers")[0]
+    assert e["body_len"] == 11 and e["trailer_raw"] == tr.decode()
+
+
+def test_a_trailer_section_that_comes_in_pieces_is_forwarded_whole(weir, origin):
+    tr = b"X-A: 1\r\nX-Long: " + b"v" * 3000 + b"\r\nX-B: 2\r\n"
+    raw = chunked_post("/trailers", tr)
+    cut = raw.index(b"0\r\n", len(raw) - len(tr) - 10)
+    with weir.client() as c:
+        c.send(raw[:cut + 5])
+        for i in range(cut + 5, len(raw), 700):  # the section in many reads
+            time.sleep(0.02)
+            c.send(raw[i:i + 700])
+        r = c.read_response()
+    assert r.status == 200 and r.trailer_raw == tr
+    assert origin.requests("/trailers")[0]["trailer_raw"] == tr.decode()
+
+
+def test_refused_trailer_fields_are_dropped_and_counted_both_ways(weir, origin):
+    before = dropped(weir)
+    tr = (b"Content-Length: 5\r\nX-Ok: 1\r\nHost: evil.example\r\nTransfer-Encoding: chunked\r\n"
+          b"TE: trailers\r\nX-Ok-2: 2\r\n")
+    with weir.client() as c:
+        c.send(chunked_post("/trailers?t=Set-Cookie:%20a=b&t=X-Good:%201&t=Content-Type:%20text/html", tr))
+        r = c.read_response()
+        assert r.status == 200 and r.body == b"trailers\n"
+        assert r.trailer_raw == b"X-Ok: 1\r\nX-Ok-2: 2\r\nX-Good: 1\r\n"
+        assert c.request("GET", "/bytes/2").body == b"xx"
+    assert origin.requests("/trailers")[0]["trailer_raw"] == "X-Ok: 1\r\nX-Ok-2: 2\r\n"
+    assert dropped(weir) == before + 6
+
+
+def test_a_trailer_section_past_16_kib_is_still_a_400(weir, origin):
+    before = fetch_metrics(weir.stats_port).error("bad_framing")
+    with weir.client() as c:
+        c.send(chunked_post("/upload", b"X-Big: " + b"v" * 17000 + b"\r\n"))
+        r = c.read_response()
+        assert r.status == 400
+        assert c.closed_by_peer()
+    assert fetch_metrics(weir.stats_port).error("bad_framing") == before + 1
+
+
+def test_a_response_trailer_section_past_16_kib_still_cuts_the_response(weir, origin):
+    before = fetch_metrics(weir.stats_port).error("upstream_bad_response")
+    with weir.client() as c:
+        c.send(build_request("GET", "/trailers?big=17000"))
+        raw = c.read_all(timeout=5)
+    # the head may have left before the body came: never the last chunk
+    assert raw == b"" or raw.startswith(b"HTTP/1.1 200 "), raw
+    assert b"\r\n0\r\n" not in raw and b"X-Big" not in raw
+    assert fetch_metrics(weir.stats_port).error("upstream_bad_response") == before + 1
+
+
+def test_an_http10_client_gets_the_body_without_the_trailers(weir, origin):
+    with weir.client() as c:
+        raw = build_request("GET", "/trailers?t=X-A:%201")
+        c.send(raw.replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1))
+        r = c.read_response()
+    assert r.status == 200 and not r.chunked and r.body == b"trailers\n"
+    # and a length-framed request has no trailers to pass
+    with weir.client() as c:
+        r = c.request("POST", "/trailers", body=b"abc")
+        assert r.status == 200 and r.trailer_raw == b""
+
+
+def test_a_compressed_response_drops_the_trailers_and_keeps_the_body(weir_factory, origin):
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a"}], extra="compress = { };")
+    text = "trailers and more words " * 200
+    with Client(w.port, timeout=slack(10)) as c:
+        c.send(build_request("GET", "/trailers?type=text/plain&t=X-A:%201&body=" + text.replace(" ", "%20"),
+                             headers=[("Accept-Encoding", "gzip")]))
+        r = c.read_response()
+    assert r.status == 200 and r.get("content-encoding") == "gzip" and r.chunked
+    assert r.trailers == []
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    assert d.decompress(r.body) + d.flush() == text.encode()
+
+
+def test_te_trailers_alone_reaches_the_origin(weir, origin):
+    for te, want in (("trailers", ["trailers"]), ("gzip", []), ("deflate;q=0.5, Trailers", ["trailers"]),
+                     ("trailersx", [])):
+        with weir.client() as c:
+            r = c.request("GET", "/echo", headers=[("TE", te), ("Connection", "te")])
+        assert r.status == 200
+        assert header_values(r.json(), "te") == want, te
 
 
 def test_http2_body_without_a_length_that_ends_before_the_stream_starts_arrives_once(weir, origin):

@@ -448,6 +448,8 @@ void txn_upstream_begin(struct txn *t)
 static inline __attribute__((always_inline)) void txn_relay(struct side *from, struct side *to,
                                                            const struct body_span *sp)
 {
+	to->trailers = sp->trailers; /* the end's trailer section, if any (trailers.h) */
+	to->trailers_len = sp->trailers_len;
 	to->ops->send_body(to, sp->data, sp->len, sp->eos);
 	if (to->q.count) {
 		to->owes = 1;

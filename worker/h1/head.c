@@ -29,6 +29,7 @@
 
 #include "common/log.h"
 #include "worker/h1/h1.h"
+#include "worker/h1/trailers.h"
 #include "worker/net/net.h"
 
 struct out {
@@ -318,6 +319,8 @@ again:
 		OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
 	if (hr->early)
 		OUT_LIT(&o, "Early-Data: 1\r\n");
+	if (trailers_te_wanted(r)) /* hop-by-hop, but gRPC needs it: that value alone */
+		OUT_LIT(&o, "TE: trailers\r\n");
 	if (hr->upgrade_len) {
 		/* an upgrade the route allows (tunnel.h): the one hop-by-hop
 		 * pair weir passes on, as the client sent its token */

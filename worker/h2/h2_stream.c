@@ -417,6 +417,7 @@ static int h2_body_next(struct side *s, struct body_span *sp, int whole)
 	bi->span.data = avail ? st->body->data + st->body->start : "";
 	bi->span.len = avail;
 	bi->span.eos = st->in_eos && !bi->span.more;
+	bi->span.trailers_len = 0; /* no trailers from HTTP/2 yet */
 	bi->holding = 1;
 	bi->total += avail;
 	if (bi->span.eos)
