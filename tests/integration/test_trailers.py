@@ -9,8 +9,12 @@ import json
 import time
 import zlib
 
+import hpack
+import pytest
+from hyperframe import frame as hf
+
 from harness import Client, build_request, fetch_metrics, header_values, slack
-from h2util import H2Client
+from h2util import H2Client, RawH2, request_headers
 
 
 def chunked_post(target, trailers, body=b"hello world", headers=()):
@@ -40,11 +44,16 @@ def test_request_and_response_trailers_pass_byte_for_byte_over_http1(weir, origi
     assert e["body_len"] == 11 and e["trailer_raw"] == tr.decode()
 
 
-def test_a_trailer_section_that_comes_in_pieces_is_forwarded_whole(weir, origin):
+@pytest.mark.parametrize("body_buffer", [65536, 0])
+def test_a_trailer_section_that_comes_in_pieces_is_forwarded_whole(weir_factory, origin, body_buffer):
+    # body_buffer 0: the body streams, the section goes from the client's
+    # input buffer; else it is read whole first and copied behind it
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}],
+                     limits={"body_buffer": body_buffer})
     tr = b"X-A: 1\r\nX-Long: " + b"v" * 3000 + b"\r\nX-B: 2\r\n"
     raw = chunked_post("/trailers", tr)
     cut = raw.index(b"0\r\n", len(raw) - len(tr) - 10)
-    with weir.client() as c:
+    with w.client() as c:
         c.send(raw[:cut + 5])
         for i in range(cut + 5, len(raw), 700):  # the section in many reads
             time.sleep(0.02)
@@ -54,7 +63,10 @@ def test_a_trailer_section_that_comes_in_pieces_is_forwarded_whole(weir, origin)
     assert origin.requests("/trailers")[0]["trailer_raw"] == tr.decode()
 
 
-def test_refused_trailer_fields_are_dropped_and_counted_both_ways(weir, origin):
+@pytest.mark.parametrize("body_buffer", [65536, 0])
+def test_refused_trailer_fields_are_dropped_and_counted_both_ways(weir_factory, origin, body_buffer):
+    weir = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                        routes=[{"path": "/", "upstream": "a"}], limits={"body_buffer": body_buffer})
     before = dropped(weir)
     tr = (b"Content-Length: 5\r\nX-Ok: 1\r\nHost: evil.example\r\nTransfer-Encoding: chunked\r\n"
           b"TE: trailers\r\nX-Ok-2: 2\r\n")
@@ -122,6 +134,65 @@ def test_te_trailers_alone_reaches_the_origin(weir, origin):
             r = c.request("GET", "/echo", headers=[("TE", te), ("Connection", "te")])
         assert r.status == 200
         assert header_values(r.json(), "te") == want, te
+
+
+@pytest.mark.parametrize("late", [False, True])
+@pytest.mark.parametrize("body_buffer", [65536, 0])
+def test_http2_request_trailers_reach_the_origin_and_response_trailers_come_back(weir_factory, origin, body_buffer,
+                                                                                 late):
+    weir = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                        routes=[{"path": "/", "upstream": "a"}], limits={"body_buffer": body_buffer})
+    before = dropped(weir)
+    c = H2Client(weir.port)
+    sid = c.request("/trailers?t=X-Sum:%2011&t=Set-Cookie:%20x", method="POST", body=b"hello", end=False,
+                    headers=[("te", "trailers"), ("content-type", "application/grpc")])
+    if late:  # the body handed up first, the trailers alone after it
+        c.read_some(0.2)
+    c.conn.send_headers(sid, [("grpc-status", "0"), ("x-checksum", "abc")], end_stream=True)
+    c.flush()
+    r = c.wait([sid])[0]
+    assert r["status"] == 200 and r["ended"] and r["body"] == b"trailers\n"
+    # the origin's section as a trailing HEADERS, names lower case
+    assert r["trailers"] == [("grpc-status", "0"), ("x-checksum", "abc"), ("x-sum", "11")]
+    e = origin.requests("/trailers")[0]
+    assert e["body_len"] == 5 and e["trailer_raw"] == "grpc-status: 0\r\nx-checksum: abc\r\n"
+    assert header_values(e, "te") == ["trailers"]
+    assert dropped(weir) == before + 1  # Set-Cookie
+    c.close()
+
+
+def test_http2_response_trailers_follow_data_that_does_not_end_the_stream(weir, origin):
+    h = RawH2(weir.port)
+    h.send(h.headers(1, request_headers("/trailers?t=Grpc-Status:%200&t=Grpc-Message:%20fine")))
+    frames = [f for f in h.frames(1.0) if f.stream_id == 1]
+    h.close()
+    dec = hpack.Decoder()
+    kinds = [(type(f).__name__, "END_STREAM" in f.flags) for f in frames]
+    assert kinds == [("HeadersFrame", False), ("DataFrame", False), ("HeadersFrame", True)], kinds
+    assert frames[1].data == b"trailers\n"
+    dec.decode(frames[0].data)
+    assert dec.decode(frames[2].data) == [("grpc-status", "0"), ("grpc-message", "fine")]
+
+
+def test_http2_trailers_only_answer_is_one_headers_with_end_stream(weir, origin):
+    h = RawH2(weir.port)
+    h.send(h.headers(1, request_headers("/trailers?only=1")))
+    frames = [f for f in h.frames(1.0) if f.stream_id == 1]
+    h.close()
+    assert len(frames) == 1 and isinstance(frames[0], hf.HeadersFrame) and "END_STREAM" in frames[0].flags
+    hs = dict(hpack.Decoder().decode(frames[0].data))
+    assert hs[":status"] == "200" and hs["grpc-status"] == "0" and hs["content-length"] == "0"
+
+
+def test_http2_request_trailers_with_a_content_length_are_dropped(weir, origin):
+    c = H2Client(weir.port)
+    sid = c.request("/upload", method="POST", body=b"hello", end=False, headers=[("content-length", "5")])
+    c.conn.send_headers(sid, [("x-checksum", "abc")], end_stream=True)
+    c.flush()
+    r = c.wait([sid])[0]
+    assert r["status"] == 200 and json.loads(r["body"])["body_len"] == 5
+    assert "trailers" not in origin.requests("/upload")[0]
+    c.close()
 
 
 def test_http2_body_without_a_length_that_ends_before_the_stream_starts_arrives_once(weir, origin):

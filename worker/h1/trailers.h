@@ -9,7 +9,9 @@
  * a body buffered whole does. What RFC 9110 6.5.1 keeps out of trailers
  * (framing, routing, hop-by-hop, authentication, controls, the content's
  * own description) is dropped from it and counted (trailer_dropped).
- * No allocation: the section is filtered in place.
+ * HTTP/2 turns the section into a trailing HEADERS and back
+ * (worker/h2/h2_trailers.c). No allocation: the section is filtered in
+ * place.
  */
 #ifndef WEIR_WORKER_H1_TRAILERS_H
 #define WEIR_WORKER_H1_TRAILERS_H
