@@ -204,3 +204,18 @@ def test_http2_body_without_a_length_that_ends_before_the_stream_starts_arrives_
     assert r["status"] == 200 and json.loads(r["body"])["body_len"] == 5
     assert [e.get("error") for e in origin.entries()] == [None]
     c.close()
+
+
+def test_http2_request_trailers_past_16_kib_reset_the_stream(weir, origin):
+    before = fetch_metrics(weir.stats_port).error("headers_too_large")
+    c = H2Client(weir.port)
+    sid = c.request("/upload", method="POST", body=b"hello", end=False)
+    c.read_some(0.2)
+    c.conn.send_headers(sid, [("x-big", "v" * 17000)], end_stream=True)
+    c.flush()
+    r = c.wait([sid])[0]
+    assert r["reset"] is not None and not r["trailers"]
+    assert c.get("/bytes/3")["body"] == b"xxx"  # the connection goes on
+    assert fetch_metrics(weir.stats_port).error("headers_too_large") == before + 1
+    assert all("trailers" not in e for e in origin.requests("/upload"))
+    c.close()
