@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "worker/h1/h1.h"
-#include "worker/msg/msg.h"
 
 /* RFC 9110 6.5.1: fields a recipient must not take from trailers, and
  * the hop-by-hop ones; lower case. Trailers are rare and short: a walk. */
@@ -84,12 +83,11 @@ size_t trailers_filter(char *p, size_t len, uint32_t *dropped)
 	return out;
 }
 
-/* Whether the TE list <p>[0..len) has the member "trailers" (members
- * are tokens with parameters, comma-separated, OWS around). */
-static int trailers_te_lists(const char *p, size_t len)
+int trailers_te_listed(const char *p, size_t len)
 {
 	size_t i = 0;
 
+	/* members are tokens with parameters, comma-separated, OWS around */
 	while (i < len) {
 		size_t s, e;
 
@@ -103,17 +101,6 @@ static int trailers_te_lists(const char *p, size_t len)
 			return 1;
 		while (i < len && p[i] != ',')
 			i++;
-	}
-	return 0;
-}
-
-int trailers_te_wanted(const struct msg *m)
-{
-	for (uint32_t i = 0; i < m->hl.n; i++) {
-		const struct hdr *h = &m->hl.v[i];
-
-		if (h->tok == HT_TE && trailers_te_lists(h->value, h->value_len))
-			return 1;
 	}
 	return 0;
 }

@@ -19,8 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct msg;
-
 /* A trailer section is at most this, its final CRLF in (the chunked
  * decoder's bound, http_chunked.c). */
 #define TRAILERS_MAX 16384
@@ -44,8 +42,8 @@ size_t trailers_filter(char *p, size_t len, uint32_t *dropped);
 int trailers_next(const char *p, size_t len, size_t *off, const char **name, size_t *nlen, const char **value,
                   size_t *vlen);
 
-/* Whether request <m> has a TE field listing "trailers" (RFC 9110
+/* Whether the value <p>[0..len) of a TE field lists "trailers" (RFC 9110
  * 10.1.4): the one TE weir forwards, as gRPC needs it. */
-int trailers_te_wanted(const struct msg *m);
+int trailers_te_listed(const char *p, size_t len);
 
 #endif

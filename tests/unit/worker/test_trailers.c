@@ -63,6 +63,18 @@ static void test_next_gives_names_and_trimmed_values(void)
 	CU_ASSERT_EQUAL(off, strlen(s) - 2);
 }
 
+static void test_te_lists_trailers_as_a_member_only(void)
+{
+	static const char *yes[] = {"trailers", "Trailers", "gzip, trailers", "deflate;q=0.5 , trailers ,x",
+	                            "trailers;q=1"};
+	static const char *no[] = {"", "gzip", "trailersx", "xtrailers", "gzip;x=trailers", "\"trailers\""};
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		CU_ASSERT(trailers_te_listed(yes[i], strlen(yes[i])));
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		CU_ASSERT(!trailers_te_listed(no[i], strlen(no[i])));
+}
+
 /* Feeds <p>[0..n) whole; returns the bytes used. */
 static size_t feed_all(struct http_chunked *c, const char *p, size_t n, int *rc)
 {
@@ -128,6 +140,7 @@ static const struct unit_test tests[] = {
 	{"refused names are found in any case", test_refused_names_are_found_in_any_case},
 	{"the filter drops refused fields in place", test_filter_drops_refused_fields_in_place},
 	{"trailers_next gives names and trimmed values", test_next_gives_names_and_trimmed_values},
+	{"TE lists trailers as a member only", test_te_lists_trailers_as_a_member_only},
 	{"a section begun restarts and is fed again whole", test_a_section_begun_restarts_and_is_fed_again_whole},
 	{"a section at the bound unfinished is refused at once",
 	 test_a_section_at_the_bound_unfinished_is_refused_at_once},
