@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "worker/base/base.h"
 #include "worker/core/core.h"
+#include "worker/h2/h2_trailers.h"
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PREFACE_LEN 24
@@ -139,8 +140,10 @@ static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8
 	if (s->dead || f->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-	if (!st || st->head_done)
-		return 0; /* trailers: not passed (a request's end is its last DATA) */
+	if (!st)
+		return 0;
+	if (st->head_done) /* the trailing HEADERS (h2_trailers.h) */
+		return st->core_done ? 0 : h2_trailers_field(st, name, nlen, value, vlen);
 	return h2_stream_header(st, name, nlen, value, vlen);
 }
 
