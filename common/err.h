@@ -77,6 +77,7 @@
 	X(H2_CONTINUATION, 0, "h2_continuation", "HTTP/2 header block past http2.max_continuations") \
 	X(H2_FLOOD, 0, "h2_flood", "HTTP/2 frames doing no work past http2.control_frames a second") \
 	X(H2_SETTINGS_TIMEOUT, 0, "h2_settings_timeout", "HTTP/2 client did not acknowledge SETTINGS in time") \
+	X(TRAILER_DROPPED, 0, "trailer_dropped", "a trailer field RFC 9110 6.5.1 keeps out of trailers (framing, routing, hop-by-hop, auth, controls) was dropped") \
 	X(UPSTREAM_ALPN, 502, "upstream_alpn", "TLS upstream of a protocol = \"h2\" group did not pick h2 by ALPN") \
 	X(UPSTREAM_RESET, 502, "upstream_reset", "HTTP/2 upstream reset the stream") \
 	X(UPSTREAM_H2, 502, "upstream_h2_protocol", "HTTP/2 upstream broke the protocol: the session is closed")
