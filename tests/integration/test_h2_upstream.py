@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from harness import Client, fetch_metrics, proc_stat, slack, wait_until, weir_check, render_config, free_port
+from harness import Client, chunked, fetch_metrics, proc_stat, slack, wait_until, weir_check, render_config, free_port
 from h2util import H2Client
 from pki import make_ca, make_leaf, san
 
@@ -203,6 +203,26 @@ def test_a_client_gone_resets_the_upstream_stream(weir_factory, h2o):
     assert m("weir_h2_upstream_resets_total", direction="sent", code="CANCEL") == 1
 
 
+def test_trailers_cross_both_ways_between_http1_chunked_and_h2(weir_factory, h2o):
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    c = Client(w.port, timeout=slack(10))
+    body = chunked(b"y" * 5000)[:-2] + b"X-Sum: 42\r\n\r\n"  # the last chunk, then a trailer
+    c.send(b"POST /trailers HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nTE: trailers\r\n\r\n" + body)
+    r = c.read_response("POST")
+    c.close()
+    assert r.status == 200 and r.chunked, r
+    e = json.loads(r.body)
+    assert e["length"] == 5000 and [tuple(x) for x in e["trailers"]] == [("x-sum", "42")], e
+    assert ("te", "trailers") in [tuple(x) for x in e["headers"]]
+    assert dict(r.trailers) == {"x-checksum": hashlib.sha256(r.body).hexdigest(), "x-more": "yes"}, r.trailers
+    # and to an HTTP/2 client, a trailing HEADERS
+    h = H2Client(w.port)
+    rs = h.wait([h.request("/trailers")], slack(10))
+    assert ("x-more", "yes") in (rs[0]["trailers"] or []), rs[0]
+    h.close()
+
+
 @pytest.mark.normal_only
 def test_an_upload_the_server_stops_taking_waits_without_spinning(weir_factory, h2o):
     """The server gives no window back: weir stops framing the body (the
@@ -371,8 +391,6 @@ def ident(ch, kind, name):
     return getattr(ch, kind)("/e.Echo/" + name, request_serializer=lambda b: b, response_deserializer=lambda b: b)
 
 
-@pytest.mark.xfail(reason="grpc-status comes in trailers: waits for the core to pass them (branch trailers)",
-                   strict=False)
 def test_grpc_unary_and_streaming_echo_byte_for_byte(grpc_through_weir):
     grpc, ch, srv, w = grpc_through_weir
     data = os.urandom(200000)

@@ -5,7 +5,9 @@ so that a test can assert multiplexing and MAX_CONCURRENT_STREAMS.
 
 Endpoints: /echo (JSON: method, path, authority, headers, body length and
 sha256), /bytes/N (N bytes of a fixed pattern), /slow/MS/... (answers
-after MS ms), /stall (never gives back window: an upload stalls), /rst (RST_STREAM INTERNAL_ERROR, no answer), anything else
+after MS ms), /stall (never gives back window: an upload stalls), /trailers
+(as /echo, with the request's trailers, no content-length, and a
+trailing HEADERS: x-checksum, the body's sha256), /rst (RST_STREAM INTERNAL_ERROR, no answer), anything else
 as /echo. With goaway_after=N, the Nth stream of the first connection gets a
 GOAWAY naming it the last: the streams after it are never processed."""
 
@@ -176,6 +178,12 @@ class Conn:
                 q["hash"].update(ev.data)
             if ev.stream_ended:
                 self.request_done(ev.stream_id)
+        elif isinstance(ev, h2.events.TrailersReceived):
+            q = self.reqs.get(ev.stream_id)
+            if q is not None:
+                q["trailers"] = [(n, v) for n, v in ev.headers]
+            if ev.stream_ended:
+                self.request_done(ev.stream_id)
         elif isinstance(ev, h2.events.StreamEnded):
             self.request_done(ev.stream_id)
         elif isinstance(ev, h2.events.StreamReset):
@@ -209,9 +217,18 @@ class Conn:
         else:
             e = {"method": hs.get(":method"), "path": path, "authority": hs.get(":authority"),
                  "scheme": hs.get(":scheme"), "headers": q["headers"], "length": q["body"],
-                 "sha256": q["hash"].hexdigest()}
+                 "sha256": q["hash"].hexdigest(), "trailers": q.get("trailers", [])}
             body = json.dumps(e).encode()
             resp = (200, [("content-type", "application/json"), ("content-length", str(len(body)))], body)
+        if path.startswith("/trailers"):
+            # no content-length, and a trailing HEADERS after the DATA
+            self.reqs.pop(sid, None)
+            self.c.send_headers(sid, [(":status", "200"), ("content-type", "application/json")])
+            self.c.send_data(sid, body)
+            self.c.send_headers(sid, [("x-checksum", hashlib.sha256(body).hexdigest()), ("x-more", "yes")],
+                                end_stream=True)
+            self.open -= 1
+            return
         if path.startswith("/slow/"):
             ms = int(path.split("/")[2])
             self.due.append((time.monotonic() + ms / 1000.0, sid, resp))

@@ -13,7 +13,10 @@
  * their own. The response comes back as an HTTP/1.1 head in u->in for the
  * core's own response parser (Transfer-Encoding: chunked when the server
  * gave no content-length), and its DATA is handed up in place through the
- * codec's body ops (no chunked text is made or decoded).
+ * codec's body ops (no chunked text is made or decoded). Trailers go as
+ * the core carries them (worker/h1/trailers.h): a trailing HEADERS from
+ * the server is the trailer section of the body's last span, and the
+ * request's section a trailing HEADERS from the data source.
  *
  * Sessions (h2_client.c): per worker per server, a list of sessions in
  * the server's state (up_server.h2). A stream goes to the first session
@@ -104,6 +107,9 @@ struct h2c_stream {
 	uint32_t unreported;       /* DATA bytes come since the core's last recv */
 	struct buf *rh;            /* the response head as HTTP/1.1 */
 	struct buf *body;          /* DATA payload not yet handed up */
+	struct buf *tr;            /* the response's trailing HEADERS as an HTTP/1
+	                            * trailer section (worker/h1/trailers.h) */
+	uint8_t tr_ended;          /* its final CRLF is in */
 };
 
 /* Worker start: the stream class and nghttp2's callbacks. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "worker/h1/trailers.h"
 
 /* A held span never moves, and what came after it may fill a window:
  * two windows' room. */
@@ -153,6 +154,7 @@ void h2_client_stream_end(struct upconn *u)
 	h2c_put(&u->in);
 	h2c_put(&st->rh);
 	h2c_put(&st->body);
+	h2c_put(&st->tr);
 	if (st->prev)
 		st->prev->next = st->next;
 	else
@@ -175,16 +177,41 @@ static int h2c_put_bytes(struct buf *b, const void *p, size_t n)
 	return 0;
 }
 
+/* A field of the trailing HEADERS, as a line of the HTTP/1 trailer
+ * section the core passes on (worker/h1/trailers.h): the refused fields
+ * dropped, the section bounded as HTTP/1's; 0 or -1 (the stream is
+ * reset). */
+static int h2c_stream_trailer(struct h2c_stream *st, const uint8_t *name, size_t nlen, const uint8_t *value,
+                              size_t vlen)
+{
+	if (trailers_forbidden((const char *)name, nlen)) {
+		worker_count_error(WEIR_ERR(TRAILER_DROPPED));
+		return 0;
+	}
+	if (!st->tr && !(st->tr = buf_get()))
+		return -1;
+	if (st->tr->end + nlen + vlen + 4 + 2 > TRAILERS_MAX || st->tr->end + nlen + vlen + 6 > wk.buf_size) {
+		st->status = -1; /* too large: a 502, or the response cut */
+		return -1;
+	}
+	h2c_put_bytes(st->tr, name, nlen);
+	h2c_put_bytes(st->tr, ": ", 2);
+	h2c_put_bytes(st->tr, value, vlen);
+	return h2c_put_bytes(st->tr, "\r\n", 2);
+}
+
 /* A response field, written as an HTTP/1.1 field line (the core's
- * strict response parser reads it again). Trailers are not passed yet. */
+ * strict response parser reads it again); after the head, a trailer. */
 int h2c_stream_header(struct h2c_stream *st, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
                       const uint8_t *value, size_t vlen)
 {
 	struct buf *b;
 	(void)f;
 
-	if (st->head_done || st->status < 0)
+	if (st->status < 0)
 		return 0;
+	if (st->head_done)
+		return h2c_stream_trailer(st, name, nlen, value, vlen);
 	if (!st->rh && !(st->rh = buf_get()))
 		return -1;
 	b = st->rh;
@@ -219,6 +246,10 @@ int h2c_stream_header(struct h2c_stream *st, const nghttp2_frame *f, const uint8
 void h2c_stream_head_end(struct h2c_stream *st, int eos)
 {
 	if (st->head_done || st->status < 0) {
+		if (eos && st->tr && !st->tr_ended) {
+			h2c_put_bytes(st->tr, "\r\n", 2); /* room kept by h2c_stream_trailer */
+			st->tr_ended = 1;
+		}
 		if (eos && !st->eos_in) {
 			st->eos_in = 1; /* the last DATA, or trailers */
 			h2c_stream_wake(st, EV_READ);
@@ -288,6 +319,29 @@ static int h2c_is_eos(const struct iovec *v)
 	return v->iov_base == (void *)h2c_eos_mark;
 }
 
+/* The request's trailer section (the core's, with the body's end) as a
+ * trailing HEADERS: 0 when submitted. */
+static int h2c_stream_submit_trailers(struct h2c_stream *st, struct side *sd)
+{
+	static nghttp2_nv nv[TRAILERS_MAX / 4];
+	const char *name, *value;
+	size_t off = 0, n = 0, nlen, vlen;
+
+	while (n < sizeof(nv) / sizeof(nv[0]) &&
+	       trailers_next(sd->trailers, sd->trailers_len, &off, &name, &nlen, &value, &vlen)) {
+		char *lower = (char *)name;
+
+		if (trailers_forbidden(name, nlen))
+			continue; /* the core dropped and counted them already */
+		for (size_t k = 0; k < nlen; k++)
+			if (lower[k] >= 'A' && lower[k] <= 'Z')
+				lower[k] = (char)(lower[k] - 'A' + 'a');
+		nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE};
+	}
+	/* nghttp2 copies the fields */
+	return n ? nghttp2_submit_trailer(st->s->ng, st->id, nv, n) : -1;
+}
+
 /* Body bytes of the core's queue past those already framed. */
 ssize_t h2c_stream_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
                              nghttp2_data_source *src, void *ud)
@@ -324,6 +378,8 @@ ssize_t h2c_stream_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size
 	if (!left && eos) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		st->out_eos = 1;
+		if (st->side->trailers_len && h2c_stream_submit_trailers(st, st->side) == 0)
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM; /* the HEADERS end it */
 	} else if (!got) {
 		st->deferred = 1;
 		return NGHTTP2_ERR_DEFERRED;
@@ -349,7 +405,7 @@ static ssize_t h2c_stream_submit(struct h2c_stream *st, struct side *sd)
 	struct config_limits lim = wk.cfg->limits;
 	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2c_stream_data_read};
 	int32_t id;
-	int grpc = 0, body;
+	int grpc = 0, te = 0, body;
 
 	/* the core wrote it: its own additions may pass a client's limits */
 	lim.header_size = lim.uri_size = wk.buf_size;
@@ -370,6 +426,10 @@ static ssize_t h2c_stream_submit(struct h2c_stream *st, struct side *sd)
 		struct hdr *h = &m.hl.v[i];
 		char *name = (char *)h->name;
 
+		if (h->tok == HT_TE) { /* the one TE that crosses: "trailers" */
+			te |= trailers_te_listed(h->value, h->value_len);
+			continue;
+		}
 		/* connection-specific fields never cross (RFC 9113 8.2.2);
 		 * Host is :authority */
 		if (h->flags & (HDR_HOP | HDR_FRAMING | HDR_HOST | HDR_LOOKALIKE))
@@ -382,7 +442,7 @@ static ssize_t h2c_stream_submit(struct h2c_stream *st, struct side *sd)
 			grpc = 1;
 		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)h->value, h->name_len, h->value_len, NGHTTP2_NV_FLAG_NONE};
 	}
-	if (grpc) /* gRPC requires it (its HTTP/2 protocol); TE is hop-by-hop to HTTP/1 */
+	if (grpc || te) /* gRPC requires it (its HTTP/2 protocol) */
 		nv[n++] = (nghttp2_nv){(uint8_t *)"te", (uint8_t *)"trailers", 2, 8, NGHTTP2_NV_FLAG_NONE};
 	if (m.body == HTTP_BODY_LENGTH) {
 		int l = snprintf(clen, sizeof(clen), "%llu", (unsigned long long)m.content_length);
@@ -559,6 +619,11 @@ static int h2c_body_next(struct side *sd, struct body_span *sp, int whole)
 	bi->span.data = avail ? st->body->data + st->body->start : "";
 	bi->span.len = avail;
 	bi->span.eos = st->eos_in && !bi->span.more;
+	bi->span.trailers_len = 0;
+	if (bi->span.eos && st->tr && st->tr_ended) { /* the trailing HEADERS go with the end */
+		bi->span.trailers = st->tr->data;
+		bi->span.trailers_len = st->tr->end;
+	}
 	bi->holding = 1;
 	bi->total += avail;
 	if (bi->span.eos)
