@@ -622,7 +622,8 @@ static const struct config_key limit_keys[] = {
      .min = 1024, .max = 65536, .def = "16k", .doc = "upstream status line plus headers, bytes; 502 past it"},
     /* a buffered body is held in one slab object: 1 MiB keeps that sane */
     {.name = "body_buffer", .type = CONFIG_KEY_SIZE, AT(struct config_limits, body_buffer), .min = 0,
-     .max = 1048576, .def = "64k", .doc = "bodies up to it are read whole before a server is picked; 0: stream all"},
+     .max = 1048576, .def = "64k",
+     .doc = "bodies up to it are read whole before a server is picked (never a gRPC one: its messages stream); 0: stream all"},
     {.name = "client_body_rate", .type = CONFIG_KEY_SIZE, AT(struct config_limits, client_body_rate), .min = 0,
      .max = UINT32_MAX, .def = "512", .doc = "bytes per second a request body must arrive at; 0: no minimum; 408"},
     {.name = "client_send_rate", .type = CONFIG_KEY_SIZE, AT(struct config_limits, client_send_rate), .min = 0,

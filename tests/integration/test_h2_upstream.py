@@ -401,6 +401,30 @@ def test_grpc_unary_and_streaming_echo_byte_for_byte(grpc_through_weir):
     assert list(ident(ch, "stream_stream", "Bidi")(iter(parts), timeout=slack(10))) == parts
 
 
+def test_grpc_bidi_is_full_duplex_ping_pong(grpc_through_weir):
+    """Each message is answered before the next is sent: nothing of the
+    request may wait for its end (no buffering of a gRPC body)."""
+    import queue
+    grpc, ch, srv, w = grpc_through_weir
+    q = queue.Queue()
+    first = os.urandom(100)
+
+    def gen():
+        yield first
+        for _ in range(4):
+            m = q.get(timeout=slack(5))
+            if m is None:
+                return
+            yield m[::-1]
+    got = []
+    for m in ident(ch, "stream_stream", "Bidi")(gen(), timeout=slack(10)):
+        got.append(m)
+        q.put(m if len(got) < 5 else None)
+    assert got[0] == first and len(got) == 5
+    for a, b in zip(got, got[1:]):
+        assert b == a[::-1]
+
+
 def test_grpc_abort_not_found_arrives_with_status_and_details(grpc_through_weir):
     grpc, ch, srv, w = grpc_through_weir
     with pytest.raises(grpc.RpcError) as e:

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "worker/core/grpc.h"
 #include "worker/h1/h1.h"
 
 /* Gives back the buffered body. */
@@ -31,7 +32,9 @@ int txn_buffer_wanted(const struct txn *t)
 {
 	uint32_t limit = TXN_SET(t)->limits.body_buffer;
 
-	if (!limit || t->req_body_done)
+	/* gRPC streams: a message may wait for the answer to the one
+	 * before, so nothing of the body waits for its end */
+	if (!limit || t->req_body_done || grpc_request(t))
 		return 0;
 	if (t->req.body == HTTP_BODY_LENGTH)
 		return t->req.content_length <= limit;
