@@ -191,6 +191,28 @@ def test_a_server_rst_stream_gives_502_and_the_session_lives_on(weir_factory, h2
     assert o.connections == 1
 
 
+def test_a_session_that_cannot_connect_sends_its_requests_to_the_next_server(weir_factory, h2o):
+    o = h2o()
+    dead = "127.0.0.1:%d" % free_port()  # nothing listens there
+    w = weir_factory(upstreams=[{"name": "h2", "servers": [dead, o.addr], "raw": 'protocol = "h2c";'},
+                                {"name": "d", "servers": [dead], "raw": 'protocol = "h2c";'}],
+                     routes=[{"path": "/dead/", "upstream": "d"}, {"path": "/", "upstream": "h2"}], workers=1)
+    out = at_once(w.port, ["/slow/100/%d" % i for i in range(6)])
+    assert [st for st, _ in out] == [200] * 6
+    assert o.streams == 6
+    r = get(w.port, "/dead/x")
+    assert r.status == 502
+    m = fetch_metrics(w.stats_port)
+    assert m("weir_h2_upstream_streams_active") == 0 and m("weir_errors_total", kind="upstream_refused") >= 1
+    # a gRPC client is told UNAVAILABLE
+    grpc = pytest.importorskip("grpc")
+    with grpc.insecure_channel("127.0.0.1:%d" % w.port) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            ch.unary_unary("/dead/x", request_serializer=lambda b: b, response_deserializer=lambda b: b)(
+                b"x", timeout=slack(5))
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
 def test_a_client_gone_resets_the_upstream_stream(weir_factory, h2o):
     o = h2o()
     w = h2c_weir(weir_factory, o, workers=1)
