@@ -213,6 +213,16 @@ def test_a_session_that_cannot_connect_sends_its_requests_to_the_next_server(wei
         assert e.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+def test_an_answer_before_the_body_reaches_the_client(weir_factory, h2o):
+    """The server answers at the head and resets the rest (NO_ERROR):
+    the client gets that answer, not a 502."""
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1, limits={"body_buffer": 0})
+    r = get(w.port, "/early", method="POST", body=os.urandom(2 * 1024 * 1024))
+    assert r.status == 413 and r.body == b"too big\n", r
+    assert get(w.port, "/echo").status == 200
+
+
 def test_a_client_gone_resets_the_upstream_stream(weir_factory, h2o):
     o = h2o()
     w = h2c_weir(weir_factory, o, workers=1)

@@ -5,7 +5,7 @@ so that a test can assert multiplexing and MAX_CONCURRENT_STREAMS.
 
 Endpoints: /echo (JSON: method, path, authority, headers, body length and
 sha256), /bytes/N (N bytes of a fixed pattern), /slow/MS/... (answers
-after MS ms), /stall (never gives back window: an upload stalls), /trailers
+after MS ms), /early (413 at the head, then RST_STREAM NO_ERROR), /stall (never gives back window: an upload stalls), /trailers
 (as /echo, with the request's trailers, no content-length, and a
 trailing HEADERS: x-checksum, the body's sha256), /rst (RST_STREAM INTERNAL_ERROR, no answer), anything else
 as /echo. With goaway_after=N, the Nth stream of the first connection gets a
@@ -167,12 +167,23 @@ class Conn:
                 self.last = sid
                 self.flush()
                 self.s.sendall(hf.GoAwayFrame(0, last_stream_id=sid, error_code=0).serialize())
+            if dict(hs).get(":path", "").startswith("/early") and not ev.stream_ended:
+                # answered before the body, which is then refused
+                self.reqs.pop(sid, None)
+                self.open -= 1
+                self.c.send_headers(sid, [(":status", "413"), ("content-length", "8")])
+                self.c.send_data(sid, b"too big\n", end_stream=True)
+                self.c.reset_stream(sid, error_code=0)
+                return
             if ev.stream_ended:
                 self.request_done(sid)
         elif isinstance(ev, h2.events.DataReceived):
             q = self.reqs.get(ev.stream_id)
             if q is None or not dict(q["headers"]).get(":path", "").startswith("/stall"):
-                self.c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                try:
+                    self.c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                except h2.exceptions.StreamClosedError:
+                    pass  # a stream we reset: the connection's window only
             if q is not None:
                 q["body"] += len(ev.data)
                 q["hash"].update(ev.data)

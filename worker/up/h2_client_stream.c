@@ -516,6 +516,14 @@ static ssize_t h2c_flush(struct side *sd, int more)
 			return -EPROTO;
 		}
 	}
+	if ((st->closed || s->dead) && st->head_done) {
+		/* answered and done: the rest of the body is not wanted; taken
+		 * as written, so that the core reads the answer on */
+		for (int i = q->first; i < q->first + q->count; i++)
+			n += (ssize_t)q->iov[i].iov_len;
+		outq_reset(q);
+		return n;
+	}
 	if (st->closed || s->dead)
 		return n ? n : -EPIPE;
 	if (st->deferred && q->count) {
