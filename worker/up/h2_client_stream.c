@@ -516,9 +516,10 @@ static ssize_t h2c_flush(struct side *sd, int more)
 			return -EPROTO;
 		}
 	}
-	if ((st->closed || s->dead) && st->head_done) {
+	if ((st->closed || s->dead) && st->head_done && !st->head_given) {
 		/* answered and done: the rest of the body is not wanted; taken
-		 * as written, so that the core reads the answer on */
+		 * as written until the core has the answer (then the failed
+		 * flush makes it drop the rest and close, as over HTTP/1) */
 		for (int i = q->first; i < q->first + q->count; i++)
 			n += (ssize_t)q->iov[i].iov_len;
 		outq_reset(q);
