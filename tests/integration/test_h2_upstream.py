@@ -96,6 +96,17 @@ def test_http1_client_to_an_h2c_upstream(weir_factory, h2o):
     assert o.connections == 1 and o.streams == 1
 
 
+def test_the_sessions_nghttp2_state_is_in_the_workers_heap(weir_factory, h2o):
+    """No malloc per session or stream: nghttp2's memory for upstream
+    sessions comes from the worker's HTTP/2 heap, as for clients'."""
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    assert fetch_metrics(w.stats_port)("weir_h2_memory_bytes_in_use") == 0
+    assert get(w.port, "/echo").status == 200  # an HTTP/1 client: only the upstream session is HTTP/2
+    wait_until(lambda: fetch_metrics(w.stats_port)("weir_h2_memory_bytes_in_use") > 0, slack(3),
+               what="the idle session's state counted")
+
+
 def test_concurrent_requests_are_multiplexed_on_one_session(weir_factory, h2o):
     o = h2o()
     w = h2c_weir(weir_factory, o, workers=1)

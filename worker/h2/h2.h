@@ -83,6 +83,9 @@ void h2_stream_close(struct conn *c);
  * fit yet; *<in_ng> is set while inside nghttp2. Both directions'
  * sessions write so (h2_session.c, worker/up/h2_client.c). */
 struct nghttp2_session;
+/* nghttp2's memory for every session of the worker, both directions:
+ * the nghttp2_mem of the worker's own heap (h2_memory() counts it). */
+void *h2_nghttp2_mem(void);
 void h2_gather(struct nghttp2_session *ng, struct buf **out, const uint8_t **pend, size_t *pend_len, uint8_t *in_ng);
 
 /* conn.c: a stream's conn made ready, its callbacks the connection's,

@@ -325,6 +325,11 @@ static void *h2_mem_realloc(void *p, size_t n, void *ud)
 
 static nghttp2_mem h2_mem = {&h2_heap, h2_mem_malloc, h2_mem_free, h2_mem_calloc, h2_mem_realloc};
 
+void *h2_nghttp2_mem(void)
+{
+	return &h2_mem;
+}
+
 void h2_memory(size_t *in_use, size_t *held)
 {
 	*in_use = h2_heap.st.in_use;

@@ -509,7 +509,7 @@ static struct h2c_session *h2c_session_new(const struct route_table *t, uint32_t
 		return NULL;
 	}
 	memset(s, 0, sizeof(*s));
-	if (nghttp2_session_client_new2(&s->ng, cbs, s, opt) != 0) {
+	if (nghttp2_session_client_new3(&s->ng, cbs, s, opt, h2_nghttp2_mem()) != 0) {
 		upstream_close(u);
 		h2c_release(s);
 		*rc = WEIR_ERR(NOMEM);
