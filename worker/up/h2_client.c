@@ -447,9 +447,10 @@ static void h2c_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (rc == 1)
 			return;
 		if (rc < 0) {
+			/* counted as a failed connect is: by the answer, if the
+			 * request finds no other server */
 			if (rc != WEIR_ERR(LOCAL_CONNECT_ERROR))
 				upstream_fail(s->table, s->si);
-			worker_count_error(rc);
 			h2c_session_fail(s, rc);
 			return;
 		}
@@ -483,7 +484,6 @@ static void h2c_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (!s->ready) {
 		log_warn("upstream %s: %s timed out", s->srv->addr, s->sock->handshaking ? "TLS handshake" : "connect");
 		upstream_fail(s->table, s->si);
-		worker_count_error(WEIR_ERR(UPSTREAM_TIMEOUT));
 		h2c_session_fail(s, WEIR_ERR(UPSTREAM_TIMEOUT));
 		return;
 	}
