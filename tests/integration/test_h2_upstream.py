@@ -188,6 +188,35 @@ def test_a_server_goaway_mid_traffic_loses_no_replayable_request(weir_factory, h
     assert m("weir_h2_upstream_goaways_total", code="NO_ERROR") >= 1
 
 
+def test_a_reload_under_traffic_loses_no_request(weir_factory, h2o):
+    """Requests in flight on an old worker's sessions finish there; the
+    new workers open sessions of their own."""
+    import time
+    from test_reload import hup_and_wait
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    out, errs = [], []
+
+    def client(k):
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            try:
+                out.append(get(w.port, "/slow/150/%d" % k).status)
+            except Exception as e:  # noqa: BLE001
+                errs.append(e)
+    ts = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for t in ts:
+        t.start()
+    time.sleep(0.7)
+    hup_and_wait(w)
+    time.sleep(0.7)
+    hup_and_wait(w)
+    for t in ts:
+        t.join(slack(20))
+    assert not errs and out and set(out) == {200}, (errs[:3], set(out))
+    assert o.connections >= 2  # the new workers' own sessions
+
+
 def test_a_server_rst_stream_gives_502_and_the_session_lives_on(weir_factory, h2o):
     o = h2o()
     w = h2c_weir(weir_factory, o, workers=1)
