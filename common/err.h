@@ -76,6 +76,7 @@
 	X(H2_RAPID_RESET, 0, "h2_rapid_reset", "HTTP/2 client reset streams past http2.max_resets a second") \
 	X(H2_CONTINUATION, 0, "h2_continuation", "HTTP/2 header block past http2.max_continuations") \
 	X(H2_FLOOD, 0, "h2_flood", "HTTP/2 frames doing no work past http2.control_frames a second") \
+	X(H2_OVERHEAD, 0, "h2_overhead", "HTTP/2 bytes past http2.overhead_ratio x their payload") \
 	X(H2_SETTINGS_TIMEOUT, 0, "h2_settings_timeout", "HTTP/2 client did not acknowledge SETTINGS in time") \
 	X(TRAILER_DROPPED, 0, "trailer_dropped", "a trailer field RFC 9110 6.5.1 keeps out of trailers (framing, routing, hop-by-hop, auth, controls) was dropped")
 

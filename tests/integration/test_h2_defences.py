@@ -137,6 +137,25 @@ def test_floods_of_frames_that_do_no_work_get_goaway(weir_factory, origin, kind)
     r.close()
 
 
+def test_bytes_far_past_their_payload_get_goaway(weir_factory, origin):
+    # frames no budget counts: 16 KiB frames of an extension type, which
+    # nghttp2 skips unseen; 12 MiB for no payload is past 8 x the payload
+    # + 1 MiB (nginx's rule). A real upload in 100-byte DATA frames
+    # (test_h2.py) is 1.09 x its payload.
+    w = h2_weir(weir_factory, origin)
+    r = RawH2(w.port)
+    r.frames(0.3)
+    one = (16384).to_bytes(3, "big") + bytes([0x20, 0]) + (0).to_bytes(4, "big") + bytes(16384)
+    try:
+        for _ in range(768):
+            r.sock.sendall(one)
+    except OSError:
+        pass
+    assert goaway_of(r.frames(3)) == ENHANCE_YOUR_CALM
+    assert fetch_metrics(w.stats_port).error("h2_overhead") == 1
+    r.close()
+
+
 def test_a_zero_increment_window_update_is_a_protocol_error(weir_factory, origin):
     w = h2_weir(weir_factory, origin)
     r = RawH2(w.port)

@@ -139,6 +139,7 @@ static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8
 
 	if (s->dead || f->hd.type != NGHTTP2_HEADERS)
 		return 0;
+	s->rx_payload += nlen + vlen;
 	st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
 	if (!st)
 		return 0;
@@ -223,6 +224,7 @@ static int h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, cons
 	struct h2_stream *st = s->dead ? NULL : nghttp2_session_get_stream_user_data(ng, id);
 	(void)flags;
 
+	s->rx_payload += len;
 	if (!st || st->core_done || h2_stream_data(st, p, len) < 0) {
 		/* thrown away: given back to the window at once */
 		nghttp2_session_consume(ng, id, len);
@@ -458,6 +460,15 @@ static void h2_session_start_streams(struct h2_session *s)
 	}
 }
 
+/* http2.overhead_ratio: bytes far past their payload (nginx's rule:
+ * frames no budget counts, padding, extension frames nghttp2 skips). */
+static int h2_overhead_past(const struct h2_session *s)
+{
+	uint32_t r = wk.cfg->http2.overhead_ratio;
+
+	return r && !s->refused && s->rx_bytes / r > s->rx_payload + (1u << 20);
+}
+
 /* Reads what the socket has and hands it to nghttp2, whole batch first. */
 static int h2_session_read(struct h2_session *s)
 {
@@ -469,6 +480,7 @@ static int h2_session_read(struct h2_session *s)
 
 		if (n > 0) {
 			SHM_ADD(wk.cnt, bytes_in, n);
+			s->rx_bytes += (uint64_t)n;
 			if ((size_t)n < sizeof(in) && !(c->ssl && tls_bio_pending(c->ssl)))
 				c->readable = 0;
 			s->in_ng = 1;
@@ -484,6 +496,10 @@ static int h2_session_read(struct h2_session *s)
 					worker_count_error(WEIR_ERR(H2_PROTOCOL));
 				s->goaway = s->fatal = 1;
 				return -1;
+			}
+			if (h2_overhead_past(s)) {
+				h2_session_refuse(s, WEIR_ERR(H2_OVERHEAD), NGHTTP2_ENHANCE_YOUR_CALM);
+				return 0;
 			}
 			continue;
 		}
