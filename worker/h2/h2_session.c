@@ -179,6 +179,11 @@ static int h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	if (s->dead)
 		return 0;
 	h2_window_roll(s);
+	/* frames nghttp2 shows are payload to http2.overhead_ratio: those
+	 * that do no work have a budget of their own (control_frames), and a
+	 * long download's WINDOW_UPDATEs are most of what its client sends */
+	if (f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS)
+		s->rx_payload += 9u + f->hd.length; /* a frame's header is 9 bytes */
 	if (h2_no_work(s, f) && ++s->win_control > wk.cfg->http2.control_frames) {
 		h2_session_refuse(s, WEIR_ERR(H2_FLOOD), NGHTTP2_ENHANCE_YOUR_CALM);
 		return 0;
