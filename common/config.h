@@ -123,6 +123,9 @@ struct config_http2 {
 	uint32_t control_frames;    /* frames that do no work a second: 1000, then GOAWAY */
 	uint32_t header_table_size; /* HPACK dynamic table, both ways: 4096 */
 	uint32_t settings_timeout;  /* ms: 10 s for the client's SETTINGS ACK */
+	/* websocket = true (default): SETTINGS_ENABLE_CONNECT_PROTOCOL, and
+	 * an extended CONNECT (RFC 8441) becomes a WebSocket upgrade upstream */
+	int websocket;
 };
 
 /* All durations in milliseconds. */
