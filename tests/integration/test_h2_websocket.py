@@ -233,8 +233,10 @@ def test_the_switch_passes_sec_websocket_protocol_and_an_upstream_close_ends_the
         assert r["status"] == 200 and ("sec-websocket-protocol", "chat") in r["headers"]
         c.wait([sid])
         assert r["body"] == b"tunnel bytes" and r["ended"] and r["reset"] is None
-        # the client's END_STREAM is the upstream's EOF: the tunnel ends
-        c.send_body(sid, b"last", end=True)
+        # the client's END_STREAM is the upstream's EOF, after the bytes
+        # its frame carries, though the stream closes with that frame
+        c.conn.send_data(sid, b"last", end_stream=True)
+        c.flush()
         assert o.eof.wait(slack(5))
         assert b"".join(o.got) == b"last"
         wait_until(lambda: fetch_metrics(w.stats_port)("weir_h2_websocket_active") == 0, slack(5),

@@ -128,6 +128,10 @@ void h2_ws_open(struct h2_stream *st);
 /* The codec's recv once the tunnel is open: the client's DATA into the
  * conn's input for the tunnel. */
 int h2_ws_recv(struct side *s);
+/* nghttp2 closed the stream with <code>: 1 if it is a tunnel both sides
+ * ended cleanly, which then ends as the tunnel passes the client's last
+ * bytes and its END_STREAM upstream (woken here), not at once. */
+int h2_ws_closed_clean(struct h2_stream *st, uint32_t code);
 /* The stream goes: 1 if it ended the tunnel of its transaction. */
 int h2_ws_close(struct h2_stream *st);
 void h2_ws_free(struct h2_stream *st);

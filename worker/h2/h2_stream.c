@@ -839,8 +839,9 @@ void h2_stream_close(struct conn *c)
 
 void h2_stream_ng_closed(struct h2_stream *st, uint32_t code)
 {
-	(void)code;
 	st->ng_closed = 1;
+	if (!st->core_done && h2_ws_closed_clean(st, code))
+		return; /* the tunnel first passes on what came before END_STREAM */
 	if (!st->core_done)
 		h2_stream_close(&st->sc); /* frees it */
 	else

@@ -217,6 +217,16 @@ void h2_stream_shutdown(struct conn *c)
 	}
 }
 
+int h2_ws_closed_clean(struct h2_stream *st, uint32_t code)
+{
+	/* both END_STREAMs: the DATA before the client's may still wait in
+	 * <body>, and a close now would drop it */
+	if (st->ws != H2_WS_OPEN || code != NGHTTP2_NO_ERROR || st->rst_recv || !st->in_eos)
+		return 0;
+	h2_stream_wake(st, EV_READ);
+	return 1;
+}
+
 int h2_ws_close(struct h2_stream *st)
 {
 	struct txn *t = st->sc.txn;
