@@ -106,9 +106,9 @@ def read_messages(c, sid, count, timeout=10.0):
     return ws_parse(r["body"])[0]
 
 
-def wsweir(weir_factory, addr, extra=""):
+def wsweir(weir_factory, addr, extra="", timeouts=None):
     return weir_factory(upstreams=[{"name": "ws", "servers": [addr]}], routes=[{"path": "/", "upstream": "ws"}],
-                        workers=1, extra=extra)
+                        workers=1, extra=extra, timeouts=timeouts)
 
 
 class RawWsOrigin(RawOrigin):
@@ -352,3 +352,56 @@ def test_a_client_that_does_not_read_keeps_the_worker_flat_while_the_upstream_fl
         c.read_some(0.2)
     assert len(c.responses[sid]["body"]) >= got + (4 << 20)
     c.close()
+
+
+def test_the_tunnel_idle_timeout_resets_the_stream_and_closes_the_upstream(weir_factory):
+    o = RawWsOrigin()
+    try:
+        w = wsweir(weir_factory, o.addr, timeouts={"tunnel": "500ms"})
+        c = H2Client(w.port)
+        sid = open_ws(c, "/raw")
+        assert wait_status(c, sid)["status"] == 200
+        t0 = time.monotonic()
+        r = c.wait([sid], 10)[0]
+        assert r["reset"] is not None and not r["ended"]  # cut, not a clean end
+        assert time.monotonic() - t0 >= 0.4
+        assert o.eof.wait(slack(5))
+        m = fetch_metrics(w.stats_port)
+        assert m("weir_tunnels_closed_total", by="idle_timeout") == 1 and m("weir_h2_websocket_active") == 0
+        c.close()
+    finally:
+        o.stop()
+
+
+def test_an_upstream_that_does_not_read_holds_the_client_by_its_window(weir_factory):
+    go = threading.Event()
+    o = RawWsOrigin(after=lambda s: go.wait(slack(20)))
+    try:
+        w = wsweir(weir_factory, o.addr)
+        c = H2Client(w.port)
+        sid = open_ws(c, "/raw")
+        assert wait_status(c, sid)["status"] == 200
+        slab0 = fetch_metrics(w.stats_port)("weir_slab_bytes_in_use")
+        # the client sends while its window lets it, for 2 s: the kernel's
+        # buffers, weir's one input buffer and the stream's window
+        data, off = os.urandom(32 << 20), 0
+        deadline = time.monotonic() + slack(2)
+        while time.monotonic() < deadline and off < len(data):
+            room = min(c.conn.local_flow_control_window(sid), c.conn.max_outbound_frame_size)
+            if room <= 0:
+                c.read_some(0.1)
+                continue
+            c.conn.send_data(sid, data[off:off + room])
+            off += room
+            c.flush()
+        assert off < len(data), "the window never shut"
+        assert fetch_metrics(w.stats_port)("weir_slab_bytes_in_use") - slab0 < 256 * 1024
+        go.set()
+        c.send_body(sid, data[off:16 << 20] if off < (16 << 20) else b"", end=True)
+        sent = max(off, 16 << 20)
+        wait_until(lambda: sum(len(g) for g in o.got) >= sent, slack(20), what="the bytes upstream")
+        assert b"".join(o.got) == data[:sent]
+        c.close()
+    finally:
+        go.set()
+        o.stop()
