@@ -405,3 +405,16 @@ def test_an_upstream_that_does_not_read_holds_the_client_by_its_window(weir_fact
     finally:
         go.set()
         o.stop()
+
+
+def test_data_sent_before_the_200_goes_through_once_the_tunnel_opens(weir_factory, ws_origin):
+    w = wsweir(weir_factory, ws_origin.addr)
+    c = H2Client(w.port)
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, ws_headers("/echo"), end_stream=False)
+    c.conn.send_data(sid, ws_frame(1, b"early"))
+    c.responses[sid] = {"status": None, "headers": [], "body": b"", "ended": False, "reset": None}
+    c.flush()
+    assert wait_status(c, sid)["status"] == 200
+    assert read_messages(c, sid, 1) == [(1, b"early")]
+    c.close()

@@ -157,6 +157,11 @@ void h2_ws_open(struct h2_stream *st)
 	st->resp_state = H2_RESP_BODY;
 	st->resp_eof = 0;
 	st->ws = H2_WS_OPEN;
+	/* DATA the client sent before the 200 waits in <body>: the tunnel's
+	 * first read (h2_stream_io_set) must see it, whatever the core made
+	 * of it meanwhile */
+	if (st->body && buf_len(st->body))
+		st->unreported = 1;
 	SHM_ADD(wk.cnt, h2_ws_opened, 1);
 	SHM_ADD(wk.cnt, h2_ws_active, 1);
 }
