@@ -418,3 +418,34 @@ def test_data_sent_before_the_200_goes_through_once_the_tunnel_opens(weir_factor
     assert wait_status(c, sid)["status"] == 200
     assert read_messages(c, sid, 1) == [(1, b"early")]
     c.close()
+
+
+def answer_after_eof(s):
+    """The upstream reads to the client's half close, then answers."""
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    s.sendall(b"late:" + got)
+    s.shutdown(socket.SHUT_WR)
+
+
+def test_the_client_half_closes_first_and_still_gets_the_upstream_answer(weir_factory):
+    o = RawWsOrigin(after=answer_after_eof)
+    try:
+        w = wsweir(weir_factory, o.addr)
+        c = H2Client(w.port)
+        sid = open_ws(c, "/raw")
+        assert wait_status(c, sid)["status"] == 200
+        c.conn.send_data(sid, b"abc", end_stream=True)
+        c.flush()
+        r = c.wait([sid])[0]
+        assert r["body"] == b"late:abc" and r["ended"] and r["reset"] is None
+        wait_until(lambda: fetch_metrics(w.stats_port)("weir_h2_websocket_active") == 0, slack(5),
+                   what="the tunnel closed")
+        assert fetch_metrics(w.stats_port)("weir_tunnels_closed_total", by="client") == 1
+        c.close()
+    finally:
+        o.stop()
