@@ -12,13 +12,15 @@ import base64
 import hashlib
 import json
 import os
+import signal
 import socket
 import threading
 import time
 
 import h2.settings
+from hyperframe import frame as hf
 
-from harness import fetch_metrics, proc_status, slack, wait_until
+from harness import fetch_metrics, pid_alive, proc_status, slack, wait_until
 from h2util import H2Client
 from test_websocket import RawOrigin, ws_origin  # noqa: F401 (a fixture)
 
@@ -449,3 +451,60 @@ def test_the_client_half_closes_first_and_still_gets_the_upstream_answer(weir_fa
         c.close()
     finally:
         o.stop()
+
+
+def reload_with_an_h2_tunnel(weir_factory, ws_origin, drain, tunnel_drain):
+    """One worker, an HTTP/2 WebSocket open and used, SIGHUP: (weir, the
+    client, its stream, the old worker's pids)."""
+    w = weir_factory(upstreams=[{"name": "ws", "servers": [ws_origin.addr]}],
+                     routes=[{"path": "/", "upstream": "ws"}], workers=1,
+                     timeouts={"drain": drain, "tunnel_drain": tunnel_drain})
+    old = w.wait_workers(1)
+    c = H2Client(w.port)
+    sid = open_ws(c, "/echo")
+    assert wait_status(c, sid)["status"] == 200
+    c.send_body(sid, ws_frame(1, b"before"), end=False)
+    assert read_messages(c, sid, 1) == [(1, b"before")]
+    w.signal(signal.SIGHUP)
+    wait_until(lambda: [p for p in w.worker_pids() if p not in old], slack(10), what="new worker")
+    return w, c, sid, old
+
+
+def test_an_h2_tunnel_outlives_timeouts_drain_on_its_draining_worker(weir_factory, ws_origin):
+    w, c, sid, old = reload_with_an_h2_tunnel(weir_factory, ws_origin, "500ms", "30s")
+    assert c.wait_goaway() == 0  # NO_ERROR: new streams go elsewhere
+    time.sleep(1.5)  # past timeouts.drain
+    assert all(pid_alive(p) for p in old)
+    # python3-h2 sends nothing after a GOAWAY: the stream goes on in raw
+    # frames, as RFC 9113 6.8 lets the streams it covers
+    c.sock.sendall(hf.DataFrame(sid, data=ws_frame(1, b"after")).serialize())
+    buf, frames, deadline = b"", [], time.monotonic() + slack(5)
+    c.sock.settimeout(0.2)
+    while not frames and time.monotonic() < deadline:
+        try:
+            buf += c.sock.recv(65536)
+        except socket.timeout:
+            continue
+        while len(buf) >= 9:
+            f, n = hf.Frame.parse_frame_header(memoryview(buf[:9]))
+            if len(buf) < 9 + n:
+                break
+            f.parse_body(memoryview(buf[9:9 + n]))
+            buf = buf[9 + n:]
+            assert not isinstance(f, hf.RstStreamFrame), f
+            if isinstance(f, hf.DataFrame) and f.stream_id == sid:
+                frames += ws_parse(bytes(f.data))[0]
+    assert frames == [(1, b"after")]
+    c.close()
+    wait_until(lambda: not any(pid_alive(p) for p in old), slack(5), what="old worker exits")
+
+
+def test_a_draining_worker_cuts_its_h2_tunnels_at_tunnel_drain(weir_factory, ws_origin):
+    w, c, sid, old = reload_with_an_h2_tunnel(weir_factory, ws_origin, "300ms", "1s")
+    c.wait([sid], 10)
+    assert c.responses[sid]["reset"] is not None or c.closed
+    wait_until(lambda: not any(pid_alive(p) for p in old), slack(5), what="old worker exits")
+    m = w.metrics()
+    assert m("weir_tunnels_closed_total", by="drain") == 1
+    assert m("weir_h2_websocket_active") == 0 and m("weir_tunnels_active") == 0
+    c.close()

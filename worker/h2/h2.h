@@ -84,6 +84,13 @@ int h2_ws_accept_check(const struct conn *c, const struct msg *resp);
  * (the write side's shutdown, for a stream's conn). */
 void h2_stream_shutdown(struct conn *c);
 
+/* A draining worker's bounds for session <c> (worker.c): past
+ * timeouts.drain (<tunnels> 0) its streams but WebSocket tunnels are cut,
+ * and 1 is returned while tunnels are left (0: none, close it as any);
+ * past timeouts.tunnel_drain (<tunnels> 1) its tunnels are cut too and
+ * the connection closed (returns 0). */
+int h2_session_drain_cut(struct conn *c, int tunnels);
+
 /* conn.c: a stream's conn made ready, its callbacks the connection's,
  * its peer and transport facts copied from <parent>. */
 void conn_init_stream(struct conn *sc, const struct conn *parent);

@@ -242,6 +242,41 @@ int h2_ws_close(struct h2_stream *st)
 	return 1;
 }
 
+static int h2_ws_is_tunnel(const struct h2_stream *st)
+{
+	return st->ws == H2_WS_OPEN && !st->core_done && st->sc.txn && tunnel_is_open(st->sc.txn);
+}
+
+int h2_session_drain_cut(struct conn *c, int tunnels)
+{
+	struct h2_session *s = c->h2;
+	struct h2_stream *st, *next;
+	int left = 0;
+
+	for (st = s->streams; st; st = st->next)
+		left += h2_ws_is_tunnel(st);
+	if (!left)
+		return 0;
+	/* a tunnel lives until timeouts.tunnel_drain as on HTTP/1 (a
+	 * WebSocket may be open for hours), the rest of the session not */
+	for (st = s->streams; st; st = next) {
+		next = st->next; /* a closed stream nghttp2 is done with is freed */
+		if (st->core_done)
+			continue;
+		if (h2_ws_is_tunnel(st)) {
+			if (tunnels)
+				tunnel_cut(st->sc.txn);
+			continue;
+		}
+		worker_count_error(WEIR_ERR(DRAIN_CUT));
+		h2_stream_close(&st->sc);
+	}
+	if (!tunnels)
+		return 1;
+	conn_close(c);
+	return 0;
+}
+
 void h2_ws_free(struct h2_stream *st)
 {
 	if (st->ws == H2_WS_OPEN)
