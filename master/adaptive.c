@@ -8,6 +8,7 @@
 
 #include "common/config.h"
 #include "master/adaptive.h"
+#include "master/adaptive_conc.h"
 #include "shm/limit.h"
 #include "shm/resil.h"
 #include "shm/route.h"
@@ -35,9 +36,11 @@ static struct {
 	struct ev_loop *loop;
 	ev_timer timer;
 	const struct config *cfg;
+	int conc; /* a group has adaptive_concurrency: its tick too */
 	struct shm_segment *seg;
 	struct adaptive_state st[LIMIT_IDS];
-	/* sums of one tick: static, 192 KiB is too much for the stack */
+	/* sums of one tick, for the rate limits and adaptive_concurrency
+	 * (adaptive_conc.c) alike: static, 192 KiB is too much for the stack */
 	struct shm_route_counters routes[STAT_ROUTES];
 	struct shm_server_counters servers[STAT_SERVERS];
 } ad;
@@ -123,10 +126,10 @@ static void adaptive_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)loop;
 	(void)w;
 	(void)revents;
-	if (!s)
-		return;
 	shm_sum_keys(ad.seg, ad.routes, ad.servers);
-	for (int i = 0; i < ad.cfg->nrate_limits; i++) {
+	if (ad.conc)
+		adaptive_conc_tick(ad.seg, t, ad.routes);
+	for (int i = 0; s && i < ad.cfg->nrate_limits; i++) {
 		const struct config_rate_limit *l = &ad.cfg->rate_limits[i];
 		struct adaptive_state *st = &ad.st[l->id];
 		struct limit_adaptive *out = &s->adapt[l->id];
@@ -177,6 +180,8 @@ void adaptive_configure(struct ev_loop *loop, const struct config *cfg, struct s
 
 	for (int i = 0; i < cfg->nrate_limits; i++)
 		any |= cfg->rate_limits[i].adaptive.on;
+	ad.conc = adaptive_conc_any(cfg);
+	any |= ad.conc;
 	if (ad.loop)
 		ev_timer_stop(ad.loop, &ad.timer);
 	ad.loop = loop;

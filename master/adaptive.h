@@ -33,8 +33,9 @@ struct shm_segment;
 #define ADAPTIVE_TICK 0.25 /* s between snapshots */
 #define ADAPTIVE_RING 256  /* snapshots kept: 64 s, past the longest window */
 
-/* Master: (re)starts the judging of <cfg>'s adaptive limits on <loop>;
- * none: the timer stops. */
+/* Master: (re)starts the judging of <cfg>'s adaptive limits and
+ * adaptive_concurrency groups on <loop>, one timer and one sum of the
+ * counters a tick for both; none: the timer stops. */
 void adaptive_configure(struct ev_loop *loop, const struct config *cfg, struct shm_segment *seg);
 
 /* In a new worker: drops the master's timer. */

@@ -2,7 +2,6 @@
  * adaptive_conc.c: the limit of each group's adaptive_concurrency
  * (master/adaptive_conc.h says how).
  */
-#include <ev.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -28,13 +27,8 @@ struct adaptive_conc_state {
 };
 
 static struct {
-	struct ev_loop *loop;
-	ev_timer timer;
-	struct shm_segment *seg;
 	struct adaptive_conc_state st[RESIL_GROUPS];
-	/* sums of one tick: static, too much for the stack */
-	struct shm_route_counters routes[STAT_ROUTES];
-	struct shm_server_counters servers[STAT_SERVERS];
+	const struct shm_route_counters *routes; /* the tick's sums (adaptive.c's) */
 } ac;
 
 void adaptive_conc_step(const struct config_adaptive_conc *c, double *limit, double *baseline_us, double short_us,
@@ -91,14 +85,9 @@ static void adaptive_conc_publish(struct shm_resil_group *g, const struct adapti
 	atomic_store_explicit(&g->ac_baseline_us, (uint32_t)s->baseline, memory_order_relaxed);
 }
 
-static void adaptive_conc_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+void adaptive_conc_tick(struct shm_segment *seg, const struct route_table *t, const struct shm_route_counters *routes)
 {
-	const struct route_table *t = &ac.seg->gens[atomic_load_explicit(&ac.seg->gen_current, memory_order_acquire)];
-
-	(void)loop;
-	(void)w;
-	(void)revents;
-	shm_sum_keys(ac.seg, ac.routes, ac.servers);
+	ac.routes = routes;
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
 		const struct route_upstream *up = &route_upstreams(t)[u];
 		const struct config_adaptive_conc *c = &up->resil.adaptive;
@@ -110,7 +99,7 @@ static void adaptive_conc_tick_cb(struct ev_loop *loop, ev_timer *w, int revents
 		if (!c->on || up->resil_group == RESIL_GROUP_NONE)
 			continue;
 		s = &ac.st[up->resil_group];
-		g = &ac.seg->resil_groups.g[up->resil_group];
+		g = &seg->resil_groups.g[up->resil_group];
 		if (!s->live) { /* a new group, or a new master: from what the segment holds */
 			uint32_t was = atomic_load_explicit(&g->ac_limit, memory_order_relaxed);
 
@@ -154,27 +143,12 @@ static void adaptive_conc_tick_cb(struct ev_loop *loop, ev_timer *w, int revents
 	}
 }
 
-void adaptive_conc_configure(struct ev_loop *loop, const struct config *cfg, struct shm_segment *seg)
+int adaptive_conc_any(const struct config *cfg)
 {
-	int any = 0;
-
 	for (int i = 0; i < cfg->nupstreams; i++)
-		any |= cfg->upstreams[i].resil.adaptive.on;
-	if (ac.loop)
-		ev_timer_stop(ac.loop, &ac.timer);
-	ac.loop = loop;
-	ac.seg = seg;
-	if (!any)
-		return;
-	ev_timer_init(&ac.timer, adaptive_conc_tick_cb, ADAPTIVE_TICK, ADAPTIVE_TICK);
-	ev_timer_start(loop, &ac.timer);
-}
-
-void adaptive_conc_forget(void)
-{
-	if (ac.loop)
-		ev_timer_stop(ac.loop, &ac.timer);
-	ac.loop = NULL;
+		if (cfg->upstreams[i].resil.adaptive.on)
+			return 1;
+	return 0;
 }
 
 /* One family over the groups of <t> with adaptive_concurrency. */

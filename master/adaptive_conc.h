@@ -5,8 +5,8 @@
  *
  * Principle: a gradient controller in the manner of Netflix's
  * concurrency-limits (Gradient2), judged by the master alone. Every
- * ADAPTIVE_TICK it sums, for each group with adaptive_concurrency, the
- * upstream-latency counts and microseconds of the routes that proxy to it
+ * ADAPTIVE_TICK (adaptive.c's timer, one sum for both controllers) it
+ * takes, for each group with adaptive_concurrency, the upstream-latency counts and microseconds of the routes that proxy to it
  * (shm_sum_keys: the sums /metrics shows) and samples the group's requests
  * in flight (shm_resil_group.active). Once per `window` the mean latency of
  * that window (short) is set against a baseline, a moving average of the
@@ -35,19 +35,20 @@
 
 #include <stdint.h>
 
-struct ev_loop;
 struct config;
 struct config_adaptive_conc;
 struct shm_segment;
 struct route_table;
+struct shm_route_counters;
 struct textbuf;
 
-/* Master: (re)starts the controller over <cfg>'s groups on <loop>; none
- * with adaptive_concurrency: the timer stops. */
-void adaptive_conc_configure(struct ev_loop *loop, const struct config *cfg, struct shm_segment *seg);
+/* One ADAPTIVE_TICK (adaptive.c's timer, which sums the counters once
+ * for both controllers): every group of <t> with adaptive_concurrency,
+ * from <routes>, the sums of this tick. */
+void adaptive_conc_tick(struct shm_segment *seg, const struct route_table *t, const struct shm_route_counters *routes);
 
-/* In a new worker: drops the master's timer. */
-void adaptive_conc_forget(void);
+/* Any group of <cfg> with adaptive_concurrency? */
+int adaptive_conc_any(const struct config *cfg);
 
 /* One window (pure: the unit tests drive it): <short_us> the window's mean
  * upstream latency (0: no answer), <in_flight> the most in flight seen in

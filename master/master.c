@@ -17,7 +17,6 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "master/adaptive.h"
-#include "master/adaptive_conc.h"
 #include "master/health.h"
 #include "master/listen.h"
 #include "master/metrics.h"
@@ -125,7 +124,6 @@ static void master_forget_loop(void)
 	master_upgrade_end();
 	redis_sync_forget();
 	adaptive_forget();
-	adaptive_conc_forget();
 	stats_close(m.loop, 0); /* the socket file is the master's, not ours to remove */
 	health_in_child();
 	ev_loop_fork(m.loop);
@@ -494,7 +492,6 @@ static int master_reload(void)
 	stats_configure(m.loop, ncfg, m.seg);
 	redis_sync_configure(m.loop, ncfg);
 	adaptive_configure(m.loop, ncfg, m.seg);
-	adaptive_conc_configure(m.loop, ncfg, m.seg);
 	metrics_set_certs(ncfg);
 	if (logfiles_open(ncfg) < 0)
 		log_error("reload: cannot open the new log files (%s); keeping the old ones", strerror(errno));
@@ -832,7 +829,6 @@ int master_run(struct config *cfg, char *const argv[])
 	free(inh);
 	redis_sync_configure(m.loop, cfg);
 	adaptive_configure(m.loop, cfg, m.seg);
-	adaptive_conc_configure(m.loop, cfg, m.seg);
 	metrics_set_certs(cfg);
 	if (stats_configure(m.loop, cfg, m.seg) < 0)
 		return 1;

@@ -851,6 +851,23 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       "(pseudo-headers or version), bad_accept (the upstream's 101).");
 	by_label(o, "weir_h2_websocket_refused_total", "reason", h2_ws_refuse_labels, c.h2_ws_refused,
 	         H2_WS_REFUSE_COUNT);
+	family(o, "weir_h2_streams_per_connection", "histogram", "HTTP/2 client connections closed, by the streams each carried.");
+	{
+		static const uint32_t bound[H2_SPC_BUCKETS - 1] = H2_SPC_BOUNDS;
+		uint64_t cum = 0;
+
+		for (int b = 0; b < H2_SPC_BUCKETS; b++) {
+			cum += c.h2_spc[b];
+			if (b < H2_SPC_BUCKETS - 1)
+				textbuf_printf(o, "weir_h2_streams_per_connection_bucket{le=\"%u\"} %llu\n", bound[b],
+				               (unsigned long long)cum);
+			else
+				textbuf_printf(o, "weir_h2_streams_per_connection_bucket{le=\"+Inf\"} %llu\n",
+				               (unsigned long long)cum);
+		}
+		textbuf_printf(o, "weir_h2_streams_per_connection_sum %llu\nweir_h2_streams_per_connection_count %llu\n",
+		               (unsigned long long)c.h2_spc_sum, (unsigned long long)cum);
+	}
 	family(o, "weir_h2_resets_total", "counter", "HTTP/2 RST_STREAM frames, by direction and error code.");
 	by_label(o, "weir_h2_resets_total{direction=\"received\"", "code", h2_code_labels, c.h2_rst_recv, H2_CODES);
 	by_label(o, "weir_h2_resets_total{direction=\"sent\"", "code", h2_code_labels, c.h2_rst_sent, H2_CODES);

@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 23u
+#define SHM_LAYOUT_VERSION 24u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -110,6 +110,9 @@ enum tls_fail {
 /* HTTP/2 error codes counted one by one: NO_ERROR .. HTTP_1_1_REQUIRED,
  * and one more for any other. */
 #define H2_CODES 15
+/* weir_h2_streams_per_connection's bucket bounds (the last: +Inf) */
+#define H2_SPC_BUCKETS 8
+#define H2_SPC_BOUNDS {1, 2, 5, 10, 20, 50, 100}
 
 /* One worker's counters. Counters only grow; gauges go up and down. */
 struct shm_counters {
@@ -156,6 +159,8 @@ struct shm_counters {
 	uint64_t h2_stalls;               /* response writes refused: the client's window held a stream full */
 	uint64_t h2_ws_opened;            /* WebSocket over HTTP/2: tunnels opened (a checked 101 made a 200) */
 	uint64_t h2_ws_refused[H2_WS_REFUSE_COUNT]; /* and extended CONNECTs refused, by enum h2_ws_refuse */
+	uint64_t h2_spc[H2_SPC_BUCKETS];  /* HTTP/2 connections closed, by the streams they carried (not cumulative) */
+	uint64_t h2_spc_sum;              /* and those streams */
 	/* gauges */
 	uint64_t conn_active;       /* client connections open */
 	uint64_t upstream_active;   /* upstream connections open */

@@ -79,8 +79,10 @@ def test_each_worker_is_pinned_to_its_own_cpu(weir_factory, origin):
     w = simple(weir_factory, origin, workers=2, extra="worker_cpu_affinity = true;")
     pids = _workers_by_index(w)
     assert [_cpus_allowed(pids[i]) for i in (0, 1)] == [str(CPUS[0]), str(CPUS[1])]
-    log = open(w.error_log).read()
-    assert "pinned to CPU %d" % CPUS[0] in log and "pinned to CPU %d" % CPUS[1] in log
+    # the line is written after the pinning, when the worker's loop first
+    # waits: the mask can be seen before it
+    wait_until(lambda: all("pinned to CPU %d" % CPUS[i] in open(w.error_log).read() for i in (0, 1)), slack(5),
+               what="both workers' pinned lines")
 
 
 def test_affinity_false_leaves_workers_on_every_cpu(weir_factory, origin):

@@ -130,6 +130,8 @@ def test_host_and_authority_that_disagree_are_refused(weir, origin):
     assert fetch_metrics(weir.stats_port).error("bad_request") == before.error("bad_request") + 1
     assert len(origin.requests("/echo")) == 2
     c.close()
+    wait_until(lambda: any('"-" 400 ' in l for l in weir.access_lines()), slack(3), what="the 400's access line")
+    assert "-> 400" in weir.read(weir.error_log)
 
 
 @pytest.mark.parametrize("field", [("connection", "keep-alive"), ("transfer-encoding", "chunked"),
@@ -229,3 +231,22 @@ def test_weir_t_refuses_bad_http2_values_with_their_lines(weir_factory, origin, 
 def w_bin():
     from harness import WEIR_BIN
     return WEIR_BIN
+
+
+def test_streams_per_connection_is_a_histogram_of_closed_connections(weir):
+    def bucket(le):
+        return fetch_metrics(weir.stats_port)("weir_h2_streams_per_connection_bucket", le=le)
+
+    m0 = fetch_metrics(weir.stats_port)
+    before = {le: m0("weir_h2_streams_per_connection_bucket", le=le) for le in ("1", "2", "5", "50", "+Inf")}
+    for n in (1, 3, 30):
+        c = H2Client(weir.port)
+        sids = [c.request("/echo") for _ in range(n)]
+        assert all(r["status"] == 200 for r in c.wait(sids))
+        c.close()
+    wait_until(lambda: bucket("+Inf") == before["+Inf"] + 3, slack(5), what="three connections closed")
+    m = fetch_metrics(weir.stats_port)
+    got = {le: m("weir_h2_streams_per_connection_bucket", le=le) - before[le] for le in before}
+    assert got == {"1": 1, "2": 1, "5": 2, "50": 3, "+Inf": 3}, got
+    assert m("weir_h2_streams_per_connection_sum") - m0("weir_h2_streams_per_connection_sum") == 34
+    assert m("weir_h2_streams_per_connection_count") - m0("weir_h2_streams_per_connection_count") == 3

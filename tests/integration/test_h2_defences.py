@@ -88,6 +88,10 @@ def test_header_lists_past_the_http1_limits_are_answered_431(weir_factory, origi
     assert fetch_metrics(w.stats_port).error("headers_too_large") == before + 2
     assert len(origin.requests("/echo")) == 1
     c.close()
+    # each refusal has its access-log line and an error-log line
+    wait_until(lambda: len(w.access_lines()) == 3, slack(3), what="three access lines")
+    assert [l.split('"')[2].split()[0] for l in w.access_lines()] == ["431", "431", "200"], w.access_lines()
+    assert w.read(w.error_log).count("request headers too large -> 431") == 2, w.read(w.error_log)
 
 
 def test_an_hpack_bomb_is_bounded_by_the_header_list_limit(weir_factory, origin):

@@ -201,14 +201,17 @@ int breaker_pick(struct txn *t, const struct route_upstream *up)
 	uint64_t tried = t->tried;
 
 	breaker_server_give_back(t); /* a retry's earlier server */
+	t->bk.all_full = 0;
 	for (;;) {
 		int s = upstream_pick(t->table, up, tried);
 		uint16_t st;
 		_Atomic uint32_t *a;
 		uint32_t v;
 
-		if (s < 0)
+		if (s < 0) {
+			t->bk.all_full = tried != t->tried;
 			return -1;
+		}
 		st = route_servers(t->table)[s].stat;
 		a = &wk.seg->resil[st].active;
 		v = atomic_load_explicit(a, memory_order_relaxed);
@@ -298,14 +301,17 @@ static void breaker_queue_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 }
 
-static void breaker_enqueue(struct txn *t)
+/* Queues <t>; <again>: it waited before, and its queue_timeout runs from
+ * then, not anew. */
+static void breaker_enqueue(struct txn *t, int again)
 {
 	if (!bq_head) {
 		ev_timer_init(&bq_timer, breaker_queue_cb, BREAKER_QUEUE_POLL, BREAKER_QUEUE_POLL);
 		ev_timer_start(wk.loop, &bq_timer);
 	}
 	t->bk.queued = 1;
-	t->bk.queued_at = ev_now(wk.loop);
+	if (!again)
+		t->bk.queued_at = ev_now(wk.loop);
 	t->bk.qnext = NULL;
 	if (bq_tail)
 		bq_tail->bk.qnext = t;
@@ -363,7 +369,7 @@ int breaker_admit(struct txn *t)
 		atomic_fetch_sub_explicit(&g->active, 1, memory_order_relaxed);
 		t->bk.active = 0;
 		if (atomic_fetch_add_explicit(&g->pending, 1, memory_order_relaxed) < pending) {
-			breaker_enqueue(t);
+			breaker_enqueue(t, 0);
 			return WEIR_EAGAIN;
 		}
 		atomic_fetch_sub_explicit(&g->pending, 1, memory_order_relaxed);
@@ -383,6 +389,35 @@ int breaker_admit(struct txn *t)
 	if (up->resil.breaker.pool_percent && a * 100 > (uint64_t)up->resil.breaker.pool_percent * lc->max_connections)
 		breaker_trip(up, g, BREAKER_WORD(0, BREAKER_CLOSED), BREAKER_TRIP_POOL, now);
 	return 0;
+}
+
+int breaker_pick_missed(struct txn *t)
+{
+	const struct route_upstream *up = breaker_upstream(t);
+	struct shm_resil_group *g;
+	uint32_t pending = breaker_max_pending(up);
+
+	if (!t->bk.all_full || !t->bk.group_plus1)
+		return 0;
+	t->bk.all_full = 0;
+	g = breaker_group(t->bk.group_plus1 - 1u);
+	if (pending) {
+		/* as breaker_admit() queues: the group's place is given back
+		 * while it waits, taken again by breaker_queue_cb() */
+		if (t->bk.active) {
+			t->bk.active = 0;
+			atomic_fetch_sub_explicit(&g->active, 1, memory_order_relaxed);
+		}
+		if (atomic_fetch_add_explicit(&g->pending, 1, memory_order_relaxed) < pending) {
+			breaker_enqueue(t, t->bk.queued_at != 0);
+			return WEIR_EAGAIN;
+		}
+		atomic_fetch_sub_explicit(&g->pending, 1, memory_order_relaxed);
+	}
+	breaker_release(t);
+	t->bk.group_plus1 = 0;
+	t->bk.judged = 0;
+	return breaker_refuse(t, g, RESIL_REJECT_LIMIT, 1);
 }
 
 /* A trial answered: well (close once all did) or not (open again). */

@@ -674,6 +674,7 @@ struct breaker_txn {
 	uint8_t done;            /* its outcome was recorded */
 	uint8_t queued;          /* waiting for a place (limits.max_pending) */
 	uint16_t server_plus1;   /* server stat index + 1 holding a place (max_requests_per_server); 0: none */
+	uint8_t all_full;        /* the last pick passed by full servers and found none */
 	struct txn *qnext;       /* the worker's queue */
 	double queued_at;
 	const char *acted; /* the control that acted on it, for the access log; NULL: none */
@@ -704,6 +705,14 @@ void breaker_release(struct txn *t);
  * workers; given back at the next pick or in breaker_release()). -1 when
  * none has room. */
 int breaker_pick(struct txn *t, const struct route_upstream *up);
+
+/* The first pick found no server (txn_pick() < 0): when it passed full
+ * servers by, the group is full after all (admission looked at every
+ * server, drained and down ones too, and another worker may have taken
+ * the last place since): WEIR_EAGAIN, queued again (txn_upstream_go()
+ * picks anew), or the refusal to answer with (the queue full or none:
+ * WEIR_EUPSTREAM_LIMIT); 0 when no server could be picked at all. */
+int breaker_pick_missed(struct txn *t);
 
 /* The per-server cap of <up>'s limits, 0: none. */
 static inline uint32_t breaker_server_cap(const struct route_upstream *up)

@@ -112,6 +112,14 @@ static inline void ph_resume_after(struct ph_cursor *cur)
 	cur->step++;
 }
 
+/* The handler at <cur> waits and is to run again when resumed, not the
+ * one after it: ph_resume_after() adds the step back (a uint8_t, so this
+ * holds for step 0 too, by wrapping). */
+static inline void ph_wait_again(struct ph_cursor *cur)
+{
+	cur->step--;
+}
+
 /* Puts <cur> at the start of phase <p>. */
 static inline void ph_goto(struct ph_cursor *cur, enum ph p)
 {

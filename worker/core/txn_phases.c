@@ -200,8 +200,15 @@ static enum ph_rc ph_breaker(struct txn *t, const void *conf)
 static enum ph_rc ph_pick(struct txn *t, const void *conf)
 {
 	(void)conf;
-	if (txn_pick(t) < 0)
-		return ph_answer(t, WEIR_ERR(NO_SERVER));
+	if (txn_pick(t) < 0) {
+		int rc = breaker_pick_missed(t);
+
+		if (rc == WEIR_EAGAIN) {
+			ph_wait_again(&t->ph); /* txn_upstream_go() picks again */
+			return PH_WAIT;
+		}
+		return ph_answer(t, rc ? rc : WEIR_ERR(NO_SERVER));
+	}
 	/* routes.mirror (mirror.c): a copy of what the group took, its body
 	 * read whole by now if it is to be; not waited for */
 	if (t->route->mirror)

@@ -27,6 +27,7 @@ struct h2_session {
 	size_t pend_len;
 	struct h2_stream *streams; /* every stream with a conn */
 	uint32_t nstreams;
+	uint32_t streams_seen;     /* streams this connection opened, for weir_h2_streams_per_connection */
 	struct h2_stream *start;   /* complete heads of this read batch */
 	ev_tstamp win_start;       /* the 1 s window of the rates below */
 	uint32_t win_resets;       /* client resets of unanswered streams */

@@ -124,6 +124,7 @@ static int h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void
 		return 0;
 	}
 	nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
+	s->streams_seen++;
 	return 0;
 }
 
@@ -618,11 +619,24 @@ void h2_session_drain(struct conn *c)
 	h2_session_kick(s);
 }
 
+/* weir_h2_streams_per_connection: one connection's streams, at its end. */
+static void h2_count_streams_per_conn(uint32_t n)
+{
+	static const uint32_t bound[H2_SPC_BUCKETS - 1] = H2_SPC_BOUNDS;
+	unsigned b = 0;
+
+	while (b < H2_SPC_BUCKETS - 1 && n > bound[b])
+		b++;
+	SHM_ADD(wk.cnt, h2_spc[b], 1);
+	SHM_ADD(wk.cnt, h2_spc_sum, n);
+}
+
 void h2_session_free(struct conn *c)
 {
 	struct h2_session *s = c->h2;
 
 	s->dead = 1;
+	h2_count_streams_per_conn(s->streams_seen);
 	while (s->streams) {
 		struct h2_stream *st = s->streams;
 

@@ -173,7 +173,9 @@ size_t h2_rec(const struct buf *hb, size_t off, struct hrec *r)
 	return off + HREC + r->nlen + r->vlen;
 }
 
-/* Answers the stream here, without the core: a status, no body. */
+/* Answers the stream here, without the core: a status, no body; logged
+ * (rate-limited, as HTTP/1's conn_answer_error()) and in the access log,
+ * as an HTTP/1 head refused before it had a transaction. */
 static void h2_stream_answer_local(struct h2_stream *st, int rc)
 {
 	int status = weir_err_status(rc);
@@ -181,6 +183,11 @@ static void h2_stream_answer_local(struct h2_stream *st, int rc)
 
 	worker_count_error(rc);
 	SHM_ADD(wk.cnt, responses[status / 100], 1);
+	if (status >= 500)
+		log_warn("%s: stream %d: %s -> %d", st->sc.peer, st->id, weir_err_text(rc), status);
+	else
+		log_info("%s: stream %d: %s -> %d", st->sc.peer, st->id, weir_err_text(rc), status);
+	txn_log_access_raw(&st->sc, status);
 	snprintf(st->status, sizeof(st->status), "%03d", status);
 	nv[0] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
 	nv[1] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)"0", 14, 1, NGHTTP2_NV_FLAG_NONE};

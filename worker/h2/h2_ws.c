@@ -45,10 +45,10 @@ int h2_ws_is_protocol(const struct hrec *r)
 	return h2_ws_name(r, ":protocol");
 }
 
-static int h2_ws_refuse(struct h2_stream *st, enum h2_ws_refuse why, int rc)
+/* Counted by reason; the caller answers <rc> (and logs it). */
+static int h2_ws_refuse(enum h2_ws_refuse why, int rc)
 {
 	SHM_ADD(wk.cnt, h2_ws_refused[why], 1);
-	log_info("%s: HTTP/2 stream %d: %s", st->sc.peer, st->id, weir_err_text(rc));
 	return rc;
 }
 
@@ -74,12 +74,12 @@ int h2_ws_connect(struct h2_stream *st, struct hrec *method)
 	 * reverse proxy does not make; a :protocol other than websocket is
 	 * one weir does not speak (RFC 9110 15.6.2) */
 	if (!proto.name)
-		return h2_ws_refuse(st, H2_WS_REFUSE_CONNECT, WEIR_ERR(H2_CONNECT));
+		return h2_ws_refuse(H2_WS_REFUSE_CONNECT, WEIR_ERR(H2_CONNECT));
 	if (!wk.cfg->http2.websocket || proto.vlen != 9 || memcmp(proto.value, "websocket", 9) != 0)
-		return h2_ws_refuse(st, H2_WS_REFUSE_PROTOCOL, WEIR_ERR(H2_CONNECT));
+		return h2_ws_refuse(H2_WS_REFUSE_PROTOCOL, WEIR_ERR(H2_CONNECT));
 	/* RFC 8441 4 and RFC 6455 4.1: the target whole, and version 13 */
 	if (!scheme || !path || !auth || version.vlen != 2 || memcmp(version.value, "13", 2) != 0)
-		return h2_ws_refuse(st, H2_WS_REFUSE_REQUEST, WEIR_ERR(H2_WS_REQUEST));
+		return h2_ws_refuse(H2_WS_REFUSE_REQUEST, WEIR_ERR(H2_WS_REQUEST));
 	st->ws = H2_WS_ASKED;
 	method->value = "GET";
 	method->vlen = 3;
