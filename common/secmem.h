@@ -10,14 +10,9 @@
  * in the master and in each worker (fork keeps the mark), and each block
  * is wiped when BoringSSL frees it.
  *
- * The allocator: power-of-two size classes with free lists, carved from
- * large reserved regions; big blocks get a mapping of their own. Freed
- * memory is kept for reuse, as the slab does, so after warm-up a handshake
- * makes no system call for memory. One process, one thread: no locks.
- *
- * Under AddressSanitizer every block's header and unused tail are
- * poisoned, and a freed block stays poisoned until reused, so overflows and
- * use after free inside BoringSSL are still reported.
+ * The allocator is a common/heap.h heap (power-of-two size classes with
+ * free lists, kept for reuse, so after warm-up a handshake makes no system
+ * call for memory) with HEAP_DONTDUMP and HEAP_WIPE.
  */
 #ifndef WEIR_COMMON_SECMEM_H
 #define WEIR_COMMON_SECMEM_H

@@ -902,6 +902,10 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_tls_memory_bytes_held", "gauge",
 	       "Workers' BoringSSL memory in blocks, in use or free for reuse (kept, not given back).",
 	       c.tls_mem_held);
+	metric(o, "weir_h2_memory_bytes_in_use", "gauge",
+	       "Workers' libnghttp2 memory handed out (HTTP/2 session and stream state).", c.h2_mem_in_use);
+	metric(o, "weir_h2_memory_bytes_held", "gauge",
+	       "Workers' libnghttp2 memory in blocks, in use or free for reuse (kept, not given back).", c.h2_mem_held);
 	render_compress(o, &c);
 	metric(o, "weir_workers_alive", "gauge", "Worker processes running.", (uint64_t)shm_workers_alive(seg));
 	metric(o, "weir_worker_restarts_total", "counter", "Workers replaced after an unexpected exit.",

@@ -171,6 +171,8 @@ struct shm_counters {
 	uint64_t slab_free;         /* slab bytes mapped, not handed out */
 	uint64_t tls_mem_in_use;    /* BoringSSL heap (common/secmem.h): bytes handed out */
 	uint64_t tls_mem_held;      /* and bytes made into blocks, free ones included */
+	uint64_t h2_mem_in_use;     /* libnghttp2's heap (worker/h2/h2.h): bytes handed out */
+	uint64_t h2_mem_held;       /* and bytes made into blocks, free ones included */
 	uint64_t compress_streams;  /* responses being compressed */
 	uint64_t compress_mem_in_use; /* encoder state handed out of the pool */
 	/* per slab size class (common/slab.h), by class index: bytes of

@@ -236,6 +236,12 @@ static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		SHM_SET(wk.cnt, tls_mem_in_use, st.in_use);
 		SHM_SET(wk.cnt, tls_mem_held, st.held);
 	}
+	{
+		size_t in_use, held;
+		h2_memory(&in_use, &held);
+		SHM_SET(wk.cnt, h2_mem_in_use, in_use);
+		SHM_SET(wk.cnt, h2_mem_held, held);
+	}
 	upstream_admin_sweep();
 	tls_tick();
 	if (wk.draining)

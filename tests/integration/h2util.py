@@ -53,7 +53,8 @@ class H2Client:
             hs.append((":authority", authority))
         hs += list(headers)
         self.conn.send_headers(sid, hs, end_stream=body is None and end)
-        self.responses[sid] = {"status": None, "headers": [], "body": b"", "ended": False, "reset": None}
+        self.responses[sid] = {"status": None, "headers": [], "body": b"", "ended": False, "reset": None,
+                               "trailers": None}
         if body is not None:
             self.send_body(sid, body, end=end)
         self.flush()
@@ -102,6 +103,9 @@ class H2Client:
             if isinstance(ev, h2.events.ResponseReceived):
                 r["headers"] = [(n.decode(), v.decode()) for n, v in ev.headers]
                 r["status"] = int(dict(r["headers"])[":status"])
+            elif isinstance(ev, h2.events.TrailersReceived):
+                if r is not None:
+                    r["trailers"] = [(n.decode(), v.decode()) for n, v in ev.headers]
             elif isinstance(ev, h2.events.DataReceived):
                 if r is not None:
                     r["body"] += ev.data

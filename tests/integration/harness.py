@@ -194,6 +194,8 @@ class Response:
         self.body = b""
         self.raw_head = b""
         self.chunked = False
+        self.trailers = []  # a chunked body's trailer fields [(name, value)]
+        self.trailer_raw = b""  # and their lines as received
         self.interim = []  # 1xx responses read before this one
 
     def get_all(self, name):
@@ -369,8 +371,13 @@ class Client:
                 body += data
                 if self._exact(2, deadline) != b"\r\n":
                     raise ProtocolError("no CRLF after chunk data")
-            while self._line(deadline) != b"":
-                pass
+            while True:  # the trailer section, kept as it came
+                line = self._line(deadline)
+                if line == b"":
+                    break
+                r.trailer_raw += line + b"\r\n"
+                name, _, value = line.partition(b":")
+                r.trailers.append((name.decode("latin-1"), value.strip(b" \t").decode("latin-1")))
             r.body = bytes(body)
             return r
         if cl:

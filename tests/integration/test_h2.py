@@ -250,3 +250,21 @@ def test_streams_per_connection_is_a_histogram_of_closed_connections(weir):
     assert got == {"1": 1, "2": 1, "5": 2, "50": 3, "+Inf": 3}, got
     assert m("weir_h2_streams_per_connection_sum") - m0("weir_h2_streams_per_connection_sum") == 34
     assert m("weir_h2_streams_per_connection_count") - m0("weir_h2_streams_per_connection_count") == 3
+
+
+def test_nghttp2_allocates_from_weirs_own_heap(weir):
+    # sessions and streams come from the heap weir gives libnghttp2: what
+    # it hands out rises with open connections and falls when they close
+    def in_use():
+        return fetch_metrics(weir.stats_port)("weir_h2_memory_bytes_in_use")
+
+    base = in_use()
+    cs = [H2Client(weir.port) for _ in range(20)]
+    for c in cs:
+        assert c.get("/echo")["status"] == 200
+    # the gauge is published on the worker's tick
+    wait_until(lambda: in_use() > base + 20 * 4096, slack(5), what="20 sessions in the heap")
+    assert fetch_metrics(weir.stats_port)("weir_h2_memory_bytes_held") >= in_use()
+    for c in cs:
+        c.close()
+    wait_until(lambda: in_use() <= base, slack(5), what="the sessions' memory handed back")

@@ -51,6 +51,12 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /respheaders           hop-by-hop headers, end-to-end headers, 2 Set-Cookie
   /lookalikes            Transfer_Encoding and Content_Length beside a real Content-Length
   /chunked-ext           chunked with chunk extensions and a trailer
+  /trailers[?...]        chunked "trailers\n" (body=B instead), its trailer
+                         section the request's trailer lines as received
+                         and one line per t=NAME:VALUE (big=N: "X-Big: "
+                         and N 'v'); type= Content-Type;
+                         only=1: 200 trailers-only (Grpc-Status: 0 in the
+                         head, Content-Length: 0)
   /http10                an HTTP/1.0 response (not persistent) on a
                          connection this server keeps reading
   /conn-close            answers with Connection: close and closes
@@ -142,6 +148,7 @@ class Request:
         self.body_len = 0
         self.body_sha256 = hashlib.sha256().hexdigest()
         self.trailers = []
+        self.trailer_raw = b""  # the trailer lines as received
 
     def get_all(self, name):
         name = name.lower()
@@ -301,6 +308,7 @@ def read_body(c, r):
             hm = HEADER_LINE.match(line)
             if not hm or BAD_VALUE.search(hm.group(2).strip(b" \t")):
                 raise BadRequest("bad trailer")
+            r.trailer_raw += line + b"\r\n"
             r.trailers.append((hm.group(1).decode("latin-1"),
                                hm.group(2).strip(b" \t").decode("latin-1")))
     elif r.length:
@@ -677,6 +685,23 @@ class Server:
             c.send(self.head_bytes(200, [("Transfer_Encoding", "chunked"), ("Content_Length", "999"),
                                          ("Content-Length", str(len(body)))]) + (b"" if head_only else body))
             return not close
+        if path == "/trailers":
+            # chunked, "trailers\n" then the request's trailer lines as
+            # they came and one per t=NAME:VALUE of the query; only=1: a
+            # gRPC trailers-only answer (the status in the head, no body)
+            q = urllib.parse.parse_qs(r.target.partition("?")[2])
+            if q.get("only"):
+                c.send(self.head_bytes(200, [("Content-Type", "application/grpc"), ("Grpc-Status", "0"),
+                                             ("Grpc-Message", "ok"), ("Content-Length", "0")]))
+                return not close
+            extra = b"".join(t.encode("latin-1") + b"\r\n" for t in q.get("t", []))
+            extra += b"".join(b"X-Big: " + b"v" * min(int(n), 1 << 20) + b"\r\n" for n in q.get("big", []))
+            c.send(self.head_bytes(200, [("Transfer-Encoding", "chunked"),
+                                         ("Content-Type", q.get("type", ["application/grpc"])[0])]))
+            if not head_only:
+                body = q.get("body", ["trailers\n"])[0].encode()
+                c.send(b"%x\r\n%s\r\n0\r\n" % (len(body), body) + r.trailer_raw + extra + b"\r\n")
+            return not close
         if path == "/chunked-ext":
             c.send(self.head_bytes(200, [("Transfer-Encoding", "chunked"),
                                          ("Trailer", "X-Sum")]))
@@ -769,6 +794,7 @@ class Server:
                          "t": round(time.time(), 4)}
                 if r.trailers:
                     entry["trailers"] = [[n, v] for n, v in r.trailers]
+                    entry["trailer_raw"] = r.trailer_raw.decode("latin-1")
                 if c.drop_next:
                     entry["dropped"] = True
                     self.log.write(entry)

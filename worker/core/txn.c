@@ -211,7 +211,7 @@ static void txn_queue_request(struct txn *t)
 	t->up.ops->queue_head(&t->up);
 	if (t->body)
 		t->up.ops->send_body(&t->up, t->body->data, t->body->end, t->body_buffered);
-	else if (t->body_buffered && t->req.body == HTTP_BODY_CHUNKED)
+	else if (t->body_buffered && t->req_body_done && t->req.body == HTTP_BODY_CHUNKED)
 		t->up.ops->send_body(&t->up, NULL, 0, 1); /* an empty chunked body */
 }
 
@@ -448,6 +448,8 @@ void txn_upstream_begin(struct txn *t)
 static inline __attribute__((always_inline)) void txn_relay(struct side *from, struct side *to,
                                                            const struct body_span *sp)
 {
+	to->trailers = sp->trailers; /* the end's trailer section, if any (trailers.h) */
+	to->trailers_len = sp->trailers_len;
 	to->ops->send_body(to, sp->data, sp->len, sp->eos);
 	if (to->q.count) {
 		to->owes = 1;

@@ -95,7 +95,7 @@ int txn_buffer_step(struct txn *t)
 			return rc;
 		if (limit && t->down.in.total > limit)
 			return WEIR_ERR(BODY_TOO_LARGE);
-		if (sp.len && txn_body_room(t, sp.len) < 0) {
+		if ((sp.len || sp.trailers_len) && txn_body_room(t, sp.len + sp.trailers_len) < 0) {
 			/* past body_buffer: what is held goes first, the rest
 			 * streams from this span on (the codec holds it) */
 			t->replayable = 0;
@@ -104,6 +104,13 @@ int txn_buffer_step(struct txn *t)
 		if (sp.len) {
 			memcpy(t->body->data + t->body->end, sp.data, sp.len);
 			t->body->end += (uint32_t)sp.len;
+		}
+		if (sp.trailers_len) {
+			/* the trailer section behind the data, for the last chunk
+			 * (worker/h1/trailers.h): the input it was in goes now */
+			memcpy(t->body->data + t->body->end, sp.trailers, sp.trailers_len);
+			t->up.trailers = t->body->data + t->body->end;
+			t->up.trailers_len = sp.trailers_len;
 		}
 		t->down.ops->consumed(&t->down, sp.len);
 		if (sp.eos) {

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "worker/h1/trailers.h"
 #include "worker/net/net.h"
 #include "worker/up/up.h"
 
@@ -141,8 +142,16 @@ static void h1_send_body(struct side *s, const char *data, size_t len, int eos)
 	if (len == 0 && !(eos && s->chunked))
 		return;
 	outq_span(&s->q, NULL, 0, data, len, s->chunked);
-	if (eos && s->chunked)
-		outq_append(&s->q, chunk_end, sizeof(chunk_end) - 1);
+	if (eos && s->chunked) {
+		if (s->trailers_len) {
+			/* the last chunk carries the other side's trailer section
+			 * where it lies (trailers.h); its final CRLF ends the body */
+			outq_append(&s->q, chunk_end, 3);
+			outq_append(&s->q, s->trailers, s->trailers_len);
+		} else {
+			outq_append(&s->q, chunk_end, sizeof(chunk_end) - 1);
+		}
+	}
 }
 
 /* ---- input framing, both sides ----------------------------------------- */
@@ -168,6 +177,7 @@ static inline int h1_hand(struct side_in *bi, struct body_span *sp, const char *
 	bi->span.len = n;
 	bi->span.eos = (uint8_t)eos;
 	bi->span.more = (uint8_t)more;
+	bi->span.trailers_len = 0;
 	bi->used = used;
 	bi->holding = 1;
 	bi->total += n;
@@ -175,6 +185,30 @@ static inline int h1_hand(struct side_in *bi, struct body_span *sp, const char *
 		bi->eos = 1;
 	*sp = bi->span;
 	return 1;
+}
+
+/* The trailer section <p>[0..len) of a chunked body that ended, in the
+ * input buffer behind the data: the refused fields dropped in place, and
+ * what is left handed up with the span's end for the other side's last
+ * chunk (sent only if that side is chunked too). */
+static __attribute__((noinline)) void h1_trailers_take(struct side_in *bi, struct body_span *sp, char *p,
+                                                       uint32_t len)
+{
+	uint32_t dropped;
+	size_t n;
+
+	if (len <= 2)
+		return; /* the final CRLF alone: no field */
+	n = trailers_filter(p, len, &dropped);
+	if (dropped) {
+		SHM_ADD(wk.cnt, errors[weir_err_index(WEIR_ERR(TRAILER_DROPPED))], dropped);
+		bi->moved = 1; /* the input is no longer as received: no replay */
+	}
+	if (n <= 2)
+		return;
+	bi->span.trailers = p;
+	bi->span.trailers_len = (uint32_t)n;
+	*sp = bi->span;
 }
 
 /*
@@ -219,11 +253,17 @@ static __attribute__((noinline)) int h1_body_chunked(struct side_in *bi, struct 
 		}
 		len += dlen;
 	}
+	/* a trailer section not whole yet stays in the buffer, to be fed
+	 * again with its rest: once done it lies in one piece there */
+	off -= http_chunked_trailer_restart(ch);
 	if (len == 0 && !ch->done) {
 		in->start += (uint32_t)off; /* framing only: nothing will write it */
 		return 0;
 	}
-	return h1_hand(bi, sp, span, len, (uint32_t)off, ch->done, more);
+	h1_hand(bi, sp, span, len, (uint32_t)off, ch->done, more);
+	if (ch->done)
+		h1_trailers_take(bi, sp, base + off - ch->trailer_bytes, ch->trailer_bytes);
+	return 1;
 }
 
 /* body_next() but for the common case below: a whole body asked for,

@@ -79,6 +79,10 @@ struct body_span {
 	size_t len;
 	uint8_t eos;
 	uint8_t more; /* more was ready than the side's budget let through */
+	uint32_t trailers_len; /* with <eos>: the trailer section at <trailers>,
+	                        * checked HTTP/1 field lines and the final CRLF,
+	                        * in the input it stands for (0: none) */
+	const char *trailers;
 };
 
 /* What a side's codec keeps of the body coming from its peer (the
@@ -106,6 +110,10 @@ struct side {
 	struct outq q;           /* towards this side's peer */
 	struct buf *head;        /* the head written for the peer */
 	uint8_t chunked;         /* the body goes chunk-encoded to the peer */
+	uint32_t trailers_len;   /* the trailer section the last chunk carries
+	                          * (the other side's span's, set by the core
+	                          * with its end; 0: none) */
+	const char *trailers;
 	uint8_t owes;            /* q holds a span of the other side's input:
 	                          * the core consumes it there once q is written */
 	size_t owed;             /* its payload bytes */
@@ -307,10 +315,18 @@ void http_chunked_init(struct http_chunked *c);
  * used < len and !c->done), or WEIR_ESMUGGLING on any framing error: a size
  * that is not 1*HEXDIG or overflows, bytes other than CRLF after data, bare
  * LF, invalid extensions, bad trailer fields, trailers over 16 KiB.
- * Trailers are checked and dropped (not forwarded).
+ * Trailers are checked; c->trailer_bytes counts the section's bytes fed
+ * (the final CRLF included once c->done), all at the end of what was
+ * consumed since the section began.
  */
 int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t *used,
                       const char **data, size_t *data_len);
+
+/* A trailer section begun and not finished: the decoder goes back to its
+ * start, and the bytes of it already fed are returned (the caller takes
+ * them as not used, to feed them again with the rest, so that the whole
+ * section lies in one piece once c->done); 0 in any other state. */
+uint32_t http_chunked_trailer_restart(struct http_chunked *c);
 
 /* Gives back the last <n> bytes of the data span the last call returned
  * (the caller takes <n> fewer as used): the next call returns them again. */

@@ -29,6 +29,7 @@
 
 #include "common/log.h"
 #include "worker/h1/h1.h"
+#include "worker/h1/trailers.h"
 #include "worker/net/net.h"
 
 struct out {
@@ -259,8 +260,10 @@ int head_write_request(const struct msg *r, const struct head_req *hr, struct bu
 	const char *subj = NULL;
 	const char *cert_hdr = tls_client_header(hr->c, &cert_hdr_len, &subj, &subj_len);
 	int whole = out_whole(r->head_len + subj_len + hr->extra_len + hr->target_len);
+	int te_trailers;
 
 again:
+	te_trailers = 0;
 	if (out_begin(&o, out, whole) < 0)
 		return WEIR_ERR(NOMEM);
 	out_put(&o, r->method, r->method_len);
@@ -279,8 +282,11 @@ again:
 	OUT_LIT(&o, "\r\n");
 	for (uint32_t i = 0; i < r->hl.n; i++) {
 		const struct hdr *h = &r->hl.v[i];
-		if (h->flags & skip)
+		if (h->flags & skip) {
+			/* looked at here, among the few skipped: no walk of its own */
+			te_trailers |= h->tok == HT_TE && trailers_te_listed(h->value, h->value_len);
 			continue;
+		}
 		if ((h->flags & HDR_LOOKALIKE) || head_is_vouched(h)) {
 			head_drop_forged(hr->c, h);
 			continue;
@@ -318,6 +324,8 @@ again:
 		OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
 	if (hr->early)
 		OUT_LIT(&o, "Early-Data: 1\r\n");
+	if (te_trailers) /* hop-by-hop, but gRPC needs it: that value alone */
+		OUT_LIT(&o, "TE: trailers\r\n");
 	if (hr->upgrade_len) {
 		/* an upgrade the route allows (tunnel.h): the one hop-by-hop
 		 * pair weir passes on, as the client sent its token */

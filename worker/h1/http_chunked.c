@@ -5,17 +5,19 @@
  * anywhere. Nothing loose is accepted: a size is 1*HEXDIG, extensions
  * follow the grammar and are dropped, every line ends in CRLF, the data is
  * followed by CRLF and nothing else, and trailer fields are checked like
- * header fields and dropped. Anything else is a framing error, since two
- * parsers that differ here see different request boundaries.
+ * header fields (the codec forwards them: worker/h1/trailers.h). Anything
+ * else is a framing error, since two parsers that differ here see
+ * different request boundaries.
  */
 #include <string.h>
 
 #include "common/err.h"
 #include "worker/h1/h1.h"
 #include "worker/h1/http_internal.h"
+#include "worker/h1/trailers.h"
 
-#define CHUNK_LINE_MAX 4096     /* one chunk-size line with its extensions, CRLF excluded */
-#define CHUNK_TRAILER_MAX 16384 /* the trailer section, final CRLF included */
+#define CHUNK_LINE_MAX 4096            /* one chunk-size line with its extensions, CRLF excluded */
+#define CHUNK_TRAILER_MAX TRAILERS_MAX /* the trailer section, final CRLF included */
 
 enum chunk_state {
 	CK_SIZE_START,  /* first hex digit of a chunk size */
@@ -144,7 +146,10 @@ static int size_line_byte(struct http_chunked *c, unsigned char ch)
 /* One byte of the trailer section; returns the next state. */
 static int trailer_byte(struct http_chunked *c, unsigned char ch)
 {
-	if (++c->trailer_bytes > CHUNK_TRAILER_MAX)
+	/* the final LF is the only byte that may be the 16384th: a section
+	 * that has reached the bound unfinished is refused at once, not when
+	 * a byte that no longer fits a full input buffer comes */
+	if (++c->trailer_bytes >= CHUNK_TRAILER_MAX)
 		return CK_ERROR;
 	switch (c->state) {
 	case CK_TR_START:
@@ -164,6 +169,17 @@ static int trailer_byte(struct http_chunked *c, unsigned char ch)
 	default:
 		return CK_ERROR;
 	}
+}
+
+uint32_t http_chunked_trailer_restart(struct http_chunked *c)
+{
+	uint32_t n = c->trailer_bytes;
+
+	if (c->done || c->state < CK_TR_START || c->state > CK_END_LF)
+		return 0;
+	c->state = CK_TR_START;
+	c->trailer_bytes = 0;
+	return n;
 }
 
 int http_chunked_feed(struct http_chunked *c, const char *p, size_t len, size_t *used,

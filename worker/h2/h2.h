@@ -48,6 +48,10 @@ struct msg;
 /* Worker start: the slab classes of sessions and streams. */
 void h2_init(const struct config *cfg);
 
+/* What libnghttp2's heap (h2_session.c) holds: bytes handed out, and
+ * bytes in blocks, in use or kept for reuse. */
+void h2_memory(size_t *in_use, size_t *held);
+
 /* Whether <p>[0..len) opens with the client preface: 1 it does (whole),
  * 0 it may (a prefix of it), -1 it does not (HTTP/1). */
 int h2_preface_check(const char *p, size_t len);

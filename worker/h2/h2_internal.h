@@ -74,6 +74,9 @@ struct h2_stream {
 	struct buf *rh;            /* the response head being parsed */
 	struct buf *rx;            /* its header list and the nv array */
 	struct buf *dout;          /* response payload not yet framed */
+	struct buf *qtr;           /* the client's trailer section, as HTTP/1 (h2_trailers.h) */
+	struct buf *rtr;           /* the response's, as the core wrote it */
+	uint8_t qtr_ended;         /* <qtr> has its final CRLF */
 	struct http_response rp;
 	struct msg rm;
 	struct arena ra;

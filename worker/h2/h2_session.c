@@ -7,9 +7,11 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/heap.h"
 #include "common/log.h"
 #include "worker/base/base.h"
 #include "worker/core/core.h"
+#include "worker/h2/h2_trailers.h"
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PREFACE_LEN 24
@@ -138,8 +140,10 @@ static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8
 	if (s->dead || f->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-	if (!st || st->head_done)
-		return 0; /* trailers: not passed (a request's end is its last DATA) */
+	if (!st)
+		return 0;
+	if (st->head_done) /* the trailing HEADERS (h2_trailers.h) */
+		return st->core_done ? 0 : h2_trailers_field(st, name, nlen, value, vlen);
 	return h2_stream_header(st, name, nlen, value, vlen);
 }
 
@@ -294,6 +298,39 @@ void h2_init(const struct config *cfg)
 	nghttp2_option_set_max_send_header_block_length(h2_opt, 65536);
 }
 
+/* nghttp2's memory: a heap of the worker's own (common/heap.h), so a
+ * session's and a stream's state come from free lists, not from malloc,
+ * after warm-up without a system call */
+static struct heap h2_heap = HEAP_INIT(0);
+
+static void *h2_mem_malloc(size_t n, void *ud)
+{
+	return heap_alloc(ud, n);
+}
+
+static void h2_mem_free(void *p, void *ud)
+{
+	heap_free(ud, p);
+}
+
+static void *h2_mem_calloc(size_t n, size_t size, void *ud)
+{
+	return heap_calloc(ud, n, size);
+}
+
+static void *h2_mem_realloc(void *p, size_t n, void *ud)
+{
+	return heap_realloc(ud, p, n);
+}
+
+static nghttp2_mem h2_mem = {&h2_heap, h2_mem_malloc, h2_mem_free, h2_mem_calloc, h2_mem_realloc};
+
+void h2_memory(size_t *in_use, size_t *held)
+{
+	*in_use = h2_heap.st.in_use;
+	*held = h2_heap.st.held;
+}
+
 void *h2_alloc(void)
 {
 	return slab_alloc(&wk.slab, cls_h2);
@@ -347,7 +384,7 @@ void h2_session_start(struct conn *c)
 	}
 	memset(s, 0, sizeof(*s));
 	s->c = c;
-	if (nghttp2_session_server_new2(&s->ng, h2_cbs, s, h2_opt) != 0) {
+	if (nghttp2_session_server_new3(&s->ng, h2_cbs, s, h2_opt, &h2_mem) != 0) {
 		h2_release(s);
 		worker_count_error(WEIR_ERR(NOMEM));
 		conn_close(c);

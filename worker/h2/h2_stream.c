@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "worker/base/base.h"
 #include "worker/core/core.h"
+#include "worker/h2/h2_trailers.h"
 
 /* The client may send a whole default window (65535) before it has
  * seen our SETTINGS: a stream's request body buffer holds that. */
@@ -101,6 +102,8 @@ void h2_stream_free(struct h2_stream *st)
 	h2_put(&st->rh);
 	h2_put(&st->rx);
 	h2_put(&st->dout);
+	h2_put(&st->qtr);
+	h2_put(&st->rtr);
 	if (st->sc.in)
 		buf_put(st->sc.in);
 	h2_ws_free(st);
@@ -430,6 +433,9 @@ static int h2_body_next(struct side *s, struct body_span *sp, int whole)
 	bi->span.data = avail ? st->body->data + st->body->start : "";
 	bi->span.len = avail;
 	bi->span.eos = st->in_eos && !bi->span.more;
+	bi->span.trailers_len = 0;
+	if (bi->span.eos)
+		h2_trailers_span(st, &bi->span);
 	bi->holding = 1;
 	bi->total += avail;
 	if (bi->span.eos)
@@ -566,6 +572,8 @@ static ssize_t h2_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
 	}
 	if (st->resp_eof && (!st->dout || !buf_len(st->dout))) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (h2_trailers_submit(st))
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM; /* the trailing HEADERS ends it */
 		h2_put(&st->dout);
 	} else if (!n) {
 		st->deferred = 1;
@@ -620,8 +628,13 @@ static ssize_t h2_stream_body_in(struct h2_stream *st, const char *p, size_t len
 		while (k < feed && !st->rch.done) {
 			size_t used = 0, dlen = 0;
 			const char *data = NULL;
+			uint32_t tb = st->rch.trailer_bytes;
 
 			if (http_chunked_feed(&st->rch, p + k, feed - k, &used, &data, &dlen) < 0)
+				return -1;
+			/* trailer bytes end what was used: kept for the HEADERS */
+			tb = st->rch.trailer_bytes - tb;
+			if (tb && h2_trailers_collect(st, p + k + used - tb, tb) < 0)
 				return -1;
 			if (dlen) {
 				memcpy(d->data + d->end, data, dlen);
