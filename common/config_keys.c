@@ -710,6 +710,8 @@ static const struct config_key http2_keys[] = {
      .max = 65536, .def = "4096", .doc = "HPACK dynamic table size, both directions"},
     {.name = "settings_timeout", .type = CONFIG_KEY_DURATION, AT(struct config_http2, settings_timeout),
      DAYS49, .def = "10s", .doc = "how long the client may take to acknowledge SETTINGS"},
+    {.name = "websocket", .type = CONFIG_KEY_BOOL, AT(struct config_http2, websocket), .def = "true",
+     .doc = "WebSocket over HTTP/2 (RFC 8441 extended CONNECT, SETTINGS_ENABLE_CONNECT_PROTOCOL)"},
 };
 KEYSET(config_keys_http2, "http2", "in http2", http2_keys);
 

@@ -269,9 +269,9 @@ static int h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	if (s->dead || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM) || f->hd.stream_id == 0)
 		return 0;
 	st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-	if (st && !st->in_eos) {
+	if (st && !st->in_eos && st->ws != H2_WS_OPEN) {
 		/* answered before the request ended: the rest is not wanted
-		 * (RFC 9113 8.1) */
+		 * (RFC 9113 8.1); a tunnel's END_STREAM is only its half close */
 		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_NO_ERROR);
 	}
 	return 0;
@@ -381,7 +381,7 @@ static void h2_session_deadline(struct h2_session *s)
 void h2_session_start(struct conn *c)
 {
 	struct h2_session *s = h2_alloc();
-	nghttp2_settings_entry iv[5];
+	nghttp2_settings_entry iv[6];
 	int niv = 0;
 
 	if (!s) {
@@ -410,6 +410,9 @@ void h2_session_start(struct conn *c)
 	iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, wk.cfg->http2.header_table_size};
 	iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, wk.cfg->limits.header_size};
 	iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_PUSH, 0};
+	/* RFC 8441: nghttp2 takes :protocol only once this is sent (h2_ws.c) */
+	if (wk.cfg->http2.websocket)
+		iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1};
 	nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, (size_t)niv);
 	/* the connection's window: every stream's buffer may be full */
 	nghttp2_session_set_local_window_size(s->ng, NGHTTP2_FLAG_NONE, 0,
