@@ -121,8 +121,12 @@ struct config_http2 {
 	uint32_t max_resets;        /* client resets of unanswered streams a second: 100, then GOAWAY */
 	uint32_t max_continuations; /* CONTINUATION frames after one HEADERS: 8 */
 	uint32_t control_frames;    /* frames that do no work a second: 1000, then GOAWAY */
+	uint32_t overhead_ratio;    /* bytes received per payload byte, past 1 MiB: 8, then GOAWAY; 0 none */
 	uint32_t header_table_size; /* HPACK dynamic table, both ways: 4096 */
 	uint32_t settings_timeout;  /* ms: 10 s for the client's SETTINGS ACK */
+	/* websocket = true (default): SETTINGS_ENABLE_CONNECT_PROTOCOL, and
+	 * an extended CONNECT (RFC 8441) becomes a WebSocket upgrade upstream */
+	int websocket;
 };
 
 /* All durations in milliseconds. */

@@ -709,10 +709,15 @@ static const struct config_key http2_keys[] = {
     {.name = "control_frames", .type = CONFIG_KEY_INT, AT(struct config_http2, control_frames), .min = 10,
      .max = 1000000, .def = "1000",
      .doc = "PING, SETTINGS, WINDOW_UPDATE, PRIORITY and empty DATA frames a second before GOAWAY"},
+    {.name = "overhead_ratio", .type = CONFIG_KEY_INT, AT(struct config_http2, overhead_ratio), .min = 0,
+     .max = 1000, .def = "8",
+     .doc = "bytes a connection may send per byte of payload (DATA, header fields), past 1 MiB, before GOAWAY; 0: no bound"},
     {.name = "header_table_size", .type = CONFIG_KEY_INT, AT(struct config_http2, header_table_size), .min = 0,
      .max = 65536, .def = "4096", .doc = "HPACK dynamic table size, both directions"},
     {.name = "settings_timeout", .type = CONFIG_KEY_DURATION, AT(struct config_http2, settings_timeout),
      DAYS49, .def = "10s", .doc = "how long the client may take to acknowledge SETTINGS"},
+    {.name = "websocket", .type = CONFIG_KEY_BOOL, AT(struct config_http2, websocket), .def = "true",
+     .doc = "WebSocket over HTTP/2 (RFC 8441 extended CONNECT, SETTINGS_ENABLE_CONNECT_PROTOCOL)"},
 };
 KEYSET(config_keys_http2, "http2", "in http2", http2_keys);
 

@@ -76,8 +76,12 @@
 	X(H2_RAPID_RESET, 0, "h2_rapid_reset", "HTTP/2 client reset streams past http2.max_resets a second") \
 	X(H2_CONTINUATION, 0, "h2_continuation", "HTTP/2 header block past http2.max_continuations") \
 	X(H2_FLOOD, 0, "h2_flood", "HTTP/2 frames doing no work past http2.control_frames a second") \
+	X(H2_OVERHEAD, 0, "h2_overhead", "HTTP/2 bytes past http2.overhead_ratio x their payload") \
 	X(H2_SETTINGS_TIMEOUT, 0, "h2_settings_timeout", "HTTP/2 client did not acknowledge SETTINGS in time") \
 	X(TRAILER_DROPPED, 0, "trailer_dropped", "a trailer field RFC 9110 6.5.1 keeps out of trailers (framing, routing, hop-by-hop, auth, controls) was dropped") \
+	X(H2_CONNECT, 501, "h2_connect", "HTTP/2 CONNECT without :protocol, or with one other than websocket") \
+	X(H2_WS_REQUEST, 400, "h2_websocket_request", "HTTP/2 WebSocket CONNECT without :scheme, :path or :authority, or with a Sec-WebSocket-Version other than 13") \
+	X(H2_WS_BAD_ACCEPT, 502, "h2_websocket_bad_accept", "upstream's 101 to an HTTP/2 WebSocket had a missing or wrong Sec-WebSocket-Accept") \
 	X(UPSTREAM_ALPN, 502, "upstream_alpn", "TLS upstream of a protocol = \"h2\" group did not pick h2 by ALPN") \
 	X(UPSTREAM_RESET, 502, "upstream_reset", "HTTP/2 upstream reset the stream") \
 	X(UPSTREAM_H2, 502, "upstream_h2_protocol", "HTTP/2 upstream broke the protocol: the session is closed")

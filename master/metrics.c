@@ -123,6 +123,11 @@ static const char *const tunnel_end_labels[] = {
 	TUNNEL_END_TABLE(TUNNEL_END_LABEL)
 #undef TUNNEL_END_LABEL
 };
+static const char *const h2_ws_refuse_labels[] = {
+#define H2_WS_REFUSE_LABEL(name, label) label,
+	H2_WS_REFUSE_TABLE(H2_WS_REFUSE_LABEL)
+#undef H2_WS_REFUSE_LABEL
+};
 static const char *const tls_fail_labels[] = {
 #define TLS_FAIL_LABEL(name, label) label,
 	TLS_FAIL_TABLE(TLS_FAIL_LABEL)
@@ -837,6 +842,15 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_h2_stalls_total", "counter",
 	       "Response writes refused because a client's flow-control window kept its stream's buffer full.",
 	       c.h2_stalls);
+	metric(o, "weir_h2_websocket_opened_total", "counter",
+	       "WebSocket over HTTP/2 (RFC 8441): tunnels opened, the upstream's 101 checked and answered 200.",
+	       c.h2_ws_opened);
+	metric(o, "weir_h2_websocket_active", "gauge", "WebSocket-over-HTTP/2 tunnels open.", c.h2_ws_active);
+	family(o, "weir_h2_websocket_refused_total", "counter",
+	       "Extended CONNECTs refused, by reason: connect (no :protocol), protocol (not websocket), request "
+	       "(pseudo-headers or version), bad_accept (the upstream's 101).");
+	by_label(o, "weir_h2_websocket_refused_total", "reason", h2_ws_refuse_labels, c.h2_ws_refused,
+	         H2_WS_REFUSE_COUNT);
 	family(o, "weir_h2_streams_per_connection", "histogram", "HTTP/2 client connections closed, by the streams each carried.");
 	{
 		static const uint32_t bound[H2_SPC_BUCKETS - 1] = H2_SPC_BOUNDS;

@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 24u
+#define SHM_LAYOUT_VERSION 25u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -69,6 +69,21 @@
 	X(TIMEOUT, "timeout")                 \
 	X(CLOSED, "closed")                   \
 	X(OTHER, "other")
+
+/* Why an HTTP/2 WebSocket (RFC 8441) was refused:
+ * weir_h2_websocket_refused_total{reason=...} (worker/h2/h2_ws.c). */
+#define H2_WS_REFUSE_TABLE(X)      \
+	X(CONNECT, "connect")      \
+	X(PROTOCOL, "protocol")    \
+	X(REQUEST, "request")      \
+	X(BAD_ACCEPT, "bad_accept")
+
+enum h2_ws_refuse {
+#define H2_WS_REFUSE_ENUM(name, label) H2_WS_REFUSE_##name,
+	H2_WS_REFUSE_TABLE(H2_WS_REFUSE_ENUM)
+#undef H2_WS_REFUSE_ENUM
+	H2_WS_REFUSE_COUNT
+};
 
 /* Who ended an upgraded tunnel: weir_tunnels_closed_total{by=...}. */
 #define TUNNEL_END_TABLE(X)        \
@@ -142,6 +157,8 @@ struct shm_counters {
 	uint64_t h2_rst_sent[H2_CODES];   /* RST_STREAM sent, by error code */
 	uint64_t h2_goaway_sent[H2_CODES];/* GOAWAY sent, by error code */
 	uint64_t h2_stalls;               /* response writes refused: the client's window held a stream full */
+	uint64_t h2_ws_opened;            /* WebSocket over HTTP/2: tunnels opened (a checked 101 made a 200) */
+	uint64_t h2_ws_refused[H2_WS_REFUSE_COUNT]; /* and extended CONNECTs refused, by enum h2_ws_refuse */
 	uint64_t h2_spc[H2_SPC_BUCKETS];  /* HTTP/2 connections closed, by the streams they carried (not cumulative) */
 	uint64_t h2_spc_sum;              /* and those streams */
 	/* HTTP/2 to upstreams (worker/up/h2_client.h) */
@@ -155,6 +172,7 @@ struct shm_counters {
 	uint64_t upstream_active;   /* upstream connections open */
 	uint64_t tunnels_active;    /* tunnels open */
 	uint64_t h2_streams_active; /* HTTP/2 streams open (until torn down) */
+	uint64_t h2_ws_active;      /* WebSocket-over-HTTP/2 tunnels open */
 	uint64_t h2up_sessions_active; /* HTTP/2 sessions to upstreams open */
 	uint64_t h2up_streams_active;  /* and their streams */
 	uint64_t slab_in_use;       /* slab bytes handed out */

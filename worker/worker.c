@@ -194,6 +194,8 @@ static void worker_drain_tick(ev_tstamp now)
 			next = c->next;
 			if (c->state == CONN_TXN && tunnel_is_open(c->txn))
 				continue;
+			if (c->state == CONN_H2 && h2_session_drain_cut(c, 0))
+				continue; /* its WebSocket streams stay, as tunnels do */
 			worker_count_error(WEIR_ERR(DRAIN_CUT));
 			conn_close(c);
 		}
@@ -210,6 +212,8 @@ static void worker_drain_tick(ev_tstamp now)
 			next = c->next;
 			if (c->state == CONN_TXN && tunnel_is_open(c->txn))
 				tunnel_cut(c->txn);
+			else if (c->state == CONN_H2)
+				h2_session_drain_cut(c, 1);
 		}
 	}
 	if (wk.drain_cut && (tunnels || !wk.ntunnels))

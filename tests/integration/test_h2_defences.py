@@ -137,6 +137,25 @@ def test_floods_of_frames_that_do_no_work_get_goaway(weir_factory, origin, kind)
     r.close()
 
 
+def test_bytes_far_past_their_payload_get_goaway(weir_factory, origin):
+    # frames no budget counts: 16 KiB frames of an extension type, which
+    # nghttp2 skips unseen; 12 MiB for no payload is past 8 x the payload
+    # + 1 MiB (nginx's rule). A real upload in 100-byte DATA frames
+    # (test_h2.py) is 1.09 x its payload.
+    w = h2_weir(weir_factory, origin)
+    r = RawH2(w.port)
+    r.frames(0.3)
+    one = (16384).to_bytes(3, "big") + bytes([0x20, 0]) + (0).to_bytes(4, "big") + bytes(16384)
+    try:
+        for _ in range(768):
+            r.sock.sendall(one)
+    except OSError:
+        pass
+    assert goaway_of(r.frames(3)) == ENHANCE_YOUR_CALM
+    assert fetch_metrics(w.stats_port).error("h2_overhead") == 1
+    r.close()
+
+
 def test_a_zero_increment_window_update_is_a_protocol_error(weir_factory, origin):
     w = h2_weir(weir_factory, origin)
     r = RawH2(w.port)
@@ -212,3 +231,38 @@ def test_a_drain_sends_goaway_and_the_open_stream_finishes(weir_factory, origin)
     c2 = H2Client(w.port)
     assert c2.get("/echo")["status"] == 200
     c2.close()
+
+
+def test_window_updates_a_waiting_stream_needs_are_not_taken_for_overhead(weir_factory, origin):
+    # a stream window of 1 byte: each WINDOW_UPDATE of 1 lets one more
+    # byte go, 100,000 of them (1.3 MB, no DATA or header payload) for a
+    # download as slow as the client wants; with overhead_ratio 1 they
+    # would be past 1 x the payload + 1 MiB had they not counted
+    w = h2_weir(weir_factory, origin, "overhead_ratio = 1;", timeouts={"upstream_read": "60s"})
+    r = RawH2(w.port)
+    r.send(hf.SettingsFrame(0, settings={hf.SettingsFrame.INITIAL_WINDOW_SIZE: 1}),
+           hf.WindowUpdateFrame(0, window_increment=1 << 30))
+    r.frames(0.3)
+    r.send(r.headers(1, request_headers("/bytes/1000000")))
+    # the answer under way, its first byte sent: the stream waits for window
+    first = r.frames(1.0)
+    assert any(isinstance(f, hf.DataFrame) and f.stream_id == 1 for f in first), first
+    one = hf.WindowUpdateFrame(1, window_increment=1).serialize()
+    got = b""
+    r.sock.settimeout(slack(5))
+    for _ in range(20):
+        r.sock.sendall(one * 5000)
+        # what weir sent meanwhile: 1-byte DATA frames, read and dropped
+        try:
+            while True:
+                r.sock.settimeout(0.05)
+                data = r.sock.recv(1 << 20)
+                if not data:
+                    break
+                got += data
+        except OSError:
+            pass
+    assert fetch_metrics(w.stats_port).error("h2_overhead") == 0
+    assert b"\x00\x00\x08\x07" not in got  # no GOAWAY frame header (8-byte payload, type 7)
+    assert len(got) > 90000  # the bytes the updates let go (weir gathers them into fewer frames)
+    r.close()

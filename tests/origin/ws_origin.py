@@ -9,11 +9,15 @@ that is not ours: frames, masking, ping/pong and the close handshake.
 
 Prints "ready 127.0.0.1:PORT" once listening. Every path echoes each
 message back as it came (text as text, binary as binary, up to 32 MiB),
-except /close/CODE, which closes at once with that code and reason "bye".
+except /close/CODE, which closes at once with that code and reason "bye",
+/headers, which first sends the opening handshake's request headers as a
+JSON list of pairs, and /flood/N, which sends N binary messages of 64 KiB
+as fast as the connection takes them.
 """
 
 import argparse
 import asyncio
+import json
 import sys
 
 import websockets
@@ -23,6 +27,16 @@ async def handler(ws, path=None):
     path = path if path is not None else ws.path
     if path.startswith("/close/"):
         await ws.close(int(path.rsplit("/", 1)[1]), "bye")
+        return
+    if path.startswith("/headers"):
+        await ws.send(json.dumps(list(ws.request_headers.raw_items())))
+    if path.startswith("/flood/"):
+        blob = b"f" * 65536
+        try:
+            for _ in range(int(path.rsplit("/", 1)[1])):
+                await ws.send(blob)
+        except websockets.ConnectionClosed:
+            pass
         return
     try:
         async for msg in ws:

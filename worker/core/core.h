@@ -216,6 +216,10 @@ void tunnel_free(struct txn *t);
 /* Cuts the tunnel of <t> (drain deadline passed), counted as by drain. */
 void tunnel_cut(struct txn *t);
 
+/* The client's end of <t>'s tunnel went under its codec (an HTTP/2
+ * stream reset or closed): the tunnel ends, logged and counted. */
+void tunnel_end_stream(struct txn *t);
+
 /* ==== auth ==== */
 /*
  * auth: authentication per route (routes.auth), the worker's side.

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "worker/h1/h1.h"
+#include "worker/h2/h2.h"
 #include "worker/up/up.h"
 
 void tunnel_offer(struct txn *t)
@@ -40,7 +41,8 @@ int tunnel_check_switch(const struct txn *t)
 	if (!tn->proto_len || !h || h->value_len != tn->proto_len ||
 	    strncasecmp(h->value, tn->proto, tn->proto_len) != 0)
 		return WEIR_ERR(UPSTREAM_BAD_UPGRADE);
-	return 0;
+	/* an HTTP/2 WebSocket: weir made the key, so weir checks the Accept */
+	return h2_ws_accept_check(t->c, &t->resp);
 }
 
 void tunnel_start(struct txn *t)
@@ -93,6 +95,11 @@ static void tunnel_end(struct txn *t, enum tunnel_end by)
 	txn_log_phase(t, 101, 101); /* counted when it started: no route left */
 	txn_abort(t, by == TUNNEL_END_ERROR ? WEIR_ERR(TUNNEL_ERROR) : 0);
 	conn_close(c);
+}
+
+void tunnel_end_stream(struct txn *t)
+{
+	tunnel_end(t, (enum tunnel_end)t->tun.first_eof); /* client unless the upstream closed first */
 }
 
 void tunnel_on_timeout(struct txn *t)
@@ -216,7 +223,10 @@ void tunnel_pump(struct txn *t)
 					return;
 				}
 			} else if (tn->up_eof && !tn->cl_shut) {
-				tunnel_shut(c->io.fd, c->ssl);
+				if (c->h2s) /* a stream's conn shares its session's socket */
+					h2_stream_shutdown(c);
+				else
+					tunnel_shut(c->io.fd, c->ssl);
 				tn->cl_shut = 1;
 				progress = 1;
 			}

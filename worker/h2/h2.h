@@ -44,6 +44,7 @@
 
 struct conn;
 struct buf;
+struct msg;
 
 /* Worker start: the slab classes of sessions and streams. */
 void h2_init(const struct config *cfg);
@@ -77,6 +78,23 @@ ssize_t h2_stream_recv(struct conn *c, void *p, size_t n);
 ssize_t h2_stream_sendv(struct conn *c, const struct iovec *iov, int cnt);
 void h2_stream_io_set(struct conn *c, int events);
 void h2_stream_close(struct conn *c);
+
+/* RFC 8441 (h2_ws.c), for worker/core/tunnel.c: the upstream's 101 to
+ * the WebSocket upgrade of stream conn <c>, 0 when its
+ * Sec-WebSocket-Accept answers the key weir made, else
+ * WEIR_EH2_WS_BAD_ACCEPT (counted, logged); 0 for any other stream. */
+int h2_ws_accept_check(const struct conn *c, const struct msg *resp);
+
+/* The tunnel's upstream ended: END_STREAM once what is buffered is sent
+ * (the write side's shutdown, for a stream's conn). */
+void h2_stream_shutdown(struct conn *c);
+
+/* A draining worker's bounds for session <c> (worker.c): past
+ * timeouts.drain (<tunnels> 0) its streams but WebSocket tunnels are cut,
+ * and 1 is returned while tunnels are left (0: none, close it as any);
+ * past timeouts.tunnel_drain (<tunnels> 1) its tunnels are cut too and
+ * the connection closed (returns 0). */
+int h2_session_drain_cut(struct conn *c, int tunnels);
 
 /* Gathers what nghttp2 session <ng> has to send into *<out> (taken if
  * NULL), one buffer at most; *<pend> is what mem_send gave and did not

@@ -28,6 +28,8 @@ struct h2_session {
 	struct h2_stream *streams; /* every stream with a conn */
 	uint32_t nstreams;
 	uint32_t streams_seen;     /* streams this connection opened, for weir_h2_streams_per_connection */
+	uint64_t rx_bytes;         /* bytes the client sent, and of them payload (DATA, header */
+	uint64_t rx_payload;       /* field names and values): http2.overhead_ratio */
 	struct h2_stream *start;   /* complete heads of this read batch */
 	ev_tstamp win_start;       /* the 1 s window of the rates below */
 	uint32_t win_resets;       /* client resets of unanswered streams */
@@ -83,7 +85,21 @@ struct h2_stream {
 	struct http_chunked rch;
 	uint64_t resp_left;
 	char status[12];
+	/* RFC 8441 (h2_ws.c): an extended CONNECT made a WebSocket upgrade */
+	uint8_t ws;                /* H2_WS_* */
+	uint32_t ws_handed;        /* tunnel bytes given to the core, not yet consumed */
+	char ws_accept[32];        /* the Sec-WebSocket-Accept the key weir made wants */
 };
+
+/* A record of the header block (h2_stream.c): its kind, name and value. */
+struct hrec {
+	int kind;
+	const char *name, *value;
+	size_t nlen, vlen;
+};
+size_t h2_rec(const struct buf *hb, size_t off, struct hrec *r);
+int h2_put_bytes(struct buf *b, const char *p, size_t n);
+void h2_stream_more(struct h2_stream *st);
 
 /* h2_stream.c, called by the session */
 struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id);
@@ -97,6 +113,35 @@ void h2_stream_start(struct h2_stream *st);
 void h2_stream_ng_closed(struct h2_stream *st, uint32_t code);
 void h2_stream_free(struct h2_stream *st);
 void h2_stream_wake(struct h2_stream *st, int ev);
+/* h2_ws.c: WebSocket over HTTP/2 (RFC 8441 extended CONNECT) as an
+ * HTTP/1.1 Upgrade for the core, which checks the switch and relays the
+ * tunnel (worker/core/tunnel.c) through the stream's conn as ever. */
+enum { H2_WS_NONE, H2_WS_ASKED, H2_WS_OPEN };
+/* Whether the pseudo-header <r> is :protocol (nghttp2 lets it through
+ * only while our SETTINGS enable it). */
+int h2_ws_is_protocol(const struct hrec *r);
+/* A CONNECT's head in <st->hb>: 0 and <method> made GET for an extended
+ * CONNECT for a WebSocket, else the error to answer with (counted). */
+int h2_ws_connect(struct h2_stream *st, struct hrec *method);
+/* Whether the client's field <r> stays out of the upgrade request. */
+int h2_ws_skip_field(const struct h2_stream *st, const struct hrec *r);
+/* The upgrade fields with a key of weir's into <h>; nonzero: no room. */
+int h2_ws_head_fields(struct h2_stream *st, struct buf *h);
+/* Whether a field of the (checked) 101 stays out of the 200. */
+int h2_ws_skip_resp(const struct h2_stream *st, const struct hdr *h);
+/* The 200 is submitted: the response body is the tunnel from here. */
+void h2_ws_open(struct h2_stream *st);
+/* The codec's recv once the tunnel is open: the client's DATA into the
+ * conn's input for the tunnel. */
+int h2_ws_recv(struct side *s);
+/* nghttp2 closed the stream with <code>: 1 if it is a tunnel both sides
+ * ended cleanly, which then ends as the tunnel passes the client's last
+ * bytes and its END_STREAM upstream (woken here), not at once. */
+int h2_ws_closed_clean(struct h2_stream *st, uint32_t code);
+/* The stream goes: 1 if it ended the tunnel of its transaction. */
+int h2_ws_close(struct h2_stream *st);
+void h2_ws_free(struct h2_stream *st);
+
 /* h2_session.c, for the streams */
 void h2_session_kick(struct h2_session *s);
 void h2_count_rst(int sent, uint32_t code);

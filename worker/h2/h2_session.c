@@ -139,6 +139,7 @@ static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8
 
 	if (s->dead || f->hd.type != NGHTTP2_HEADERS)
 		return 0;
+	s->rx_payload += nlen + vlen;
 	st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
 	if (!st)
 		return 0;
@@ -178,6 +179,11 @@ static int h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	if (s->dead)
 		return 0;
 	h2_window_roll(s);
+	/* frames nghttp2 shows are payload to http2.overhead_ratio: those
+	 * that do no work have a budget of their own (control_frames), and a
+	 * long download's WINDOW_UPDATEs are most of what its client sends */
+	if (f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS)
+		s->rx_payload += 9u + f->hd.length; /* a frame's header is 9 bytes */
 	if (h2_no_work(s, f) && ++s->win_control > wk.cfg->http2.control_frames) {
 		h2_session_refuse(s, WEIR_ERR(H2_FLOOD), NGHTTP2_ENHANCE_YOUR_CALM);
 		return 0;
@@ -223,6 +229,7 @@ static int h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, cons
 	struct h2_stream *st = s->dead ? NULL : nghttp2_session_get_stream_user_data(ng, id);
 	(void)flags;
 
+	s->rx_payload += len;
 	if (!st || st->core_done || h2_stream_data(st, p, len) < 0) {
 		/* thrown away: given back to the window at once */
 		nghttp2_session_consume(ng, id, len);
@@ -262,9 +269,9 @@ static int h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	if (s->dead || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM) || f->hd.stream_id == 0)
 		return 0;
 	st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-	if (st && !st->in_eos) {
+	if (st && !st->in_eos && st->ws != H2_WS_OPEN) {
 		/* answered before the request ended: the rest is not wanted
-		 * (RFC 9113 8.1) */
+		 * (RFC 9113 8.1); a tunnel's END_STREAM is only its half close */
 		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_NO_ERROR);
 	}
 	return 0;
@@ -379,7 +386,7 @@ static void h2_session_deadline(struct h2_session *s)
 void h2_session_start(struct conn *c)
 {
 	struct h2_session *s = h2_alloc();
-	nghttp2_settings_entry iv[5];
+	nghttp2_settings_entry iv[6];
 	int niv = 0;
 
 	if (!s) {
@@ -408,6 +415,9 @@ void h2_session_start(struct conn *c)
 	iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, wk.cfg->http2.header_table_size};
 	iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, wk.cfg->limits.header_size};
 	iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_PUSH, 0};
+	/* RFC 8441: nghttp2 takes :protocol only once this is sent (h2_ws.c) */
+	if (wk.cfg->http2.websocket)
+		iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1};
 	nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, (size_t)niv);
 	/* the connection's window: every stream's buffer may be full */
 	nghttp2_session_set_local_window_size(s->ng, NGHTTP2_FLAG_NONE, 0,
@@ -463,6 +473,15 @@ static void h2_session_start_streams(struct h2_session *s)
 	}
 }
 
+/* http2.overhead_ratio: bytes far past their payload (nginx's rule:
+ * frames no budget counts, padding, extension frames nghttp2 skips). */
+static int h2_overhead_past(const struct h2_session *s)
+{
+	uint32_t r = wk.cfg->http2.overhead_ratio;
+
+	return r && !s->refused && s->rx_bytes / r > s->rx_payload + (1u << 20);
+}
+
 /* Reads what the socket has and hands it to nghttp2, whole batch first. */
 static int h2_session_read(struct h2_session *s)
 {
@@ -474,6 +493,7 @@ static int h2_session_read(struct h2_session *s)
 
 		if (n > 0) {
 			SHM_ADD(wk.cnt, bytes_in, n);
+			s->rx_bytes += (uint64_t)n;
 			if ((size_t)n < sizeof(in) && !(c->ssl && tls_bio_pending(c->ssl)))
 				c->readable = 0;
 			s->in_ng = 1;
@@ -489,6 +509,10 @@ static int h2_session_read(struct h2_session *s)
 					worker_count_error(WEIR_ERR(H2_PROTOCOL));
 				s->goaway = s->fatal = 1;
 				return -1;
+			}
+			if (h2_overhead_past(s)) {
+				h2_session_refuse(s, WEIR_ERR(H2_OVERHEAD), NGHTTP2_ENHANCE_YOUR_CALM);
+				return 0;
 			}
 			continue;
 		}

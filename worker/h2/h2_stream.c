@@ -106,6 +106,7 @@ void h2_stream_free(struct h2_stream *st)
 	h2_put(&st->rtr);
 	if (st->sc.in)
 		buf_put(st->sc.in);
+	h2_ws_free(st);
 	h2_release(st);
 }
 
@@ -163,13 +164,7 @@ int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t nlen, con
 }
 
 /* A record of <hb> at <off>: its kind, name and value. */
-struct hrec {
-	int kind;
-	const char *name, *value;
-	size_t nlen, vlen;
-};
-
-static size_t h2_rec(const struct buf *hb, size_t off, struct hrec *r)
+size_t h2_rec(const struct buf *hb, size_t off, struct hrec *r)
 {
 	const unsigned char *p = (const unsigned char *)hb->data + off;
 
@@ -208,7 +203,7 @@ static void h2_stream_answer_local(struct h2_stream *st, int rc)
 }
 
 /* Appends <p>[0..n) to <b>; 0, or -1 when it does not fit. */
-static int h2_put_bytes(struct buf *b, const char *p, size_t n)
+int h2_put_bytes(struct buf *b, const char *p, size_t n)
 {
 	if (b->end + n > wk.buf_size)
 		return -1;
@@ -258,7 +253,7 @@ int h2_stream_head_end(struct h2_stream *st, int eos)
 			host = r;
 			break;
 		case HK_COOKIE: cookies++; break;
-		case HK_OTHER_PSEUDO: bad = 1; break; /* :protocol: no extended CONNECT */
+		case HK_OTHER_PSEUDO: bad |= !h2_ws_is_protocol(&r); break;
 		case HK_FIELD:
 			length |= r.nlen == 14 && memcmp(r.name, "content-length", 14) == 0;
 			break;
@@ -268,6 +263,15 @@ int h2_stream_head_end(struct h2_stream *st, int eos)
 	 * disagreement is a request smuggled past whoever routed on one */
 	if (auth.name && host.name && !h2_ieq(auth.value, auth.vlen, host.value, host.vlen))
 		bad = 1;
+	if (!bad && method.vlen == 7 && memcmp(method.value, "CONNECT", 7) == 0) {
+		/* RFC 8441: a WebSocket, a GET with an Upgrade for the core */
+		int rc = h2_ws_connect(st, &method);
+
+		if (rc < 0) {
+			h2_stream_answer_local(st, rc);
+			return -1;
+		}
+	}
 	if (!method.name || !path.name || (method.vlen == 7 && memcmp(method.value, "CONNECT", 7) == 0))
 		bad = 1; /* CONNECT (a tunnel) is not served over HTTP/2 */
 	if (bad || !(h = buf_get())) {
@@ -283,7 +287,7 @@ int h2_stream_head_end(struct h2_stream *st, int eos)
 		bad |= PUTS(h, "Host: ") | h2_put_bytes(h, auth.value, auth.vlen) | PUTS(h, "\r\n");
 	for (off = 0; off < hb->end;) {
 		off = h2_rec(hb, off, &r);
-		if (r.kind != HK_FIELD)
+		if (r.kind != HK_FIELD || h2_ws_skip_field(st, &r))
 			continue;
 		bad |= h2_put_bytes(h, r.name, r.nlen) | PUTS(h, ": ") | h2_put_bytes(h, r.value, r.vlen) |
 		       PUTS(h, "\r\n");
@@ -304,7 +308,9 @@ int h2_stream_head_end(struct h2_stream *st, int eos)
 		}
 		bad |= PUTS(h, "\r\n");
 	}
-	if (!eos && !length) {
+	if (st->ws)
+		bad |= h2_ws_head_fields(st, h);
+	else if (!eos && !length) {
 		/* a body of unknown length: chunked towards the core, which
 		 * decodes it and frames it anew for the upstream */
 		st->in_chunked = 1;
@@ -498,6 +504,8 @@ static int h2_codec_recv(struct side *s)
 	struct h2_stream *st = c->h2s;
 	size_t fresh = st->unreported;
 
+	if (st->ws == H2_WS_OPEN)
+		return h2_ws_recv(s);
 	c->readable = 0;
 	st->unreported = 0;
 	if (st->ng_closed && !st->in_eos)
@@ -575,7 +583,7 @@ static ssize_t h2_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
 }
 
 /* More response body (or its end) for nghttp2 to send. */
-static void h2_stream_more(struct h2_stream *st)
+void h2_stream_more(struct h2_stream *st)
 {
 	if (st->deferred && !st->ng_closed) {
 		st->deferred = 0;
@@ -669,19 +677,21 @@ static int h2_stream_submit(struct h2_stream *st)
 	static char clen[24];
 	int has_body;
 
-	if (m->status < 200) {
+	if (m->status < 200 && !(m->status == 101 && st->ws)) {
 		if (m->status == 101)
 			return -1; /* no upgrade is asked for over HTTP/2 */
 		return 1;
 	}
-	snprintf(st->status, sizeof(st->status), "%03d", m->status);
+	/* a checked switch (h2_ws_accept_check) is RFC 8441's 200 */
+	snprintf(st->status, sizeof(st->status), "%03d", m->status == 101 ? 200 : m->status);
 	nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
 	for (uint32_t i = 0; i < m->hl.n && n + 2 < nmax; i++) {
 		struct hdr *h = &m->hl.v[i];
 		char *name = (char *)h->name;
 
 		/* connection-specific fields never cross (RFC 9113 8.2.2) */
-		if ((h->flags & (HDR_HOP | HDR_FRAMING)) || h->tok == HT_TRANSFER_ENCODING)
+		if ((h->flags & (HDR_HOP | HDR_FRAMING)) || h->tok == HT_TRANSFER_ENCODING ||
+		    (m->status == 101 && h2_ws_skip_resp(st, h)))
 			continue;
 		for (uint32_t k = 0; k < h->name_len; k++)
 			if (name[k] >= 'A' && name[k] <= 'Z')
@@ -694,7 +704,8 @@ static int h2_stream_submit(struct h2_stream *st)
 
 		nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)clen, 14, (size_t)l, NGHTTP2_NV_FLAG_NONE};
 	}
-	has_body = m->body != HTTP_BODY_NONE && !(m->body == HTTP_BODY_LENGTH && m->content_length == 0);
+	has_body = (m->body != HTTP_BODY_NONE && !(m->body == HTTP_BODY_LENGTH && m->content_length == 0)) ||
+	           m->status == 101;
 	{
 		nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2_data_read};
 
@@ -707,6 +718,8 @@ static int h2_stream_submit(struct h2_stream *st)
 	http_chunked_init(&st->rch);
 	st->resp_state = has_body ? H2_RESP_BODY : H2_RESP_DONE;
 	st->resp_eof = !has_body;
+	if (m->status == 101)
+		h2_ws_open(st);
 	return 0;
 }
 
@@ -812,7 +825,7 @@ void h2_stream_close(struct conn *c)
 	if (st->core_done)
 		return;
 	st->core_done = 1;
-	if (c->txn)
+	if (c->txn && !h2_ws_close(st))
 		txn_abort(c->txn, st->rst_recv ? WEIR_ERR(CLIENT_CLOSED) : 0);
 	ev_clear_pending(wk.loop, &c->io);
 	ev_timer_stop(wk.loop, &c->timer);
@@ -830,7 +843,7 @@ void h2_stream_close(struct conn *c)
 		h2_put(&st->body);
 	}
 	if (!st->ng_closed && !s->dead) {
-		if (st->resp_state == H2_RESP_BODY && st->rm.body == HTTP_BODY_CLOSE) {
+		if (st->resp_state == H2_RESP_BODY && st->rm.body == HTTP_BODY_CLOSE && st->ws != H2_WS_OPEN) {
 			st->resp_eof = 1; /* the end of an until-close body */
 			st->resp_state = H2_RESP_DONE;
 			h2_stream_more(st);
@@ -846,8 +859,9 @@ void h2_stream_close(struct conn *c)
 
 void h2_stream_ng_closed(struct h2_stream *st, uint32_t code)
 {
-	(void)code;
 	st->ng_closed = 1;
+	if (!st->core_done && h2_ws_closed_clean(st, code))
+		return; /* the tunnel first passes on what came before END_STREAM */
 	if (!st->core_done)
 		h2_stream_close(&st->sc); /* frees it */
 	else
