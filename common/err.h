@@ -46,6 +46,7 @@
 	X(SEND_TOO_SLOW, 0, "send_too_slow", "client read the response below limits.client_send_rate") \
 	X(REQUEST_TIMEOUT, 408, "request_timeout", "request not received within timeouts.request") \
 	X(REQUEST_TIMEOUT_UPSTREAM, 504, "request_timeout_upstream", "no answer within timeouts.request") \
+	X(GRPC_DEADLINE, 504, "grpc_deadline", "gRPC call past its grpc-timeout") \
 	X(ACCEPT_FAILED, 0, "accept_failed", "accept failed: out of descriptors or memory") \
 	X(UPSTREAM_BAD_UPGRADE, 502, "upstream_bad_upgrade", "upstream switched protocols unasked or to another") \
 	X(TUNNEL_ERROR, 0, "tunnel_error", "tunnel cut by a read or write error") \

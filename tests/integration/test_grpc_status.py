@@ -109,3 +109,28 @@ def test_a_grpcio_client_over_h2c_gets_the_codes_from_weir_itself(weir_factory, 
     assert got["down"][0] == grpc.StatusCode.UNAVAILABLE, got
     # logged as the HTTP/2 requests they were (the log is written a beat later)
     wait_until(lambda: sum("HTTP/2.0" in l for l in w.access_lines()) >= 4, slack(5), what="4 HTTP/2 log lines")
+
+
+def test_grpc_timeout_is_the_calls_deadline_bounded_by_timeouts_request(weir_factory, origin):
+    # the call's own grpc-timeout (the spec's 1-8 digits and a unit) is
+    # weir's deadline for it: DEADLINE_EXCEEDED, counted grpc_deadline;
+    # timeouts.request still bounds a longer one; junk is ignored
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}],
+                     timeouts={"upstream_read": "20s", "request": "1500ms"})
+    for value in ("300m", "300000u", "1S"):
+        t0 = time.monotonic()
+        assert_grpc(call(w.port, "/slow/5000", extra=[("grpc-timeout", value)]), 4, "grpc-timeout")
+        took = time.monotonic() - t0
+        assert took < slack(1.4), (value, took)
+    assert w.metrics().error("grpc_deadline") == 3
+    t0 = time.monotonic()
+    assert_grpc(call(w.port, "/slow/5000", extra=[("grpc-timeout", "10S")]), 4)  # timeouts.request's 1.5 s
+    assert 1.4 < time.monotonic() - t0 < slack(4)
+    assert w.metrics().error("grpc_deadline") == 3
+    for junk in ("10", "123456789S", "1x", "-1S"):
+        r = call(w.port, "/slow/100", extra=[("grpc-timeout", junk)])
+        assert r.status == 200 and r.get("grpc-status") is None, (junk, r)
+    # a plain request's header of that name is no deadline
+    with Client(w.port) as c:
+        r = c.request("GET", "/slow/800", headers=[("grpc-timeout", "100m")])
+    assert r.status == 200 and r.body == b"slow\n"

@@ -872,6 +872,7 @@ struct txn {
 	uint8_t up_reusable;     /* upstream connection may go back to the pool */
 	uint8_t up_wait, cl_wait; /* what each side's timer now measures */
 	uint8_t early;           /* the request came in TLS early data (0-RTT) */
+	uint32_t grpc_deadline;  /* ms from its start: a gRPC call's grpc-timeout (grpc_deadline()); 0 none */
 	uint8_t buffering;       /* reading the body whole before picking a server */
 	uint8_t body_buffered;   /* the whole body was read before a server was
 	                          * picked and is kept (in c->in or t->body) until

@@ -28,13 +28,46 @@ int grpc_request(const struct txn *t)
 	return 0;
 }
 
+uint32_t grpc_deadline(const struct txn *t)
+{
+	for (uint32_t i = 0; i < t->req.hl.n; i++) {
+		const struct hdr *h = &t->req.hl.v[i];
+		uint64_t v = 0, ms;
+		uint32_t k;
+
+		if (h->name_len != 12 || strncasecmp(h->name, "grpc-timeout", 12))
+			continue;
+		if (h->value_len < 2 || h->value_len > 9)
+			return 0;
+		for (k = 0; k + 1 < h->value_len; k++) {
+			if (h->value[k] < '0' || h->value[k] > '9')
+				return 0;
+			v = v * 10 + (uint64_t)(h->value[k] - '0');
+		}
+		switch (h->value[k]) {
+		case 'H': ms = v * 3600000; break;
+		case 'M': ms = v * 60000; break;
+		case 'S': ms = v * 1000; break;
+		case 'm': ms = v; break;
+		case 'u': ms = (v + 999) / 1000; break;
+		case 'n': ms = (v + 999999) / 1000000; break;
+		default: return 0;
+		}
+		if (!ms) /* a deadline shorter than a millisecond: one */
+			ms = 1;
+		return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+	}
+	return 0;
+}
+
 int grpc_code(int rc, int status)
 {
 	/* the kinds the HTTP status alone would map otherwise */
 	if (rc == WEIR_ERR(UPSTREAM_LIMIT) || rc == WEIR_ERR(QUEUE_TIMEOUT) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY) ||
 	    rc == WEIR_ERR(AUTH_BUSY) || rc == WEIR_ERR(RATE_LIMITED))
 		return GRPC_RESOURCE_EXHAUSTED;
-	if (rc == WEIR_ERR(REQUEST_TIMEOUT) || rc == WEIR_ERR(BODY_TIMEOUT) || rc == WEIR_ERR(HEADER_TIMEOUT))
+	if (rc == WEIR_ERR(REQUEST_TIMEOUT) || rc == WEIR_ERR(BODY_TIMEOUT) || rc == WEIR_ERR(HEADER_TIMEOUT) ||
+	    rc == WEIR_ERR(GRPC_DEADLINE))
 		return GRPC_DEADLINE_EXCEEDED;
 	switch (status) {
 	case 400: return GRPC_INTERNAL;

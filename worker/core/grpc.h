@@ -39,6 +39,12 @@ enum grpc_code {
 /* Is <t>'s request (its head read whole) a gRPC call? */
 int grpc_request(const struct txn *t);
 
+/* The grpc-timeout of gRPC call <t> in ms (rounded up, at least 1), or
+ * 0 when it has none or an invalid one: 1 to 8 digits and a unit, H M S
+ * m u n (the gRPC over HTTP/2 spec). The call's deadline is the least of
+ * it and timeouts.request (txn_client.c), answered DEADLINE_EXCEEDED. */
+uint32_t grpc_deadline(const struct txn *t);
+
 /* The gRPC status for weir's error <rc> (WEIR_ERR), whose HTTP answer
  * would be <status>. Pure. */
 int grpc_code(int rc, int status);

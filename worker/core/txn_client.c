@@ -170,17 +170,29 @@ static int txn_rate_update(struct txn_rate *r, int waiting, uint64_t bytes, uint
 	return 0;
 }
 
+/* The request's cap in ms: timeouts.request, or a gRPC call's
+ * grpc-timeout when it is sooner; 0 none. */
+static uint32_t txn_request_cap(const struct txn *t)
+{
+	uint32_t cap = TXN_SET(t)->timeouts.request;
+
+	return t->grpc_deadline && (!cap || t->grpc_deadline < cap) ? t->grpc_deadline : cap;
+}
+
 /* The request cap and the rate windows, as they stand now (the wait in
  * t->cl_wait going on). Returns 0 or the error to end the request with. */
 int txn_client_check(struct txn *t, uint8_t wait)
 {
 	const struct config_limits *l = &TXN_SET(t)->limits;
 	ev_tstamp now = ev_now(wk.loop);
-	uint32_t cap = TXN_SET(t)->timeouts.request, window = TXN_SET(t)->timeouts.rate_window;
+	uint32_t cap = txn_request_cap(t), window = TXN_SET(t)->timeouts.rate_window;
 
-	if (cap && now >= t->start + cap / 1000.0)
+	if (cap && now >= t->start + cap / 1000.0) {
+		if (cap == t->grpc_deadline) /* the client's own deadline: DEADLINE_EXCEEDED, or the stream cut */
+			return WEIR_ERR(GRPC_DEADLINE);
 		return !t->req_body_done || t->resp_started ? WEIR_ERR(REQUEST_TIMEOUT)
 		                                            : WEIR_ERR(REQUEST_TIMEOUT_UPSTREAM);
+	}
 	if (txn_rate_update(&t->rate_in, wait == WAIT_READ, t->body_in, l->client_body_rate, now, window))
 		return WEIR_ERR(BODY_TOO_SLOW);
 	if (txn_rate_update(&t->rate_out, wait == WAIT_SEND, t->bytes_out, l->client_send_rate, now, window))
@@ -199,13 +211,14 @@ int txn_client_clock(struct txn *t, uint8_t wait, int io)
 	const struct config_limits *l = &TXN_SET(t)->limits;
 	ev_tstamp at, window = to->rate_window / 1000.0;
 	const struct txn_rate *r = NULL;
+	uint32_t cap = txn_request_cap(t);
 	int rc;
 
 	/* the common pass: still waiting on nothing from the client, no
 	 * window open and no cap; the checks below would find what the last
 	 * pass found (a rate is judged only when a wait adds to its window) */
 	if (wait == WAIT_NONE && t->cl_wait == WAIT_NONE && !io && t->rate_in.since == 0 && t->rate_out.since == 0 &&
-	    !to->request)
+	    !cap)
 		return 0;
 	rc = txn_client_check(t, wait);
 	if (rc < 0)
@@ -221,8 +234,8 @@ int txn_client_clock(struct txn *t, uint8_t wait, int io)
 		r = &t->rate_out;
 	if (r && window > 0 && r->since + window - r->waited < at)
 		at = r->since + window - r->waited;
-	if (to->request && t->start + to->request / 1000.0 < at)
-		at = t->start + to->request / 1000.0;
+	if (cap && t->start + cap / 1000.0 < at)
+		at = t->start + cap / 1000.0;
 	conn_set_deadline(t->c, at);
 	return 0;
 }

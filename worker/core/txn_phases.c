@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "worker/core/grpc.h"
 #include "worker/core/match.h"
 #include "worker/h1/h1.h"
 #include "worker/net/net.h"
@@ -88,6 +89,8 @@ static enum ph_rc ph_route(struct txn *t, const void *conf)
 	if (!t->route)
 		return ph_answer(t, WEIR_ERR(NO_ROUTE));
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
+	if (grpc_request(t)) /* the call's deadline, bounded by timeouts.request */
+		t->grpc_deadline = grpc_deadline(t);
 	/* routes.split (split.c): the side's group, for everything after;
 	 * tested here, not in a handler of its own, so a route without one
 	 * pays a compare, not a handler's call */
