@@ -231,6 +231,21 @@ def test_a_server_rst_stream_gives_502_and_the_session_lives_on(weir_factory, h2
     assert o.connections == 1
 
 
+def test_a_server_reset_mid_answer_resets_the_h2_clients_stream(weir_factory, h2o):
+    # cancellation the other way: the server's RST_STREAM after the answer
+    # began reaches an HTTP/2 client as a reset, never as a clean end
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    c = H2Client(w.port)
+    r = c.wait([c.request("/midrst", method="POST", body=b"\0\0\0\0\0",
+                          headers=[("content-type", "application/grpc"), ("te", "trailers")])], timeout=5)[0]
+    assert r["status"] == 200 and r["reset"] is not None and not r["ended"], r
+    assert c.get("/echo")["status"] == 200  # the client's connection lives on
+    c.close()
+    assert fetch_metrics(w.stats_port)("weir_h2_upstream_resets_total", direction="received",
+                                       code="INTERNAL_ERROR") == 1
+
+
 def test_a_session_that_cannot_connect_sends_its_requests_to_the_next_server(weir_factory, h2o):
     o = h2o()
     dead = "127.0.0.1:%d" % free_port()  # nothing listens there

@@ -215,6 +215,14 @@ class Conn:
         q["done"] = True
         hs = dict(q["headers"])
         path = hs.get(":path", "/")
+        if path.startswith("/midrst"):
+            # an answer under way, then RST_STREAM INTERNAL_ERROR
+            self.c.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
+            self.c.send_data(sid, b"\0\0\0\0\x05hello")
+            self.c.reset_stream(sid, error_code=2)
+            self.reqs.pop(sid, None)
+            self.open -= 1
+            return
         if path.startswith("/rst"):
             self.c.reset_stream(sid, error_code=2)
             self.reqs.pop(sid, None)
