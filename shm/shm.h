@@ -76,7 +76,8 @@
 	X(CONNECT, "connect")      \
 	X(PROTOCOL, "protocol")    \
 	X(REQUEST, "request")      \
-	X(BAD_ACCEPT, "bad_accept")
+	X(BAD_ACCEPT, "bad_accept")  \
+	X(NO_SWITCH, "no_switch")
 
 enum h2_ws_refuse {
 #define H2_WS_REFUSE_ENUM(name, label) H2_WS_REFUSE_##name,
