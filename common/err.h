@@ -83,6 +83,7 @@
 	X(H2_CONNECT, 501, "h2_connect", "HTTP/2 CONNECT without :protocol, or with one other than websocket") \
 	X(H2_WS_REQUEST, 400, "h2_websocket_request", "HTTP/2 WebSocket CONNECT without :scheme, :path or :authority, or with a Sec-WebSocket-Version other than 13") \
 	X(H2_WS_BAD_ACCEPT, 502, "h2_websocket_bad_accept", "upstream's 101 to an HTTP/2 WebSocket had a missing or wrong Sec-WebSocket-Accept") \
+	X(H2_WS_NO_SWITCH, 502, "h2_websocket_no_switch", "upstream answered an HTTP/2 WebSocket with a 2xx, not a switch") \
 	X(UPSTREAM_ALPN, 502, "upstream_alpn", "TLS upstream of a protocol = \"h2\" group did not pick h2 by ALPN") \
 	X(UPSTREAM_RESET, 502, "upstream_reset", "HTTP/2 upstream reset the stream") \
 	X(UPSTREAM_H2, 502, "upstream_h2_protocol", "HTTP/2 upstream broke the protocol: the session is closed")

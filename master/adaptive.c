@@ -128,7 +128,7 @@ static void adaptive_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	shm_sum_keys(ad.seg, ad.routes, ad.servers);
 	if (ad.conc)
-		adaptive_conc_tick(ad.seg, t, ad.routes);
+		adaptive_conc_tick(ad.seg, t, ad.routes, ADAPTIVE_TICK);
 	for (int i = 0; s && i < ad.cfg->nrate_limits; i++) {
 		const struct config_rate_limit *l = &ad.cfg->rate_limits[i];
 		struct adaptive_state *st = &ad.st[l->id];

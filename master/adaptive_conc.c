@@ -8,7 +8,6 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "master/adaptive.h"
 #include "master/adaptive_conc.h"
 #include "master/textbuf.h"
 #include "shm/resil.h"
@@ -85,7 +84,8 @@ static void adaptive_conc_publish(struct shm_resil_group *g, const struct adapti
 	atomic_store_explicit(&g->ac_baseline_us, (uint32_t)s->baseline, memory_order_relaxed);
 }
 
-void adaptive_conc_tick(struct shm_segment *seg, const struct route_table *t, const struct shm_route_counters *routes)
+void adaptive_conc_tick(struct shm_segment *seg, const struct route_table *t, const struct shm_route_counters *routes,
+                        double tick)
 {
 	ac.routes = routes;
 	for (uint32_t u = 0; u < t->nupstreams; u++) {
@@ -125,7 +125,7 @@ void adaptive_conc_tick(struct shm_segment *seg, const struct route_table *t, co
 			adaptive_conc_publish(g, s);
 			continue;
 		}
-		ticks = (uint32_t)(c->window / (ADAPTIVE_TICK * 1000) + 0.5);
+		ticks = (uint32_t)(c->window / (tick * 1000) + 0.5);
 		if (++s->ticks < (ticks ? ticks : 1))
 			continue;
 		if (count > s->count) {

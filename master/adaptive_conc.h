@@ -42,10 +42,11 @@ struct route_table;
 struct shm_route_counters;
 struct textbuf;
 
-/* One ADAPTIVE_TICK (adaptive.c's timer, which sums the counters once
- * for both controllers): every group of <t> with adaptive_concurrency,
- * from <routes>, the sums of this tick. */
-void adaptive_conc_tick(struct shm_segment *seg, const struct route_table *t, const struct shm_route_counters *routes);
+/* One tick of adaptive.c's timer (<tick> seconds; it sums the counters
+ * once for both controllers): every group of <t> with
+ * adaptive_concurrency, from <routes>, the sums of this tick. */
+void adaptive_conc_tick(struct shm_segment *seg, const struct route_table *t, const struct shm_route_counters *routes,
+                        double tick);
 
 /* Any group of <cfg> with adaptive_concurrency? */
 int adaptive_conc_any(const struct config *cfg);

@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 25u
+#define SHM_LAYOUT_VERSION 26u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -76,7 +76,8 @@
 	X(CONNECT, "connect")      \
 	X(PROTOCOL, "protocol")    \
 	X(REQUEST, "request")      \
-	X(BAD_ACCEPT, "bad_accept")
+	X(BAD_ACCEPT, "bad_accept")  \
+	X(NO_SWITCH, "no_switch")
 
 enum h2_ws_refuse {
 #define H2_WS_REFUSE_ENUM(name, label) H2_WS_REFUSE_##name,

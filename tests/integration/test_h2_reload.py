@@ -1,11 +1,12 @@
-"""Reloads under HTTP/2 load (issue 12, item 7: "graceful GOAWAY on drain
-and on reload, so clients move to the new workers without losing a
-stream"): clients keep several streams open at once and reconnect when a
-GOAWAY comes; every stream the old worker accepted (at or below the
-GOAWAY's last stream id) is answered in full, and one above it was never
-started, so the client sends it again. h2load cannot show this (it does
-not reconnect after a GOAWAY), nor python3-h2 alone (it refuses frames
-after one): h2util's past_goaway client does."""
+"""Reloads and binary upgrades under HTTP/2 load (issue 12, item 7:
+"graceful GOAWAY on drain and on reload, so clients move to the new
+workers without losing a stream"): clients keep several streams open at
+once and reconnect when a GOAWAY comes; every stream the old worker
+accepted (at or below the GOAWAY's last stream id) is answered in full,
+and one above it was never started, so the client sends it again.
+h2load cannot show this (it does not reconnect after a GOAWAY), nor
+python3-h2 alone (it refuses frames after one): h2util's past_goaway
+client does."""
 
 import signal
 import threading
@@ -13,32 +14,47 @@ import time
 
 from harness import fetch_metrics, slack, wait_until
 from h2util import H2Client
+from test_upgrade import masters, private_binary, read_pid, start_weir  # noqa: F401 (fixtures)
 
 
-def test_reloads_under_h2_load_lose_no_stream(weir_factory, origin):
-    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}],
-                     workers=2)
-    stop = threading.Event()
-    tally = {"ok": 0, "again": 0, "lost": [], "goaways": 0, "after": 0}
-    lock = threading.Lock()
-    reloaded_at = []
+class H2Load:
+    """Four clients, five streams open at a time each, until stopped."""
 
-    def client(k):
+    def __init__(self, port):
+        self.port = port
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.tally = {"ok": 0, "again": 0, "lost": [], "goaways": 0, "after": 0}
+        self.marks = []
+        self.threads = [threading.Thread(target=self.client, args=(k,)) for k in range(4)]
+        for t in self.threads:
+            t.start()
+
+    def mark(self):
+        """An event (a signal sent): answers 0.3 s after it count as after."""
+        self.marks.append(time.monotonic())
+
+    def client(self, k):
         pending = []
-        while not stop.is_set():
-            c = H2Client(w.port, past_goaway=True)
+        tally = self.tally
+        while not self.stop.is_set():
             try:
-                while not stop.is_set() and c.goaway is None and not c.closed:
+                c = H2Client(self.port, past_goaway=True)
+            except OSError:
+                time.sleep(0.05)  # between an old master's close and a new one's accept
+                continue
+            try:
+                while not self.stop.is_set() and c.goaway is None and not c.closed:
                     want = pending or ["/echo/slow/%d" % (20 + 10 * i) for i in range(5)]
                     pending = []
                     sids = {c.request(p): p for p in want}
                     got = c.wait(list(sids), timeout=10)
                     for sid, r in zip(sids, got):
                         done = r["ended"] and r["status"] == 200 and sids[sid].encode() in r["body"]
-                        with lock:
+                        with self.lock:
                             if done:
                                 tally["ok"] += 1
-                                if reloaded_at and time.monotonic() > reloaded_at[-1] + 0.3:
+                                if self.marks and time.monotonic() > self.marks[-1] + 0.3:
                                     tally["after"] += 1
                             elif c.last_stream_id is not None and sid > c.last_stream_id and r["status"] is None:
                                 tally["again"] += 1  # never started: sent again
@@ -46,27 +62,56 @@ def test_reloads_under_h2_load_lose_no_stream(weir_factory, origin):
                             else:
                                 tally["lost"].append((k, sid, r, c.goaway, c.last_stream_id))
                 if c.goaway is not None:
-                    with lock:
+                    with self.lock:
                         tally["goaways"] += 1
+            except OSError as e:
+                with self.lock:  # an open connection reset: whatever was on it is lost
+                    tally["lost"].append((k, "connection", repr(e)))
             finally:
                 c.close()
 
-    ts = [threading.Thread(target=client, args=(k,)) for k in range(4)]
-    for t in ts:
-        t.start()
+    def end(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(slack(20))
+        return self.tally
+
+
+def test_reloads_under_h2_load_lose_no_stream(weir_factory, origin):
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}],
+                     workers=2)
+    load = H2Load(w.port)
     try:
         for _ in range(3):
             time.sleep(1.0)
             w.signal(signal.SIGHUP)
-            reloaded_at.append(time.monotonic())
+            load.mark()
         time.sleep(1.5)
     finally:
-        stop.set()
-        for t in ts:
-            t.join(slack(20))
+        tally = load.end()
     assert tally["lost"] == [], tally["lost"][:3]
     assert tally["goaways"] >= 4, tally  # the reloads reached the clients
     assert tally["ok"] > 100 and tally["after"] > 0, tally
     m = fetch_metrics(w.stats_port)
     assert m("weir_h2_goaways_total", code="NO_ERROR") >= 4
     wait_until(lambda: fetch_metrics(w.stats_port)("weir_h2_streams_active") == 0, slack(5), what="no stream left")
+
+
+def test_a_binary_upgrade_under_h2_load_loses_no_stream(weir_factory, origin, masters, private_binary):  # noqa: F811
+    w = start_weir(weir_factory, origin)
+    old_pid = w.pid
+    load = H2Load(w.port)
+    try:
+        time.sleep(1.0)
+        w.signal(signal.SIGUSR2)
+        load.mark()
+        new_pid = wait_until(lambda: (lambda p: p if p and p != old_pid else None)(read_pid(w.pid_file)),
+                             slack(10), what="new pid file")
+        masters.append(new_pid)
+        assert w.wait_exit(15) == 0  # the old master drained its HTTP/2 clients and left
+        time.sleep(1.0)
+    finally:
+        tally = load.end()
+    assert tally["lost"] == [], tally["lost"][:3]
+    assert tally["goaways"] >= 1, tally
+    assert tally["ok"] > 50 and tally["after"] > 0, tally

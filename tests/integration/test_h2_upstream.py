@@ -246,6 +246,19 @@ def test_a_server_reset_mid_answer_resets_the_h2_clients_stream(weir_factory, h2
                                        code="INTERNAL_ERROR") == 1
 
 
+def test_an_admin_drain_closes_the_servers_idle_sessions(weir_factory, h2o):
+    # as the idle HTTP/1 connections of a drained server are closed by the
+    # worker's sweep, not kept until upstream_keepalive
+    from test_metrics import admin
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1, timeouts={"upstream_keepalive": "60s"})
+    assert get(w.port, "/echo").status == 200
+    active = lambda: fetch_metrics(w.stats_port)("weir_h2_upstream_sessions_active")  # noqa: E731
+    assert active() == 1
+    admin(w, "h2", o.addr, state="drain")
+    wait_until(lambda: active() == 0, slack(5), what="the idle session closed")
+
+
 def test_a_session_that_cannot_connect_sends_its_requests_to_the_next_server(weir_factory, h2o):
     o = h2o()
     dead = "127.0.0.1:%d" % free_port()  # nothing listens there

@@ -289,6 +289,25 @@ def test_a_403_from_the_upstream_goes_to_the_client(weir_factory):
         o.stop()
 
 
+def test_a_2xx_that_is_no_switch_is_a_502(weir_factory):
+    # RFC 8441: to the HTTP/2 client a 2xx is the tunnel open; an upstream
+    # that ignored the Upgrade and answered 200 opened none
+    o = RawWsOrigin(answer=lambda key: b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain")
+    try:
+        w = wsweir(weir_factory, o.addr)
+        c = H2Client(w.port)
+        r = c.wait([open_ws(c, "/raw")])[0]
+        assert r["status"] == 502 and r["ended"], r
+        m = fetch_metrics(w.stats_port)
+        assert m("weir_h2_websocket_refused_total", reason="no_switch") == 1
+        assert m.error("h2_websocket_no_switch") == 1
+        assert m("weir_h2_websocket_opened_total") == 0
+        c.close()
+        wait_until(lambda: any('" 502 ' in l for l in w.access_lines()), slack(3), what="the 502 logged")
+    finally:
+        o.stop()
+
+
 def test_a_plain_connect_another_protocol_or_version_is_refused(weir_factory, origin):
     w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}])
     c = H2Client(w.port)

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "worker/h1/h1.h"
+#include "worker/h2/h2.h"
 #include "worker/up/up.h"
 #include "worker/net/net.h"
 
@@ -630,6 +631,8 @@ static int txn_response_head(struct txn *t)
 			memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
 			continue;
 		}
+		if (t->c->h2s && (rc = h2_ws_no_switch(t->c, t->resp.status)) < 0)
+			return rc;
 		if (retry_answer_wanted(t)) {
 			/* answered, but with a status the group retries on: that
 			 * answer is dropped with its connection */

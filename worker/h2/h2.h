@@ -84,6 +84,10 @@ void h2_stream_close(struct conn *c);
  * Sec-WebSocket-Accept answers the key weir made, else
  * WEIR_EH2_WS_BAD_ACCEPT (counted, logged); 0 for any other stream. */
 int h2_ws_accept_check(const struct conn *c, const struct msg *resp);
+/* An upstream's final answer <status> to the stream of <c>: WEIR_EH2_WS_NO_SWITCH
+ * (502) for a 2xx to an HTTP/2 WebSocket, which its client would read as
+ * the tunnel open (RFC 8441), else 0. */
+int h2_ws_no_switch(const struct conn *c, int status);
 
 /* The tunnel's upstream ended: END_STREAM once what is buffered is sent
  * (the write side's shutdown, for a stream's conn). */

@@ -143,6 +143,17 @@ int h2_ws_accept_check(const struct conn *c, const struct msg *resp)
 	return WEIR_ERR(H2_WS_BAD_ACCEPT);
 }
 
+int h2_ws_no_switch(const struct conn *c, int status)
+{
+	const struct h2_stream *st = c->h2s;
+
+	if (!st || st->ws != H2_WS_ASKED || status < 200 || status >= 300)
+		return 0;
+	SHM_ADD(wk.cnt, h2_ws_refused[H2_WS_REFUSE_NO_SWITCH], 1);
+	log_warn("%s: upstream answered an HTTP/2 WebSocket with %d, not a switch; answering 502", c->peer, status);
+	return WEIR_ERR(H2_WS_NO_SWITCH);
+}
+
 int h2_ws_skip_resp(const struct h2_stream *st, const struct hdr *h)
 {
 	/* the Accept answered weir's key, not the client's: it stays here */

@@ -376,8 +376,12 @@ void upstream_admin_sweep(void)
 	for (uint32_t i = 0; i < t->nservers; i++) {
 		struct up_server *s = upstream_state(t, i);
 
-		if (s->idle && SHM_ADMIN_STATE(shm_admin(wk.seg, route_servers(t)[i].stat)) != SHM_ADMIN_UP)
+		if ((s->idle || s->h2) && SHM_ADMIN_STATE(shm_admin(wk.seg, route_servers(t)[i].stat)) != SHM_ADMIN_UP) {
 			while (s->idle)
 				upstream_close(s->idle);
+			/* HTTP/2: idle sessions close, busy ones take no new stream
+			 * and close when their streams end */
+			h2_client_close_server(s);
+		}
 	}
 }
