@@ -20,6 +20,8 @@
 #   --conns N       idle connections opened (mem; default 2000)
 #   --only LIST     the targets, comma-separated (default
 #                   weir,nginx,haproxy,nghttpx,h2o)
+#   --keep DIR      instr: keep the callgrind files in DIR (for
+#                   callgrind_annotate: where the instructions go)
 #
 # Figures (one line each, then ratios weir/best_peer):
 #   rps             median requests/s of h2load -c64 -m10 -t1 -D S
@@ -32,7 +34,7 @@
 # rps: above 1 is better for weir; instr and mem: below 1.
 set -euo pipefail
 
-MODE=rps ROUNDS=3 DUR=5 NREQ=20000 NCONN=2000 PATH_=/ TLS=0
+MODE=rps ROUNDS=3 DUR=5 NREQ=20000 NCONN=2000 PATH_=/ TLS=0 KEEP=
 TARGETS=weir,nginx,haproxy,nghttpx,h2o
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -44,7 +46,8 @@ while [ $# -gt 0 ]; do
 	--path) PATH_=$2; shift 2;;
 	--tls) TLS=1; shift;;
 	--only) TARGETS=$2; shift 2;;
-	-h|--help) sed -n '2,31p' "$0"; exit 0;;
+	--keep) KEEP=$2; shift 2;;
+	-h|--help) sed -n '2,33p' "$0"; exit 0;;
 	*) echo "h2peers.sh: unknown option $1 (see --help)" >&2; exit 2;;
 	esac
 done
@@ -288,6 +291,8 @@ if [ "$MODE" = rps ]; then
 	done
 	for t in "${LIST[@]}"; do FIG[$t]=$(echo ${RPS[$t]} | tr ' ' '\n' | median); done
 	report rps max
+	# requests/s are only as good as the machine is idle: say how busy it was
+	echo "# load average after the rounds: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 fi
 
 if [ "$MODE" = instr ]; then
@@ -301,6 +306,7 @@ if [ "$MODE" = instr ]; then
 		total=$(for f in "$W"/cg."$t".*; do callgrind_annotate "$f" 2>/dev/null |
 			awk '/PROGRAM TOTALS/ {gsub(",","",$1); print $1}'; done | awk '{s+=$1} END {print s+0}')
 		FIG[$t]=$(awk -v t="$total" -v n="${ok:-0}" 'BEGIN { if (n == 0) print "nan"; else printf "%.0f\n", t/n }')
+		[ -z "$KEEP" ] || { mkdir -p "$KEEP" && cp "$W"/cg."$t".* "$KEEP"/; }
 		[ "${ok:-0}" = "$NREQ" ] || echo "# instr $t: only ${ok:-0} of $NREQ requests succeeded" >&2
 		stop "$STARTED_PID"; sleep 0.5
 	done
