@@ -199,6 +199,15 @@ struct buf *buf_get_fit(uint32_t len);
 /* Gives back a buffer of either kind. */
 void buf_put(struct buf *b);
 
+/* Gives back *<b>, if it holds one, and clears it. */
+static inline void buf_drop(struct buf **b)
+{
+	if (*b) {
+		buf_put(*b);
+		*b = NULL;
+	}
+}
+
 static inline uint32_t buf_len(const struct buf *b)
 {
 	return b->end - b->start;

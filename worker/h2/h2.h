@@ -39,6 +39,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <ev.h>
 
 #include "common/config.h"
 
@@ -108,6 +109,11 @@ struct nghttp2_session;
 /* nghttp2's memory for every session of the worker, both directions:
  * the nghttp2_mem of the worker's own heap (h2_memory() counts it). */
 void *h2_nghttp2_mem(void);
+/* Arms a session's gathered write <flush> (an ev_prepare) for this loop
+ * pass, and one idle watcher for all sessions, so a kick from inside a
+ * callback after the pass's prepare watchers ran is written in the next
+ * pass, not after the next event. Both directions' sessions kick so. */
+void h2_kick(ev_prepare *flush);
 void h2_gather(struct nghttp2_session *ng, struct buf **out, const uint8_t **pend, size_t *pend_len, uint8_t *in_ng);
 
 /* conn.c: a stream's conn made ready, its callbacks the connection's,

@@ -446,15 +446,20 @@ void h2_session_start(struct conn *c)
 	h2_session_io(c, 0);
 }
 
-void h2_session_kick(struct h2_session *s)
+void h2_kick(ev_prepare *flush)
 {
-	if (!ev_is_active(&s->flush))
-		ev_prepare_start(wk.loop, &s->flush);
+	if (!ev_is_active(flush))
+		ev_prepare_start(wk.loop, flush);
 	/* a kick from a callback after this pass's prepare watchers ran:
 	 * an idle watcher keeps the next poll from blocking, so the write
 	 * goes out in the next pass, not after the next event */
 	if (!ev_is_active(&nudge))
 		ev_idle_start(wk.loop, &nudge);
+}
+
+void h2_session_kick(struct h2_session *s)
+{
+	h2_kick(&s->flush);
 }
 
 /* The streams whose heads came complete in this batch go to the core. */

@@ -39,14 +39,6 @@ static struct buf *h2_in_get(void)
 	return b;
 }
 
-static void h2_put(struct buf **b)
-{
-	if (*b) {
-		buf_put(*b);
-		*b = NULL;
-	}
-}
-
 void h2_stream_wake(struct h2_stream *st, int ev)
 {
 	if (st->started && !st->core_done)
@@ -96,14 +88,14 @@ void h2_stream_free(struct h2_stream *st)
 	h2_gauges(-1);
 	ev_clear_pending(wk.loop, &st->sc.io);
 	ev_timer_stop(wk.loop, &st->sc.timer);
-	h2_put(&st->hb);
-	h2_put(&st->head);
-	h2_put(&st->body);
-	h2_put(&st->rh);
-	h2_put(&st->rx);
-	h2_put(&st->dout);
-	h2_put(&st->qtr);
-	h2_put(&st->rtr);
+	buf_drop(&st->hb);
+	buf_drop(&st->head);
+	buf_drop(&st->body);
+	buf_drop(&st->rh);
+	buf_drop(&st->rx);
+	buf_drop(&st->dout);
+	buf_drop(&st->qtr);
+	buf_drop(&st->rtr);
 	if (st->sc.in)
 		buf_put(st->sc.in);
 	h2_ws_free(st);
@@ -139,14 +131,14 @@ int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t nlen, con
 		return 0;
 	if (st->hbytes > lim->header_size || st->hcount > lim->headers) {
 		st->too_large = 1;
-		h2_put(&st->hb);
+		buf_drop(&st->hb);
 		return 0;
 	}
 	if (!st->hb && !(st->hb = buf_get()))
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	if (st->hb->end + need > wk.buf_size) {
 		st->too_large = 1;
-		h2_put(&st->hb);
+		buf_drop(&st->hb);
 		return 0;
 	}
 	p = st->hb->data + st->hb->end;
@@ -198,8 +190,8 @@ static void h2_stream_answer_local(struct h2_stream *st, int rc)
 	st->submitted = 1;
 	st->resp_state = H2_RESP_DONE;
 	st->core_done = 1; /* the core never sees it */
-	h2_put(&st->hb);
-	h2_put(&st->body);
+	buf_drop(&st->hb);
+	buf_drop(&st->body);
 }
 
 /* Appends <p>[0..n) to <b>; 0, or -1 when it does not fit. */
@@ -317,7 +309,7 @@ int h2_stream_head_end(struct h2_stream *st, int eos)
 		bad |= PUTS(h, "Transfer-Encoding: chunked\r\n");
 	}
 	bad |= PUTS(h, "\r\n");
-	h2_put(&st->hb);
+	buf_drop(&st->hb);
 	if (bad) {
 		buf_put(h);
 		h2_stream_answer_local(st, WEIR_ERR(HEADERS_TOO_LARGE));
@@ -376,7 +368,7 @@ ssize_t h2_stream_recv(struct conn *c, void *p, size_t n)
 		memcpy(p, st->head->data + st->head->start, k);
 		st->head->start += (uint32_t)k;
 		if (st->head->start == st->head->end)
-			h2_put(&st->head);
+			buf_drop(&st->head);
 		return (ssize_t)k;
 	}
 	if (st->ng_closed && !st->in_eos) {
@@ -465,7 +457,7 @@ static int h2_consumed(struct side *s, size_t n)
 		return b && buf_len(b);
 	b->start += (uint32_t)n;
 	if (b->start == b->end) {
-		h2_put(&st->body); /* a stream between DATA frames holds no buffer */
+		buf_drop(&st->body); /* a stream between DATA frames holds no buffer */
 	} else if (!bi->holding) {
 		/* what came meanwhile to the front: a held span never moves,
 		 * and the window keeps all of it under the buffer's size */
@@ -491,7 +483,7 @@ static void h2_discard(struct side *s)
 	if (st->body) {
 		if (!st->ng_closed)
 			nghttp2_session_consume(st->s->ng, st->id, buf_len(st->body));
-		h2_put(&st->body);
+		buf_drop(&st->body);
 	}
 	st->discarding = 1;
 }
@@ -574,7 +566,7 @@ static ssize_t h2_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		if (h2_trailers_submit(st))
 			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM; /* the trailing HEADERS ends it */
-		h2_put(&st->dout);
+		buf_drop(&st->dout);
 	} else if (!n) {
 		st->deferred = 1;
 		return NGHTTP2_ERR_DEFERRED;
@@ -770,8 +762,8 @@ static ssize_t h2_stream_head_in(struct h2_stream *st, const char *p, size_t len
 		size_t rest = st->rh->end - st->rm.head_len;
 		ssize_t b = rest ? h2_stream_body_in(st, st->rh->data + st->rm.head_len, rest) : 0;
 
-		h2_put(&st->rh);
-		h2_put(&st->rx);
+		buf_drop(&st->rh);
+		buf_drop(&st->rx);
 		if (b < 0)
 			return -1;
 		h2_stream_more(st);
@@ -833,14 +825,14 @@ void h2_stream_close(struct conn *c)
 		buf_put(c->in);
 		c->in = NULL;
 	}
-	h2_put(&st->head);
-	h2_put(&st->rh);
-	h2_put(&st->rx);
+	buf_drop(&st->head);
+	buf_drop(&st->rh);
+	buf_drop(&st->rx);
 	if (st->body) {
 		/* unread body: given back to the window, as it is thrown away */
 		if (!st->ng_closed && !s->dead)
 			nghttp2_session_consume(s->ng, st->id, buf_len(st->body));
-		h2_put(&st->body);
+		buf_drop(&st->body);
 	}
 	if (!st->ng_closed && !s->dead) {
 		if (st->resp_state == H2_RESP_BODY && st->rm.body == HTTP_BODY_CLOSE && st->ws != H2_WS_OPEN) {

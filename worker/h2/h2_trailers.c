@@ -8,14 +8,6 @@
 #include "worker/h1/trailers.h"
 #include "worker/h2/h2_internal.h"
 
-static void h2_put_buf(struct buf **b)
-{
-	if (*b) {
-		buf_put(*b);
-		*b = NULL;
-	}
-}
-
 /* Appends <p>[0..n) to *<b> (got when first needed), the whole of it
  * within TRAILERS_MAX; 0, or -1. */
 static int h2_trailers_put(struct buf **b, const void *p, size_t n)
@@ -42,7 +34,7 @@ int h2_trailers_field(struct h2_stream *st, const uint8_t *name, size_t nlen, co
 	    st->qtr->end + 2 > TRAILERS_MAX) {
 		/* the bound of an HTTP/1 trailer section, its final CRLF in */
 		worker_count_error(st->qtr ? WEIR_ERR(HEADERS_TOO_LARGE) : WEIR_ERR(NOMEM));
-		h2_put_buf(&st->qtr);
+		buf_drop(&st->qtr);
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	}
 	return 0;
@@ -101,6 +93,6 @@ int h2_trailers_submit(struct h2_stream *st)
 	/* nghttp2 copies the fields: both buffers go back at once */
 	rc = n ? nghttp2_submit_trailer(st->s->ng, st->id, nv, n) : -1;
 	buf_put(nb);
-	h2_put_buf(&st->rtr);
+	buf_drop(&st->rtr);
 	return rc == 0;
 }

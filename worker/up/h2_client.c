@@ -19,7 +19,6 @@
 static nghttp2_session_callbacks *cbs;
 static nghttp2_option *opt;
 static int cls_session;
-static ev_idle nudge;
 static ev_tstamp log_next;
 static uint32_t log_unlogged;
 
@@ -184,12 +183,6 @@ static int h2c_on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *f, in
 
 /* ---- the session -------------------------------------------------------- */
 
-static void h2c_nudge_cb(struct ev_loop *loop, ev_idle *w, int revents)
-{
-	(void)revents;
-	ev_idle_stop(loop, w);
-}
-
 static void h2c_flush_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
 	(void)revents;
@@ -203,7 +196,6 @@ void h2_client_init(const struct config *cfg)
 	cls_session = slab_add_class(&wk.slab, sizeof(struct h2c_session) > sizeof(struct h2c_stream)
 	                                               ? sizeof(struct h2c_session)
 	                                               : sizeof(struct h2c_stream));
-	ev_idle_init(&nudge, h2c_nudge_cb);
 	h2c_stream_init();
 	if (cbs)
 		return;
@@ -232,12 +224,7 @@ void h2c_release(void *p)
 
 void h2c_session_kick(struct h2c_session *s)
 {
-	if (!ev_is_active(&s->flush))
-		ev_prepare_start(wk.loop, &s->flush);
-	/* kicked after this pass's prepare watchers ran: the idle watcher
-	 * keeps the next poll from blocking */
-	if (!ev_is_active(&nudge))
-		ev_idle_start(wk.loop, &nudge);
+	h2_kick(&s->flush); /* as the downstream sessions do, with one nudge for all */
 }
 
 static void h2c_session_unlist(struct h2c_session *s)

@@ -34,14 +34,6 @@ static struct buf *h2c_in_get(void)
 	return b;
 }
 
-static void h2c_put(struct buf **b)
-{
-	if (*b) {
-		buf_put(*b);
-		*b = NULL;
-	}
-}
-
 void h2c_stream_wake(struct h2c_stream *st, int ev)
 {
 	if (ev & EV_READ)
@@ -151,10 +143,10 @@ void h2_client_stream_end(struct upconn *u)
 	}
 	ev_clear_pending(wk.loop, &u->io);
 	ev_timer_stop(wk.loop, &u->timer);
-	h2c_put(&u->in);
-	h2c_put(&st->rh);
-	h2c_put(&st->body);
-	h2c_put(&st->tr);
+	buf_drop(&u->in);
+	buf_drop(&st->rh);
+	buf_drop(&st->body);
+	buf_drop(&st->tr);
 	if (st->prev)
 		st->prev->next = st->next;
 	else
@@ -571,7 +563,7 @@ static int h2c_recv(struct side *sd)
 	if (st->head_done && !st->head_given) {
 		if (u->in && buf_len(u->in))
 			return WEIR_EAGAIN;
-		h2c_put(&u->in);
+		buf_drop(&u->in);
 		u->in = st->rh;
 		st->rh = NULL;
 		st->head_given = 1;
@@ -659,7 +651,7 @@ static int h2c_consumed(struct side *sd, size_t n)
 	if (b && n) {
 		b->start += (uint32_t)n;
 		if (b->start == b->end) {
-			h2c_put(&st->body); /* a stream between DATA frames holds no buffer */
+			buf_drop(&st->body); /* a stream between DATA frames holds no buffer */
 		} else if (!bi->holding) {
 			memmove(b->data, b->data + b->start, buf_len(b));
 			b->end -= b->start;
@@ -686,7 +678,7 @@ static void h2c_discard(struct side *sd)
 		return;
 	if (st->body && !st->s->dead)
 		nghttp2_session_consume(st->s->ng, st->id, buf_len(st->body));
-	h2c_put(&st->body);
+	buf_drop(&st->body);
 	st->discarding = 1;
 }
 
