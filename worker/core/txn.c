@@ -557,7 +557,7 @@ static int txn_response_head_write(struct txn *t)
 		.upgrade_len = t->tun.proto_len,
 		.recoded = compress_on(t->cz.s),
 	};
-	int rc = head_write_response(&t->resp, &hr, &t->down.head);
+	int rc = t->down.ops->response_head(&t->down, &t->resp, &hr);
 
 	t->client_close = hr.client_close;
 	t->down.chunked = hr.chunked;

@@ -49,6 +49,56 @@ void outq_reset(struct outq *q)
 	q->src_consume = 0;
 }
 
+size_t outq_bytes(const struct outq *q)
+{
+	size_t n = 0;
+
+	for (int i = q->first; i < q->first + q->count; i++)
+		n += q->iov[i].iov_len;
+	return n;
+}
+
+void outq_copy(const struct outq *q, size_t skip, char *dst, size_t n)
+{
+	for (int i = q->first; n && i < q->first + q->count; i++) {
+		const struct iovec *v = &q->iov[i];
+		size_t k;
+
+		if (skip >= v->iov_len) {
+			skip -= v->iov_len;
+			continue;
+		}
+		k = v->iov_len - skip < n ? v->iov_len - skip : n;
+		memcpy(dst, (const char *)v->iov_base + skip, k);
+		dst += k;
+		n -= k;
+		skip = 0;
+	}
+}
+
+void outq_advance(struct outq *q, size_t n)
+{
+	if (n)
+		q->sent = 1;
+	while (n && q->count) {
+		struct iovec *v = &q->iov[q->first];
+		size_t k = n < v->iov_len ? n : v->iov_len;
+
+		v->iov_base = (char *)v->iov_base + k;
+		v->iov_len -= k;
+		n -= k;
+		if (v->iov_len == 0) {
+			q->first++;
+			q->count--;
+		}
+	}
+	if (!q->count) {
+		if (q->src)
+			q->src->start += q->src_consume;
+		outq_reset(q);
+	}
+}
+
 /* Queues a body span of <src> (framing from <used> consumed bytes, of
  * which [data, data+len) is the payload), chunk-encoded if <chunked>;
  * inline in send_body, which every body span goes through. */
@@ -384,6 +434,11 @@ static void h1_body_room(struct side_in *bi, struct buf *in)
 
 /* ---- the server side: a client connection ----------------------------- */
 
+static int h1_server_response_head(struct side *s, const struct msg *m, struct head_resp *hr)
+{
+	return head_write_response(m, hr, &s->head);
+}
+
 static ssize_t h1_server_flush(struct side *s, int more)
 {
 	return outq_write(NULL, s->c, &s->q, more);
@@ -430,6 +485,7 @@ static void h1_server_reset(struct side *s, int rc)
 
 const struct codec_ops h1_server_codec = {
 	.name = "http/1.1 server",
+	.response_head = h1_server_response_head,
 	.queue_head = h1_queue_head,
 	.send_body = h1_send_body,
 	.flush = h1_server_flush,

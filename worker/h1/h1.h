@@ -60,6 +60,7 @@ struct outq {
 };
 
 struct codec_ops;
+struct head_resp;
 
 /* Strict chunked body decoder state (RFC 9112 7.1): http_chunked_feed()
  * below, driven by the HTTP/1 codecs only. */
@@ -131,6 +132,13 @@ struct side {
 
 struct codec_ops {
 	const char *name;
+	/* Server codecs: the response head <m> for the client, with what
+	 * weir adds (<hr>: its request id, the upgrade, a recoded body; out:
+	 * whether the connection closes after it, whether the body goes
+	 * chunked). HTTP/1 writes it as text into s->head, which queue_head()
+	 * then queues; HTTP/2 submits HEADERS from <m> itself, with no text
+	 * between. 0, or an error (nothing was sent). */
+	int (*response_head)(struct side *s, const struct msg *m, struct head_resp *hr);
 	/* Queues s->head, first in an empty queue. */
 	void (*queue_head)(struct side *s);
 	/* Queues [data, data+len) of body, framed for the peer; <eos>: the
@@ -197,6 +205,13 @@ void outq_add(struct outq *q, const void *p, size_t len);
 void outq_reset(struct outq *q);
 void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked);
 ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more);
+/* For a codec that frames the queue itself (HTTP/2): outq_bytes(), the
+ * bytes <q> holds; outq_copy(), <n> of them past the first <skip> into
+ * <dst>, the queue unchanged; outq_advance(), <n> of them gone as a write
+ * would take them (the queue empty: its span's input consumed). */
+size_t outq_bytes(const struct outq *q);
+void outq_copy(const struct outq *q, size_t skip, char *dst, size_t n);
+void outq_advance(struct outq *q, size_t n);
 
 /* ==== http ==== */
 /*

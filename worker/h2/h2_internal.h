@@ -31,6 +31,9 @@ struct h2_session {
 	uint64_t rx_bytes;         /* bytes the client sent, and of them payload (DATA, header */
 	uint64_t rx_payload;       /* field names and values): http2.overhead_ratio */
 	struct h2_stream *start;   /* complete heads of this read batch */
+	struct h2_stream *framed;  /* direct streams whose queue nghttp2 framed
+	                            * from this pass: the core is told after it */
+	struct h2_stream *pumping; /* the stream of that list the core is moving on */
 	ev_tstamp win_start;       /* the 1 s window of the rates below */
 	uint32_t win_resets;       /* client resets of unanswered streams */
 	uint32_t win_control;      /* frames that did no work */
@@ -68,6 +71,14 @@ struct h2_stream {
 	uint8_t rst_recv;          /* the client reset it */
 	uint8_t in_start_list;
 	uint8_t discarding;        /* the body is no longer wanted: DATA is dropped */
+	uint8_t direct;            /* the response HEADERS came from the core's
+	                            * message, its DATA from the queue of the
+	                            * core's side (h2_response_head): no HTTP/1
+	                            * text between */
+	uint32_t taken;            /* bytes of that queue framed since the
+	                            * core's last flush */
+	struct h2_stream *framed_next;
+	uint8_t in_framed;         /* on the session's <framed> list */
 	uint32_t hbytes, hcount;   /* the header list so far */
 	uint32_t unreported;       /* DATA bytes come since the core last asked (recv) */
 	struct buf *hb;            /* header records while the block arrives */
@@ -100,6 +111,14 @@ struct hrec {
 size_t h2_rec(const struct buf *hb, size_t off, struct hrec *r);
 int h2_put_bytes(struct buf *b, const char *p, size_t n);
 void h2_stream_more(struct h2_stream *st);
+/* The send_data callback's half of a DATA frame of a direct response
+ * (h2_stream.c): <n> payload bytes of the core's queue into <dst>. */
+void h2_stream_take(struct h2_stream *st, char *dst, size_t n);
+/* After a pass of the session's gathered write: each stream on its
+ * <framed> list moves on in the core, before the next read can end it. */
+void h2_stream_pump_framed(struct h2_session *s);
+/* Response payload of <st> waits to be framed (for a window). */
+int h2_stream_has_data(const struct h2_stream *st);
 
 /* h2_stream.c, called by the session */
 struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id);

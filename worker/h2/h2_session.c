@@ -161,7 +161,7 @@ static int h2_no_work(const struct h2_session *s, const nghttp2_frame *f)
 		return 1;
 	case NGHTTP2_WINDOW_UPDATE:
 		for (const struct h2_stream *st = s->streams; st; st = st->next)
-			if (st->dout && buf_len(st->dout))
+			if (h2_stream_has_data(st))
 				return 0;
 		return 1;
 	case NGHTTP2_DATA:
@@ -277,6 +277,28 @@ static int h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	return 0;
 }
 
+/* A DATA frame of a direct response (NGHTTP2_DATA_FLAG_NO_COPY): its
+ * header and payload go straight into the session's gathered write, from
+ * the core's queue, which points into the upstream's input: one copy of
+ * each byte between the upstream's socket and the client's, not three.
+ * The data source sized the frame for the room in <out>; no padding is
+ * ever asked for (no padding callback). */
+static int h2_on_send_data(nghttp2_session *ng, nghttp2_frame *f, const uint8_t *hd, size_t length,
+                           nghttp2_data_source *src, void *ud)
+{
+	struct h2_session *s = ud;
+	struct buf *out = s->out;
+	(void)ng;
+	(void)f;
+
+	if (!out || wk.buf_size - out->end < length + 9)
+		return NGHTTP2_ERR_WOULDBLOCK; /* asked again with the same frame */
+	memcpy(out->data + out->end, hd, 9);
+	h2_stream_take(src->ptr, out->data + out->end + 9, length);
+	out->end += (uint32_t)(length + 9);
+	return 0;
+}
+
 /* ---- the session -------------------------------------------------------- */
 
 void h2_init(const struct config *cfg)
@@ -296,6 +318,7 @@ void h2_init(const struct config *cfg)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h2_cbs, h2_on_data_chunk);
 	nghttp2_session_callbacks_set_on_stream_close_callback(h2_cbs, h2_on_stream_close);
 	nghttp2_session_callbacks_set_on_frame_send_callback(h2_cbs, h2_on_frame_send);
+	nghttp2_session_callbacks_set_send_data_callback(h2_cbs, h2_on_send_data);
 	nghttp2_option_new(&h2_opt);
 	/* WINDOW_UPDATE only for what the core has taken (consume) */
 	nghttp2_option_set_no_auto_window_update(h2_opt, 1);
@@ -606,6 +629,7 @@ static void h2_session_flush(struct h2_session *s)
 		conn_close(c);
 		return;
 	}
+	h2_stream_pump_framed(s);
 	h2_session_start_streams(s);
 	if ((s->fatal || c->eof || (!nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng))) &&
 	    (!s->out || !buf_len(s->out)) && !s->pend_len) {

@@ -20,6 +20,10 @@
 static int cls_in;
 
 static void h2_codec_init(void);
+static int h2_response_head(struct side *s, const struct msg *m, struct head_resp *hr);
+static void h2_queue_head(struct side *s);
+static void h2_send_body(struct side *s, const char *data, size_t len, int eos);
+static ssize_t h2_flush(struct side *s, int more);
 static struct codec_ops h2_codec;
 
 void h2_stream_init_classes(void)
@@ -86,6 +90,12 @@ void h2_stream_free(struct h2_stream *st)
 		st->next->prev = st->prev;
 	s->nstreams--;
 	h2_gauges(-1);
+	if (st->in_framed)
+		for (struct h2_stream **pp = &s->framed; *pp; pp = &(*pp)->framed_next)
+			if (*pp == st) {
+				*pp = st->framed_next;
+				break;
+			}
 	ev_clear_pending(wk.loop, &st->sc.io);
 	ev_timer_stop(wk.loop, &st->sc.timer);
 	buf_drop(&st->hb);
@@ -524,6 +534,10 @@ static void h2_codec_init(void)
 	h2_codec.body_next = h2_body_next;
 	h2_codec.consumed = h2_consumed;
 	h2_codec.discard = h2_discard;
+	h2_codec.response_head = h2_response_head;
+	h2_codec.queue_head = h2_queue_head;
+	h2_codec.send_body = h2_send_body;
+	h2_codec.flush = h2_flush;
 }
 
 void h2_stream_io_set(struct conn *c, int events)
@@ -535,7 +549,8 @@ void h2_stream_io_set(struct conn *c, int events)
 	if ((events & EV_READ) && ((st->head && buf_len(st->head)) || st->unreported || st->in_eos || st->ng_closed))
 		ready |= EV_READ;
 	if ((events & EV_WRITE) &&
-	    (st->resp_state != H2_RESP_BODY || !st->dout || st->dout->end < wk.buf_size || st->ng_closed))
+	    (st->direct ? st->taken || st->ng_closed
+	                : st->resp_state != H2_RESP_BODY || !st->dout || st->dout->end < wk.buf_size || st->ng_closed))
 		ready |= EV_WRITE;
 	if (ready)
 		h2_stream_wake(st, ready);
@@ -659,6 +674,74 @@ static ssize_t h2_stream_body_in(struct h2_stream *st, const char *p, size_t len
 	return (ssize_t)k;
 }
 
+/* The fields of response <m> as nv entries from nv[n] on, at most <nmax>
+ * in all with 4 kept for what follows: connection-specific fields never
+ * cross (RFC 9113 8.2.2), names lowered in place; <skip_id>: the
+ * upstream's X-Request-Id gives way to the one weir resolved. Returns the
+ * new count. */
+static size_t h2_nv_fields(struct h2_stream *st, const struct msg *m, nghttp2_nv *nv, size_t n, size_t nmax,
+                           int skip_id)
+{
+	/* names with capitals, lowered: a name may be weir's own (a literal
+	 * of a filter, never written to) or the upstream's input, kept as
+	 * it came for what reads it later (the log's variables); nghttp2
+	 * copies them at submit, so one area serves every head */
+	static char lowered[65536];
+	size_t used = 0;
+
+	for (uint32_t i = 0; i < m->hl.n && n + 4 < nmax; i++) {
+		const struct hdr *h = &m->hl.v[i];
+		const char *name = h->name;
+
+		if ((h->flags & (HDR_HOP | HDR_FRAMING)) || h->tok == HT_TRANSFER_ENCODING ||
+		    (m->status == 101 && h2_ws_skip_resp(st, h)) ||
+		    (skip_id && h->name_len == 12 && http_name_same_var(h->name, "X-Request-Id", 12)))
+			continue;
+		for (uint32_t k = 0; k < h->name_len; k++) {
+			if (name[k] < 'A' || name[k] > 'Z')
+				continue;
+			if (used + h->name_len > sizeof(lowered))
+				break; /* past any head the limits allow: sent as it is */
+			for (uint32_t j = 0; j < h->name_len; j++)
+				lowered[used + j] = (char)(h->name[j] >= 'A' && h->name[j] <= 'Z' ? h->name[j] | 0x20 : h->name[j]);
+			name = lowered + used;
+			used += h->name_len;
+			break;
+		}
+		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)h->value, h->name_len, h->value_len,
+		                       NGHTTP2_NV_FLAG_NONE};
+	}
+	return n;
+}
+
+/* Submits HEADERS nv[0..n) with the framing of <m> (<recoded>: a body
+ * weir re-encodes, of no length known ahead) and, when there is a body,
+ * data source <read>. 0, or -1. */
+static int h2_submit_nv(struct h2_stream *st, const struct msg *m, nghttp2_nv *nv, size_t n, int recoded,
+                        nghttp2_data_source_read_callback read)
+{
+	static char clen[24];
+	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read};
+	int has_body;
+
+	if (!recoded && (m->body == HTTP_BODY_LENGTH || m->length_info)) {
+		int l = snprintf(clen, sizeof(clen), "%llu", (unsigned long long)m->content_length);
+
+		nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)clen, 14, (size_t)l, NGHTTP2_NV_FLAG_NONE};
+	}
+	has_body = (m->body != HTTP_BODY_NONE && !(m->body == HTTP_BODY_LENGTH && m->content_length == 0)) ||
+	           m->status == 101;
+	/* nghttp2 copies the fields: what they point at may go at once */
+	if (nghttp2_submit_response(st->s->ng, st->id, nv, n, has_body ? &prd : NULL) != 0)
+		return -1;
+	st->submitted = 1;
+	st->resp_left = m->content_length;
+	http_chunked_init(&st->rch);
+	st->resp_state = has_body ? H2_RESP_BODY : H2_RESP_DONE;
+	st->resp_eof = !has_body;
+	return 0;
+}
+
 /* The response head in <rh> is complete: HEADERS submitted. Returns 0,
  * 1 for an interim answer dropped (parse again), or -1. */
 static int h2_stream_submit(struct h2_stream *st)
@@ -666,8 +749,6 @@ static int h2_stream_submit(struct h2_stream *st)
 	struct msg *m = &st->rm;
 	nghttp2_nv *nv = (nghttp2_nv *)(void *)(st->rx->data + st->ra.cap);
 	size_t nmax = (wk.buf_size - st->ra.cap) / sizeof(nghttp2_nv), n = 0;
-	static char clen[24];
-	int has_body;
 
 	if (m->status < 200 && !(m->status == 101 && st->ws)) {
 		if (m->status == 101)
@@ -677,42 +758,186 @@ static int h2_stream_submit(struct h2_stream *st)
 	/* a checked switch (h2_ws_accept_check) is RFC 8441's 200 */
 	snprintf(st->status, sizeof(st->status), "%03d", m->status == 101 ? 200 : m->status);
 	nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-	for (uint32_t i = 0; i < m->hl.n && n + 2 < nmax; i++) {
-		struct hdr *h = &m->hl.v[i];
-		char *name = (char *)h->name;
-
-		/* connection-specific fields never cross (RFC 9113 8.2.2) */
-		if ((h->flags & (HDR_HOP | HDR_FRAMING)) || h->tok == HT_TRANSFER_ENCODING ||
-		    (m->status == 101 && h2_ws_skip_resp(st, h)))
-			continue;
-		for (uint32_t k = 0; k < h->name_len; k++)
-			if (name[k] >= 'A' && name[k] <= 'Z')
-				name[k] = (char)(name[k] - 'A' + 'a');
-		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)h->value, h->name_len, h->value_len,
-		                       NGHTTP2_NV_FLAG_NONE};
-	}
-	if (m->body == HTTP_BODY_LENGTH || m->length_info) {
-		int l = snprintf(clen, sizeof(clen), "%llu", (unsigned long long)m->content_length);
-
-		nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)clen, 14, (size_t)l, NGHTTP2_NV_FLAG_NONE};
-	}
-	has_body = (m->body != HTTP_BODY_NONE && !(m->body == HTTP_BODY_LENGTH && m->content_length == 0)) ||
-	           m->status == 101;
-	{
-		nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2_data_read};
-
-		/* nghttp2 copies the fields: the buffers go back at once */
-		if (nghttp2_submit_response(st->s->ng, st->id, nv, n, has_body ? &prd : NULL) != 0)
-			return -1;
-	}
-	st->submitted = 1;
-	st->resp_left = m->content_length;
-	http_chunked_init(&st->rch);
-	st->resp_state = has_body ? H2_RESP_BODY : H2_RESP_DONE;
-	st->resp_eof = !has_body;
+	n = h2_nv_fields(st, m, nv, n, nmax, 0);
+	if (h2_submit_nv(st, m, nv, n, 0, h2_data_read) < 0)
+		return -1;
 	if (m->status == 101)
 		h2_ws_open(st);
 	return 0;
+}
+
+/* ---- the response, straight from the core's message -------------------- */
+/*
+ * The proxied response: HEADERS from the core's struct msg, DATA framed
+ * from the queue of the core's side, whose iovecs point into the
+ * upstream's input, with no HTTP/1 text written and parsed back between.
+ * A DATA frame goes into the session's gathered write with its payload
+ * copied once (NGHTTP2_DATA_FLAG_NO_COPY, h2_on_send_data); the queue
+ * empties as nghttp2 frames it, and the stream's flush reports what was
+ * framed, so the core consumes the upstream's input as from a socket.
+ * weir's own answers (errors, returns, limits) and the WebSocket
+ * handshake still come as HTTP/1 text and are parsed above: rare, and
+ * written once by code the HTTP/1 codec shares.
+ */
+
+/* A payload too large for the gathered write with its frame header is
+ * cut to a multiple of this (16 KiB buffers: 12 KiB, then the rest). */
+#define H2_FRAME_ALIGN 4096u
+
+void h2_stream_take(struct h2_stream *st, char *dst, size_t n)
+{
+	struct txn *t = st->sc.txn;
+
+	/* copied, not yet gone: the queue is the core's, which learns of it
+	 * from its flush (h2_flush) and then consumes the span */
+	if (!n || !t || st->core_done)
+		return;
+	outq_copy(&t->down.q, st->taken, dst, n);
+	st->taken += (uint32_t)n;
+	if (!st->in_framed) {
+		/* not an event fed from inside nghttp2: the core is called
+		 * once this pass's frames are gathered (h2_stream_pump_framed),
+		 * before a read of the client's next frames, its close among
+		 * them, could end the stream the core has not finished */
+		st->in_framed = 1;
+		st->framed_next = st->s->framed;
+		st->s->framed = st;
+	}
+}
+
+int h2_stream_has_data(const struct h2_stream *st)
+{
+	const struct txn *t = st->sc.txn;
+
+	if (st->direct)
+		return t && !st->core_done && outq_bytes(&t->down.q) > st->taken;
+	return st->dout && buf_len(st->dout);
+}
+
+void h2_stream_pump_framed(struct h2_session *s)
+{
+	struct h2_stream *st;
+
+	while ((st = s->framed)) {
+		s->framed = st->framed_next;
+		st->in_framed = 0;
+		if (st->started && !st->core_done && st->sc.txn) {
+			s->pumping = st; /* kept, should its conn close in there */
+			txn_pump(st->sc.txn);
+			s->pumping = NULL;
+		}
+		if (st->ng_closed) {
+			/* its close waited for this (h2_stream_ng_closed) */
+			if (!st->core_done)
+				h2_stream_close(&st->sc); /* frees it */
+			else
+				h2_stream_free(st);
+		}
+	}
+}
+
+static ssize_t h2_side_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+                            nghttp2_data_source *src, void *ud)
+{
+	struct h2_stream *st = src->ptr;
+	struct txn *t = st->sc.txn;
+	size_t have = t && !st->core_done ? outq_bytes(&t->down.q) - st->taken : 0, n = have < length ? have : length;
+	(void)ng;
+	(void)id;
+	(void)buf;
+	(void)ud;
+
+	if (have > length && length < 16384)
+		SHM_ADD(wk.cnt, h2_stalls, 1); /* the client's window holds it */
+	if (n) {
+		/* a frame fits the gathered write once it is empty: h2_on_send_data
+		 * waits (WOULDBLOCK) until there is room, then copies it there */
+		if (n + 9 > wk.buf_size)
+			n = (wk.buf_size - 9) & ~(size_t)(H2_FRAME_ALIGN - 1);
+		*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+	}
+	if (st->resp_eof && n == have) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (h2_trailers_submit(st))
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM; /* the trailing HEADERS ends it */
+	} else if (!n) {
+		st->deferred = 1;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	return (ssize_t)n;
+}
+
+static int h2_response_head(struct side *s, const struct msg *m, struct head_resp *hr)
+{
+	static nghttp2_nv nv[HTTP_MAX_HEADERS + 8];
+	struct h2_stream *st = s->c->h2s;
+	size_t n = 0;
+
+	if (st->ws || m->status < 200) /* RFC 8441's answer: the tunnel's text path (h2_ws.c) */
+		return h1_server_codec.response_head(s, m, hr);
+	hr->client_close = !hr->req->keep_alive || wk.draining;
+	hr->chunked = 0; /* DATA frames end where the body does */
+	snprintf(st->status, sizeof(st->status), "%03d", m->status);
+	nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+	n = h2_nv_fields(st, m, nv, n, sizeof(nv) / sizeof(nv[0]), hr->request_id_len);
+	/* as HTTP/1 writes it, a field of its own after the upstream's Vias
+	 * (RFC 9110 5.3: the same list) */
+	nv[n++] = (nghttp2_nv){(uint8_t *)"via", (uint8_t *)(m->version_minor ? "1.1 weir" : "1.0 weir"), 3, 8,
+	                       NGHTTP2_NV_FLAG_NONE};
+	if (hr->request_id_len)
+		nv[n++] = (nghttp2_nv){(uint8_t *)"x-request-id", (uint8_t *)hr->request_id, 12, hr->request_id_len,
+		                       NGHTTP2_NV_FLAG_NONE};
+	if (h2_submit_nv(st, m, nv, n, hr->recoded, h2_side_read) < 0)
+		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+	st->direct = 1;
+	h2_session_kick(st->s);
+	return 0;
+}
+
+static void h2_queue_head(struct side *s)
+{
+	if (s->c->h2s->direct)
+		outq_reset(&s->q); /* the HEADERS are submitted */
+	else
+		h1_server_codec.queue_head(s);
+}
+
+static void h2_send_body(struct side *s, const char *data, size_t len, int eos)
+{
+	struct h2_stream *st = s->c->h2s;
+
+	if (!st->direct) {
+		h1_server_codec.send_body(s, data, len, eos);
+		return;
+	}
+	if (st->resp_state != H2_RESP_BODY)
+		return; /* no body to carry (HEAD, 204, 304) */
+	if (len)
+		outq_add(&s->q, data, len);
+	if (eos) {
+		/* the upstream's trailer section, checked HTTP/1 field lines
+		 * where they lie: kept for the trailing HEADERS */
+		if (s->trailers_len && h2_trailers_collect(st, s->trailers, s->trailers_len) < 0)
+			worker_count_error(WEIR_ERR(TRAILER_DROPPED));
+		st->resp_eof = 1;
+		st->resp_state = H2_RESP_DONE;
+	}
+	h2_stream_more(st);
+}
+
+static ssize_t h2_flush(struct side *s, int more)
+{
+	struct h2_stream *st = s->c->h2s;
+	ssize_t n;
+
+	if (!st->direct)
+		return h1_server_codec.flush(s, more);
+	n = st->taken;
+	st->taken = 0;
+	outq_advance(&s->q, (size_t)n);
+	if (!n && st->ng_closed)
+		return -EPIPE;
+	return n;
 }
 
 /* Head bytes of the response; returns bytes taken or -1. */
@@ -845,13 +1070,17 @@ void h2_stream_close(struct conn *c)
 			h2_session_kick(s);
 		}
 	}
-	if (st->ng_closed)
+	if (st->ng_closed && s->pumping != st)
 		h2_stream_free(st);
 }
 
 void h2_stream_ng_closed(struct h2_stream *st, uint32_t code)
 {
 	st->ng_closed = 1;
+	if (!st->core_done && st->in_framed && code == NGHTTP2_NO_ERROR)
+		/* the whole answer is framed, and nghttp2 closed the stream in
+		 * the same pass: the core finishes it first, after the pass */
+		return;
 	if (!st->core_done && h2_ws_closed_clean(st, code))
 		return; /* the tunnel first passes on what came before END_STREAM */
 	if (!st->core_done)
