@@ -917,6 +917,23 @@ def established_to(port):
     return n
 
 
+def unread_by_server(port, client_sock):
+    """Bytes the server end of <client_sock>'s connection to
+    127.0.0.1:<port> holds unread (its receive queue, from /proc/net/tcp),
+    or None when that end is not there. 0 means the process that accepted
+    the connection has read what the client sent: a connection still in
+    the accept queue keeps its bytes queued."""
+    want_local = "0100007F:%04X" % port
+    want_remote = "0100007F:%04X" % client_sock.getsockname()[1]
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            if parts[1] == want_local and parts[2] == want_remote:
+                return int(parts[4].split(":")[1], 16)
+    return None
+
+
 def release_port(port):
     """Frees a port taken by closed_port() so a server can listen on it."""
     for s in list(_HELD):
