@@ -45,7 +45,7 @@ def slack(seconds):
 # ports and small helpers
 # ---------------------------------------------------------------------------
 
-# Under pytest-xdist (`make integration` runs the suite with -n 2, beside
+# Under pytest-xdist (`make integration` runs the suite with -n 3, beside
 # the sanitizer build's) sessions pick ports at the same time, and a port
 # one of them picked is free until its weir binds it: the kernel's bind(0)
 # could hand it to another worker meanwhile. So each worker of each build
@@ -55,7 +55,7 @@ def slack(seconds):
 # one. The turn starts at a random place, so that two runs on one machine
 # rarely walk the same ports at once; a port in use is skipped.
 _XDIST_WORKER = re.match(r"gw(\d+)$", os.environ.get("PYTEST_XDIST_WORKER", ""))
-PORT_RANGES_BASE, PORT_RANGE_SIZE = 20000, 1500  # 8 ranges: 20000 .. 31999
+PORT_RANGES_BASE, PORT_RANGE_SIZE = 20000, 1500  # 8 ranges: 20000 .. 31999, 4 workers per build
 _next_port = [None]
 
 
