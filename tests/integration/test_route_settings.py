@@ -130,4 +130,6 @@ def test_a_draining_worker_never_uses_a_tls_context_its_generation_does_not_desc
     c.close()
     assert r.status == 502, r
     assert w.metrics().error("upstream_tls") >= 1
-    assert any("started before the reload" in line for line in w.error_lines()), w.error_lines()[-5:]
+    # the worker writes its log lines out after the answer, as its loop turns
+    wait_until(lambda: any("started before the reload" in line for line in w.error_lines()), slack(5),
+               what="the old worker's 'started before the reload' line")
