@@ -45,7 +45,7 @@ def slack(seconds):
 # ports and small helpers
 # ---------------------------------------------------------------------------
 
-# Under pytest-xdist (`make integration` runs the suite with -n 2, beside
+# Under pytest-xdist (`make integration` runs the suite with -n 3, beside
 # the sanitizer build's) sessions pick ports at the same time, and a port
 # one of them picked is free until its weir binds it: the kernel's bind(0)
 # could hand it to another worker meanwhile. So each worker of each build
@@ -55,7 +55,7 @@ def slack(seconds):
 # one. The turn starts at a random place, so that two runs on one machine
 # rarely walk the same ports at once; a port in use is skipped.
 _XDIST_WORKER = re.match(r"gw(\d+)$", os.environ.get("PYTEST_XDIST_WORKER", ""))
-PORT_RANGES_BASE, PORT_RANGE_SIZE = 20000, 1500  # 8 ranges: 20000 .. 31999
+PORT_RANGES_BASE, PORT_RANGE_SIZE = 20000, 1500  # 8 ranges: 20000 .. 31999, 4 workers per build
 _next_port = [None]
 
 
@@ -915,6 +915,23 @@ def established_to(port):
             if parts[2] == want and parts[3] == "01":
                 n += 1
     return n
+
+
+def unread_by_server(port, client_sock):
+    """Bytes the server end of <client_sock>'s connection to
+    127.0.0.1:<port> holds unread (its receive queue, from /proc/net/tcp),
+    or None when that end is not there. 0 means the process that accepted
+    the connection has read what the client sent: a connection still in
+    the accept queue keeps its bytes queued."""
+    want_local = "0100007F:%04X" % port
+    want_remote = "0100007F:%04X" % client_sock.getsockname()[1]
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            if parts[1] == want_local and parts[2] == want_remote:
+                return int(parts[4].split(":")[1], 16)
+    return None
 
 
 def release_port(port):

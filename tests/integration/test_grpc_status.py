@@ -4,6 +4,7 @@ application/grpc, grpc-status and grpc-message in the head, no body; a
 plain client still gets the text answer. Over HTTP/1 (the HTTP/2 codec is
 written beside this and reuses the mapping)."""
 
+import socket
 import threading
 import time
 
@@ -134,3 +135,40 @@ def test_grpc_timeout_is_the_calls_deadline_bounded_by_timeouts_request(weir_fac
     with Client(w.port) as c:
         r = c.request("GET", "/slow/800", headers=[("grpc-timeout", "100m")])
     assert r.status == 200 and r.body == b"slow\n"
+
+
+def test_a_call_whose_upstream_head_had_begun_still_gets_a_grpc_status(weir_factory, origin):
+    # weir drops the request's header list once the upstream's response
+    # head begins; an answer of weir's own after that (its head bad, or the
+    # call's deadline passed while it came) is still a gRPC status. Seen
+    # when a grpcio server's own DEADLINE_EXCEEDED arrived as weir's
+    # deadline passed: the client got a text/plain 504 (UNAVAILABLE)
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(4)
+    held = []
+
+    def half_head():  # the head's first lines, then nothing
+        try:
+            s, _ = ls.accept()
+        except OSError:
+            return
+        held.append(s)
+        s.recv(65536)
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/grpc\r\n")
+
+    t = threading.Thread(target=half_head, daemon=True)
+    t.start()
+    try:
+        w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]},
+                                    {"name": "h", "servers": ["127.0.0.1:%d" % ls.getsockname()[1]]}],
+                         routes=[{"path": "/half/", "upstream": "h"}, {"path": "/", "upstream": "a"}],
+                         timeouts={"upstream_read": "20s"})
+        assert_grpc(call(w.port, "/garbage"), 14)  # upstream_bad_response, a 502
+        assert_grpc(call(w.port, "/half/x", extra=[("grpc-timeout", "300m")]), 4, "grpc-timeout")
+        assert w.metrics().error("grpc_deadline") == 1
+    finally:
+        ls.close()
+        t.join(slack(5))
+        for s in held:
+            s.close()

@@ -872,6 +872,10 @@ struct txn {
 	uint8_t up_reusable;     /* upstream connection may go back to the pool */
 	uint8_t up_wait, cl_wait; /* what each side's timer now measures */
 	uint8_t early;           /* the request came in TLS early data (0-RTT) */
+	uint8_t grpc;            /* a gRPC call (grpc_request()), noted once routed: the
+	                          * request's header list is dead once the response
+	                          * head begins, and weir's own answer must still
+	                          * be a gRPC status */
 	uint32_t grpc_deadline;  /* ms from its start: a gRPC call's grpc-timeout (grpc_deadline()); 0 none */
 	uint8_t buffering;       /* reading the body whole before picking a server */
 	uint8_t body_buffered;   /* the whole body was read before a server was

@@ -16,6 +16,8 @@ int grpc_request(const struct txn *t)
 
 	if (!t || !t->req.head_len) /* the head not read whole: its headers are not known */
 		return 0;
+	if (t->grpc) /* noted when routed: the list below is gone once the response head begins */
+		return 1;
 	for (uint32_t i = 0; i < t->req.hl.n; i++) {
 		const struct hdr *h = &t->req.hl.v[i];
 

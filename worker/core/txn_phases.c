@@ -89,7 +89,7 @@ static enum ph_rc ph_route(struct txn *t, const void *conf)
 	if (!t->route)
 		return ph_answer(t, WEIR_ERR(NO_ROUTE));
 	SHM_ADD(&wk.rcnt[t->route->stat], requests, 1);
-	if (grpc_request(t)) /* the call's deadline, bounded by timeouts.request */
+	if ((t->grpc = (uint8_t)grpc_request(t))) /* the call's deadline, bounded by timeouts.request */
 		t->grpc_deadline = grpc_deadline(t);
 	/* routes.split (split.c): the side's group, for everything after;
 	 * tested here, not in a handler of its own, so a route without one
