@@ -94,14 +94,20 @@ def error_ratio(w, limit):
 
 
 def phase(w, want, floor_want, clean=False):
-    wait_until(lambda: factor(w) == want, slack(8), what="factor %s" % want)
-    if clean:
-        # back to health: the rate is measured once the window holds no
-        # failures, so the phase is 1.0x throughout
-        wait_until(lambda: error_ratio(w, "ad") == 0 and error_ratio(w, "adf") == 0
-                   and factor(w) == want and factor(w, "adf") == want, slack(15),
-                   what="a window without failures")
-    (r, rj), (rf, rfj) = rate(w, "ad"), rate(w, "adf", 1.5)
+    for attempt in range(3):
+        wait_until(lambda: factor(w) == want, slack(8), what="factor %s" % want)
+        if clean:
+            # back to health: the rate is measured once the window holds no
+            # failures, so the phase is 1.0x throughout
+            wait_until(lambda: error_ratio(w, "ad") == 0 and error_ratio(w, "adf") == 0
+                       and factor(w) == want and factor(w, "adf") == want, slack(15),
+                       what="a window without failures")
+        (r, rj), (rf, rfj) = rate(w, "ad"), rate(w, "adf", 1.5)
+        # the rates hold for the factor they were measured under: on a
+        # loaded machine a healthy upstream's p99 can pass the bound for a
+        # moment and the factor move in the 3.5 s; measured again then
+        if factor(w) == want and factor(w, "adf") == want:
+            break
     # GCRA admits at most rate x t (+1); below it only if the clients could
     # not keep up on a loaded machine, which shows as (almost) nothing
     # rejected: the lower bound holds while the limit is what binds
