@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from harness import pid_alive, render_config, settle, slack, wait_until, WEIR_BIN
+from harness import pid_alive, render_config, settle, slack, unread_by_server, wait_until, WEIR_BIN
 from pki import make_ca, make_leaf, openssl, san
 
 
@@ -315,19 +315,6 @@ def test_records_read_ahead_together_are_all_answered(weir_factory, origin, cert
         assert buf == b""
 
 
-def unread_by_weir(weir_port, client_port):
-    """Bytes in the receive queue of weir's end of our connection (from
-    /proc/net/tcp): what weir has not read yet; None if it is not there."""
-    local, remote = "0100007F:%04X" % weir_port, "0100007F:%04X" % client_port
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            parts = line.split()
-            if parts[1] == local and parts[2] == remote:
-                return int(parts[4].split(":")[1], 16)
-    return None
-
-
 def test_tls_bytes_arriving_in_pieces_are_put_together(weir_factory, origin, certs):
     """The handshake and a request reach weir in pieces (every TLS record
     header in two, 3 bytes and 2, and its body in pieces of 64 bytes), and
@@ -345,13 +332,12 @@ def test_tls_bytes_arriving_in_pieces_are_put_together(weir_factory, origin, cer
     tls = ctx.wrap_bio(inc, out, server_hostname="app.test")
     raw = socket.create_connection(("127.0.0.1", w.port), timeout=slack(5))
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    me = raw.getsockname()[1]
     pieces = [0]
 
     def send_piece(p):
         raw.sendall(p)
         pieces[0] += 1
-        wait_until(lambda: unread_by_weir(w.port, me) == 0, slack(5), interval=0.001,
+        wait_until(lambda: unread_by_server(w.port, raw) == 0, slack(5), interval=0.001,
                    what="weir to read piece %d" % pieces[0])
 
     def flush():
