@@ -49,6 +49,27 @@ void outq_reset(struct outq *q)
 	q->src_consume = 0;
 }
 
+/* <n> bytes of <q> gone to the peer: the iovecs they filled leave the
+ * queue, a part-written one is moved on (a zero-length one, an end mark,
+ * goes only with bytes past it). */
+static inline __attribute__((always_inline)) void outq_skip(struct outq *q, size_t n)
+{
+	if (n)
+		q->sent = 1;
+	while (n && q->count) {
+		struct iovec *v = &q->iov[q->first];
+		size_t k = n < v->iov_len ? n : v->iov_len;
+
+		v->iov_base = (char *)v->iov_base + k;
+		v->iov_len -= k;
+		n -= k;
+		if (v->iov_len == 0) {
+			q->first++;
+			q->count--;
+		}
+	}
+}
+
 size_t outq_bytes(const struct outq *q)
 {
 	size_t n = 0;
@@ -78,20 +99,7 @@ void outq_copy(const struct outq *q, size_t skip, char *dst, size_t n)
 
 void outq_advance(struct outq *q, size_t n)
 {
-	if (n)
-		q->sent = 1;
-	while (n && q->count) {
-		struct iovec *v = &q->iov[q->first];
-		size_t k = n < v->iov_len ? n : v->iov_len;
-
-		v->iov_base = (char *)v->iov_base + k;
-		v->iov_len -= k;
-		n -= k;
-		if (v->iov_len == 0) {
-			q->first++;
-			q->count--;
-		}
-	}
+	outq_skip(q, n);
 	if (!q->count) {
 		if (q->src)
 			q->src->start += q->src_consume;
@@ -156,20 +164,7 @@ ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more)
 			return -errno;
 		}
 		total += n;
-		if (n > 0)
-			q->sent = 1;
-		while (n > 0 && q->count) {
-			struct iovec *v = &q->iov[q->first];
-			if ((size_t)n >= v->iov_len) {
-				n -= (ssize_t)v->iov_len;
-				q->first++;
-				q->count--;
-			} else {
-				v->iov_base = (char *)v->iov_base + n;
-				v->iov_len -= (size_t)n;
-				n = 0;
-			}
-		}
+		outq_skip(q, (size_t)n);
 	}
 	if (q->src) {
 		q->src->start += q->src_consume;

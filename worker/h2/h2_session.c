@@ -281,8 +281,9 @@ static int h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *u
  * header and payload go straight into the session's gathered write, from
  * the core's queue, which points into the upstream's input: one copy of
  * each byte between the upstream's socket and the client's, not three.
- * The data source sized the frame for the room in <out>; no padding is
- * ever asked for (no padding callback). */
+ * The data source sized the frame to fit an empty <out>: until it fits
+ * here nghttp2 asks again after the write; no padding is ever asked for
+ * (no padding callback). */
 static int h2_on_send_data(nghttp2_session *ng, nghttp2_frame *f, const uint8_t *hd, size_t length,
                            nghttp2_data_source *src, void *ud)
 {

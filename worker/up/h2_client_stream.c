@@ -528,21 +528,7 @@ static ssize_t h2c_flush(struct side *sd, int more)
 	k = st->taken;
 	st->taken = 0;
 	n += (ssize_t)k;
-	if (k)
-		q->sent = 1;
-	while (k > 0 && q->count) {
-		struct iovec *v = &q->iov[q->first];
-
-		if (k >= v->iov_len) {
-			k -= v->iov_len;
-			q->first++;
-			q->count--;
-		} else {
-			v->iov_base = (char *)v->iov_base + k;
-			v->iov_len -= k;
-			k = 0;
-		}
-	}
+	outq_advance(q, k);
 	if (q->count && h2c_is_eos(&q->iov[q->first]) && st->out_eos) {
 		q->first++; /* the END_STREAM went */
 		q->count--;
