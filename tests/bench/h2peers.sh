@@ -11,17 +11,19 @@
 # build/weir (or $WEIR_BIN) with a configuration written here.
 #
 # Options:
-#   --mode rps|instr|mem   what to measure (default rps)
+#   --mode rps|instr|syscalls|mem   what to measure (default rps)
 #   --path P        / (18-byte body) or /64k (65536 bytes); default /
 #   --tls           TLS with ALPN h2 (default: h2c, prior knowledge)
 #   --rounds N      interleaved h2load rounds per target (rps; default 3)
 #   --duration S    seconds per h2load run (rps; default 5, at most 20)
-#   --requests N    requests counted under callgrind (instr; default 20000)
+#   --requests N    requests counted under callgrind or strace (instr,
+#                   syscalls; default 20000)
 #   --conns N       idle connections opened (mem; default 2000)
 #   --only LIST     the targets, comma-separated (default
 #                   weir,nginx,haproxy,nghttpx,h2o)
 #   --keep DIR      instr: keep the callgrind files in DIR (for
-#                   callgrind_annotate: where the instructions go)
+#                   callgrind_annotate: where the instructions go);
+#                   syscalls: the strace -c tables
 #
 # Figures (one line each, then ratios weir/best_peer):
 #   rps             median requests/s of h2load -c64 -m10 -t1 -D S
@@ -29,6 +31,10 @@
 #                   succeeded request of h2load -c64 -m10 -t1 -n N, counted
 #                   by callgrind from the first measured request to the
 #                   last (connection set-up included, spread over N)
+#   syscalls_per_req  system calls of the serving process per succeeded
+#                   request of the same h2load run, counted by strace -c
+#                   (with --keep, the per-call table is kept in DIR: which
+#                   calls, how many epoll_waits, that is loop passes)
 #   kib_per_conn    RSS growth of the serving process per idle h2
 #                   connection (preface, SETTINGS, one request each), KiB
 # rps: above 1 is better for weir; instr and mem: below 1.
@@ -47,11 +53,11 @@ while [ $# -gt 0 ]; do
 	--tls) TLS=1; shift;;
 	--only) TARGETS=$2; shift 2;;
 	--keep) KEEP=$2; shift 2;;
-	-h|--help) sed -n '2,33p' "$0"; exit 0;;
+	-h|--help) sed -n '2,39p' "$0"; exit 0;;
 	*) echo "h2peers.sh: unknown option $1 (see --help)" >&2; exit 2;;
 	esac
 done
-case $MODE in rps|instr|mem) ;; *) echo "h2peers.sh: --mode rps|instr|mem" >&2; exit 2;; esac
+case $MODE in rps|instr|syscalls|mem) ;; *) echo "h2peers.sh: --mode rps|instr|syscalls|mem" >&2; exit 2;; esac
 [ "$DUR" -le 20 ] || { echo "h2peers.sh: --duration at most 20" >&2; exit 2; }
 [ "$MODE" = mem ] && TLS=1 # the figure the issue asks for is with TLS
 
@@ -66,7 +72,7 @@ WEIR=${WEIR_BIN:-$ROOT/build/weir}
 need() {
 	local missing=() pair
 	for pair in nginx:nginx-light haproxy:haproxy h2load:nghttp2-client valgrind:valgrind \
-	            curl:curl python3:python3; do
+	            strace:strace curl:curl python3:python3; do
 		command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
@@ -311,6 +317,28 @@ if [ "$MODE" = instr ]; then
 		stop "$STARTED_PID"; sleep 0.5
 	done
 	report instr_per_req min
+fi
+
+if [ "$MODE" = syscalls ]; then
+	for t in "${LIST[@]}"; do
+		start "$t" || continue
+		sp=$(server_pid "$STARTED_PID" "$t")
+		strace -c -f -p "$sp" -o "$W/st.$t" 2>/dev/null &
+		spid=$!
+		sleep 0.5
+		out=$(timeout 300 "${H2LOAD[@]}" -n "$NREQ" "$(url "${PORT[$t]}")$PATH_" 2>&1 || true)
+		ok=$(echo "$out" | awk '/^requests:/ {print $8}')
+		sleep 0.3
+		kill -INT "$spid" 2>/dev/null || true
+		wait "$spid" 2>/dev/null || true
+		# the total line: "100.00 secs usecs/call calls [errors] total"
+		calls=$(awk '$NF == "total" { print $4 }' "$W/st.$t" 2>/dev/null)
+		FIG[$t]=$(awk -v c="${calls:-0}" -v n="${ok:-0}" 'BEGIN { if (n == 0 || c == 0) print "nan"; else printf "%.2f\n", c/n }')
+		[ -z "$KEEP" ] || { mkdir -p "$KEEP" && cp "$W/st.$t" "$KEEP/strace.$t"; }
+		[ "${ok:-0}" = "$NREQ" ] || echo "# syscalls $t: only ${ok:-0} of $NREQ requests succeeded" >&2
+		stop "$STARTED_PID"; sleep 0.5
+	done
+	report syscalls_per_req min
 fi
 
 if [ "$MODE" = mem ]; then
