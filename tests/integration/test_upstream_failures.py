@@ -340,6 +340,31 @@ def test_the_bytes_after_a_complete_upstream_response_are_never_delivered_as_a_r
             assert r.get("Content-Type") == "application/json"
 
 
+def test_bytes_an_upstream_sends_while_its_answer_waits_on_the_client_unfit_the_connection(weir_factory, origin):
+    """An HTTP/2 client with a 1 KiB window holds a 4 KiB answer that weir
+    has read whole: the upstream's stray response meanwhile must not be
+    taken for the next answer, and its connection is not kept."""
+    from h2util import H2Client
+    w = simple(weir_factory, origin, workers=1)
+    c = H2Client(w.port, settings={1 << 2: 1024})  # INITIAL_WINDOW_SIZE
+    try:
+        sid = c.request("/bad/trailing-late/4096/200")
+        # weir has all 4096 bytes, the client took 1024: the stray bytes
+        # come at 200 ms while the rest waits for the window
+        time.sleep(slack(0.6))
+        m0 = w.metrics()
+        r = c.wait([sid])[0]
+        assert r["status"] == 200 and r["body"] == b"x" * 4096, r
+        for _ in range(3):
+            r = c.get("/echo")
+            assert r["status"] == 200 and "x-injected" not in dict(r["headers"]), r
+            assert dict(r["headers"]).get("content-type") == "application/json"
+        # one connection for the three: the first was not kept
+        assert w.metrics()("weir_upstream_connects_total") - m0("weir_upstream_connects_total") == 1
+    finally:
+        c.close()
+
+
 def test_an_upstream_failure_on_one_client_does_not_affect_others(weir_factory, origin):
     # a worker held up by the stalled request would answer the others only
     # after its 30 s upstream_read: a bound far below that proves it is not

@@ -45,6 +45,8 @@ Endpoints (GET unless said; HEAD works on all and sends no body):
   /bad/chunk             invalid chunk size
   /bad/trailing          a valid response followed by the bytes of a second
                          unrequested response; the connection stays open
+  /bad/trailing-late/N/MS  N bytes of 'x' (Content-Length), then after MS ms
+                         the bytes of an unrequested response; stays open
   /bad/huge-head         a 32 KiB response header
   /upload                reads the whole body: JSON {body_len, body_sha256}
   /head-test             Content-Length 5 "hello" (GET and HEAD)
@@ -645,6 +647,14 @@ class Server:
         if path == "/bad/trailing":
             c.send(self.head_bytes(200, [("Content-Length", "3")]) + b"ok\n"
                    + b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n"
+                   b"X-Injected: yes\r\n\r\ninjected\n")
+            return not close
+        if parts[1:3] == ["bad", "trailing-late"]:
+            n = num(3, 1000)
+            c.send(self.head_bytes(200, [("Content-Length", str(n))]))
+            self.send_x(c, n)
+            stopping.wait(num(4, 100) / 1000.0)
+            c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n"
                    b"X-Injected: yes\r\n\r\ninjected\n")
             return not close
         if path == "/bad/huge-head":

@@ -909,6 +909,15 @@ void txn_pump(struct txn *t)
 			ev |= EV_WRITE;
 		if (!u->connecting && !t->down.q.count && !t->resp_done)
 			ev |= EV_READ;
+		else if (t->resp_done && t->up_reusable && !u->connecting && !u->ssl && !u->h2)
+			/* all read, the client still writing: left armed as the
+			 * pool arms it. Stopped here and started again there, the
+			 * watcher costs an epoll_ctl that fails (EEXIST: libev
+			 * never removes a stopped fd) per request whose answer
+			 * outlives a loop pass, as HTTP/2's do. A byte or a close
+			 * meanwhile unfits the connection (txn_on_upstream_event).
+			 * Not for TLS: a late session ticket would. */
+			ev |= EV_READ;
 		upstream_io_set(u, ev);
 		if (!u->connecting) {
 			/* the upstream's clock runs only while we wait on it */
@@ -992,6 +1001,13 @@ void txn_on_upstream_event(struct txn *t, int revents)
 			upstream_connected(u);
 			upstream_set_deadline(u, worker_after(TXN_SET(t)->timeouts.upstream_send));
 		}
+	}
+	if ((revents & EV_READ) && same && t->resp_done) {
+		/* past the whole response: what comes is no next answer's
+		 * (an upstream speaks when asked), so the connection is not
+		 * kept; left unread, and no longer watched (txn_pump) */
+		t->up_reusable = 0;
+		revents &= ~EV_READ;
 	}
 	if ((revents & EV_READ) && same)
 		t->u->readable = 1;
