@@ -800,6 +800,9 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	       c.upstream_reuses);
 	metric(o, "weir_upstream_retries_total", "counter", "Requests sent again after an upstream failure.",
 	       c.upstream_retries);
+	metric(o, "weir_upstream_pool_trimmed_total", "counter",
+	       "Idle upstream connections past the group's keepalive closed at a worker's tick (a burst parked them).",
+	       c.upstream_pool_trimmed);
 	metric(o, "weir_upstream_replays_refused_total", "counter",
 	       "Requests not sent again after their pooled connection closed: not idempotent and sent.",
 	       c.upstream_replays_refused);

@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 26u
+#define SHM_LAYOUT_VERSION 27u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -126,6 +126,7 @@ struct shm_counters {
 	uint64_t upstream_reuses;   /* requests sent on a pooled connection */
 	uint64_t upstream_retries;  /* requests sent again after a failure */
 	uint64_t upstream_replays_refused; /* not sent again: not idempotent and sent */
+	uint64_t upstream_pool_trimmed; /* idle connections past keepalive closed by the tick */
 	uint64_t errors[WEIR_ERR_COUNT];
 	uint64_t tls_handshakes;    /* TLS handshakes completed, resumed or not */
 	uint64_t tls_resumed;       /* of which resumed a session (ticket) */
