@@ -101,8 +101,8 @@ void h2_stream_shutdown(struct conn *c);
  * the connection closed (returns 0). */
 int h2_session_drain_cut(struct conn *c, int tunnels);
 
-/* Gathers what nghttp2 session <ng> has to send into *<out> (taken if
- * NULL), one buffer at most; *<pend> is what mem_send gave and did not
+/* Gathers what nghttp2 session <ng> has to send into <out>, up to <cap>
+ * bytes of it; *<pend> is what mem_send gave and did not
  * fit yet; *<in_ng> is set while inside nghttp2. Both directions'
  * sessions write so (h2_session.c, worker/up/h2_client.c). */
 struct nghttp2_session;
@@ -114,7 +114,8 @@ void *h2_nghttp2_mem(void);
  * callback after the pass's prepare watchers ran is written in the next
  * pass, not after the next event. Both directions' sessions kick so. */
 void h2_kick(ev_prepare *flush);
-void h2_gather(struct nghttp2_session *ng, struct buf **out, const uint8_t **pend, size_t *pend_len, uint8_t *in_ng);
+void h2_gather(struct nghttp2_session *ng, struct buf *out, uint32_t cap, const uint8_t **pend, size_t *pend_len,
+               uint8_t *in_ng);
 
 /* conn.c: a stream's conn made ready, its callbacks the connection's,
  * its peer and transport facts copied from <parent>. */

@@ -18,6 +18,15 @@ struct h2_stream;
  * it has seen our SETTINGS), and what a stream's body buffer holds. */
 #define H2_WINDOW 65535u
 
+/* The gathered write to a client: room for four DATA frames of the
+ * default maximum size with their headers, and the HEADERS beside them,
+ * so that a 64 KiB answer leaves in one or two writes rather than five
+ * (one per buffers.size of 16 KiB). Held only while frames wait: an idle
+ * session has none (h2_session_flush). h2_out_size is this, or
+ * buffers.size if larger. */
+#define H2_OUT_MIN (4u * (16384u + 9u) + 4096u)
+extern uint32_t h2_out_size;
+
 struct h2_session {
 	struct conn *c;
 	nghttp2_session *ng;

@@ -17,6 +17,8 @@ static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PREFACE_LEN 24
 
 static int cls_h2;             /* sessions and streams share one class */
+static int cls_out;            /* the gathered write, h2_out_size bytes */
+uint32_t h2_out_size;
 static nghttp2_session_callbacks *h2_cbs;
 static nghttp2_option *h2_opt;
 static ev_tstamp log_next;
@@ -292,7 +294,7 @@ static int h2_on_send_data(nghttp2_session *ng, nghttp2_frame *f, const uint8_t 
 	(void)ng;
 	(void)f;
 
-	if (!out || wk.buf_size - out->end < length + 9)
+	if (!out || h2_out_size - out->end < length + 9)
 		return NGHTTP2_ERR_WOULDBLOCK; /* asked again with the same frame */
 	memcpy(out->data + out->end, hd, 9);
 	h2_stream_take(src->ptr, out->data + out->end + 9, length);
@@ -307,6 +309,8 @@ void h2_init(const struct config *cfg)
 	size_t a = sizeof(struct h2_session), b = sizeof(struct h2_stream);
 
 	cls_h2 = slab_add_class(&wk.slab, a > b ? a : b);
+	h2_out_size = wk.buf_size > H2_OUT_MIN ? wk.buf_size : H2_OUT_MIN;
+	cls_out = slab_add_class(&wk.slab, sizeof(struct buf) + h2_out_size);
 	ev_idle_init(&nudge, h2_nudge_cb);
 	h2_stream_init_classes();
 	if (h2_cbs)
@@ -581,11 +585,10 @@ static int h2_session_write_out(struct h2_session *s)
 	return 1;
 }
 
-void h2_gather(nghttp2_session *ng, struct buf **out, const uint8_t **pend, size_t *pend_len, uint8_t *in_ng)
+void h2_gather(nghttp2_session *ng, struct buf *out, uint32_t cap, const uint8_t **pend, size_t *pend_len,
+               uint8_t *in_ng)
 {
-	if (!*out && !(*out = buf_get()))
-		return;
-	while ((*out)->end < wk.buf_size) {
+	while (out->end < cap) {
 		size_t k;
 
 		if (!*pend_len) {
@@ -598,11 +601,11 @@ void h2_gather(nghttp2_session *ng, struct buf **out, const uint8_t **pend, size
 				break;
 			*pend_len = (size_t)n;
 		}
-		k = wk.buf_size - (*out)->end;
+		k = cap - out->end;
 		if (k > *pend_len)
 			k = *pend_len;
-		memcpy((*out)->data + (*out)->end, *pend, k);
-		(*out)->end += (uint32_t)k;
+		memcpy(out->data + out->end, *pend, k);
+		out->end += (uint32_t)k;
 		*pend += k;
 		*pend_len -= k;
 	}
@@ -610,7 +613,13 @@ void h2_gather(nghttp2_session *ng, struct buf **out, const uint8_t **pend, size
 
 static void h2_session_gather(struct h2_session *s)
 {
-	h2_gather(s->ng, &s->out, &s->pend, &s->pend_len, &s->in_ng);
+	if (!s->out) {
+		if (!(s->out = slab_alloc(&wk.slab, cls_out)))
+			return;
+		s->out->start = s->out->end = 0;
+		s->out->cls = (uint32_t)cls_out;
+	}
+	h2_gather(s->ng, s->out, h2_out_size, &s->pend, &s->pend_len, &s->in_ng);
 }
 
 /* Once per loop pass: the frames of every stream in one write (or a few,

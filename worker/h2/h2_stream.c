@@ -852,8 +852,8 @@ static ssize_t h2_side_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
 	if (n) {
 		/* a frame fits the gathered write once it is empty: h2_on_send_data
 		 * waits (WOULDBLOCK) until there is room, then copies it there */
-		if (n + 9 > wk.buf_size)
-			n = (wk.buf_size - 9) & ~(size_t)(H2_FRAME_ALIGN - 1);
+		if (n + 9 > h2_out_size)
+			n = (h2_out_size - 9) & ~(size_t)(H2_FRAME_ALIGN - 1);
 		*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
 	}
 	if (st->resp_eof && n == have) {

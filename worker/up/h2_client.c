@@ -310,7 +310,9 @@ static int h2c_session_write(struct h2c_session *s)
 
 static void h2c_session_gather(struct h2c_session *s)
 {
-	h2_gather(s->ng, &s->out, &s->pend, &s->pend_len, &s->in_ng);
+	if (!s->out && !(s->out = buf_get()))
+		return;
+	h2_gather(s->ng, s->out, wk.buf_size, &s->pend, &s->pend_len, &s->in_ng);
 }
 
 /* The frames of every stream, in one write when they fit a buffer. Also
