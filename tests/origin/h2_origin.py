@@ -96,11 +96,25 @@ class H2Origin:
                 pass
 
 
+# /fields/NAME: response heads a server should not send, as it sends them
+FIELDS = {
+    "upper": [("X-Upper", "1"), ("content-length", "2")],
+    "connection": [("connection", "close"), ("content-length", "2")],
+    "keepalive": [("keep-alive", "timeout=5"), ("content-length", "2")],
+    "te": [("transfer-encoding", "chunked")],
+    "badlength": [("content-length", "2x")],
+    "twolengths": [("content-length", "2"), ("content-length", "3")],
+    "fine": [("x-fine", "1"), ("content-length", "2")],
+}
+
+
 class Conn:
     def __init__(self, origin, s):
         self.o = origin
         self.s = s
-        cfg = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
+        # fields go as given: /fields/ sends some HTTP/2 forbids
+        cfg = h2.config.H2Configuration(client_side=False, header_encoding="utf-8",
+                                        validate_outbound_headers=False, normalize_outbound_headers=False)
         self.c = h2.connection.H2Connection(cfg)
         self.c.local_settings = h2.settings.Settings(client=False, initial_values={
             h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: origin.max_streams})
@@ -228,7 +242,10 @@ class Conn:
             self.reqs.pop(sid, None)
             self.open -= 1
             return
-        if path.startswith("/bytes/"):
+        if path.startswith("/fields/"):
+            # a head with the fields FIELDS[name], then "ok"
+            resp = (200, FIELDS[path.split("/")[2].split("?")[0]], b"ok")
+        elif path.startswith("/bytes/"):
             n = int(path.split("/")[2].split("?")[0])
             body = pattern(n)
             extra = [("content-length", str(n))] if "nolength" not in path else []

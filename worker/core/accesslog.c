@@ -91,10 +91,9 @@ static int accesslog_weir(struct conn *c, struct txn *t, int status)
 		const struct route_server *s = t->server >= 0 ? &route_servers(t->table)[t->server] : NULL;
 		char esc[4 * 512 + 1];
 
-		if (t->up.head) {
-			target = t->up.head->data + t->req.method_len + 1;
-			if (t->fwd_target_len) /* strip_prefix or rewrite (match.h) */
-				tl = t->fwd_target_len;
+		if (t->up.head) { /* as forwarded: strip_prefix, rewrite (match.h) */
+			target = t->up.head->data + t->fwd_target_at;
+			tl = t->fwd_target_len;
 		}
 		if (tl > 512)
 			tl = 512;

@@ -140,7 +140,7 @@ struct split_txn {
  * settings unless the route has its own. Never fails. */
 void split_choose(struct txn *t);
 
-/* routes.mirror (mirror.c): once t->up.head is written, a copy of <t> to
+/* routes.mirror (mirror.c): once t->mirror_head is written, a copy of <t> to
  * the shadow group for mirror_share of the requests, counted in the
  * route's mirror[enum mirror_result]. Never waits, never fails <t>. */
 void mirror_maybe(struct txn *t);
@@ -922,7 +922,13 @@ struct txn {
 	struct split_txn sp;     /* the side of its route's split (==== split ====) */
 	uint16_t bal_held;       /* stat index + 1 counted in flight for least_request (up.h: balance) */
 	struct compress_txn cz;  /* the client's Accept-Encoding, the encoder (==== compress ====) */
-	uint32_t fwd_target_len; /* a rewritten target's length in up.head (match.h), 0: the request's */
+	uint32_t fwd_target_at;  /* the target forwarded (a rewrite's, match.h) lies */
+	uint32_t fwd_target_len; /* here in up.head, whatever its codec */
+	struct buf *head_alt;    /* the head for the breaker's backup group when it
+	                          * speaks the other protocol (its target at
+	                          * alt_target_at), swapped in as it is attached */
+	uint32_t alt_target_at;
+	struct buf *mirror_head; /* the shadow group's head (HTTP/1), until the pick */
 	struct fwdauth_txn *fa;  /* a forward auth subrequest (fwdauth.h), NULL none */
 
 	struct arena arena;      /* the header lists: the request's, then the

@@ -3,8 +3,10 @@
  * worker/core/core.h).
  *
  * A copy is a connection of its own, made once the real request's server
- * is picked (the pick phase: its upstream head written, a body up to
- * limits.body_buffer read whole): the head, with "Connection: close" so
+ * is picked (the pick phase: a body up to limits.body_buffer read whole)
+ * from the HTTP/1 head the HTTP/1 codec wrote for it beside the real one
+ * (ph_request_head: the group the real request takes may speak HTTP/2),
+ * with "Connection: close" so
  * the shadow's close ends its answer, and the body are copied into one
  * slab buffer that also holds the copy's state, sent without waiting, and
  * whatever comes back is read and thrown away. Nothing of the real request
@@ -129,7 +131,7 @@ static const char *mirror_body(const struct txn *t, uint32_t *len)
  * now: MIRROR_DROPPED or MIRROR_FAILED. */
 static int mirror_begin(struct txn *t, const struct route_upstream *g)
 {
-	const struct buf *h = t->up.head;
+	const struct buf *h = t->mirror_head; /* the HTTP/1 codec's (ph_request_head) */
 	uint32_t hl = h->end - h->start, need, bl;
 	const char *body = mirror_body(t, &bl);
 	const struct route_server *rs;
@@ -187,7 +189,7 @@ void mirror_maybe(struct txn *t)
 	if (e->mirror_share < SPLIT_BUCKETS && realip_random() % SPLIT_BUCKETS >= e->mirror_share)
 		return;
 	/* an upgrade is a tunnel, not a request to repeat */
-	if (t->tun.proto_len || !t->up.head)
+	if (t->tun.proto_len || !t->mirror_head)
 		rc = MIRROR_DROPPED;
 	else if (mirror_busy[e->stat] >= e->mirror_max)
 		rc = MIRROR_DROPPED;
@@ -195,4 +197,5 @@ void mirror_maybe(struct txn *t)
 		rc = mirror_begin(t, &route_upstreams(t->table)[e->mirror - 1]);
 	if (rc)
 		mirror_count(e->stat, rc);
+	buf_drop(&t->mirror_head); /* copied, or not to be */
 }

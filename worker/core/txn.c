@@ -41,7 +41,7 @@ struct txn *txn_new(struct conn *c)
 	memset(&t->resp_p, 0, sizeof(*t) - offsetof(struct txn, resp_p));
 	t->c = c;
 	t->down.ops = c->codec;
-	t->up.ops = &h1_client_codec; /* the route's protocol: HTTP/1 for now */
+	t->up.ops = &h1_client_codec; /* until the request head: its group's (ph_request_head) */
 	t->server = -1;
 	t->start = ev_now(wk.loop);
 	/* no client deadline of the transaction's own yet: the first pump sets
@@ -70,6 +70,8 @@ void txn_free(struct txn *t)
 		worker_table_release(t->table);
 	if (t->up.head)
 		buf_put(t->up.head);
+	buf_drop(&t->head_alt);
+	buf_drop(&t->mirror_head);
 	if (t->down.head)
 		buf_put(t->down.head);
 	txn_body_put(t);
@@ -239,11 +241,23 @@ static int txn_replay_request(struct txn *t)
 
 static void txn_attach(struct txn *t, struct upconn *u)
 {
+	/* an HTTP/2 stream comes with its codec, a pooled connection keeps
+	 * the one it was opened with, a new one speaks HTTP/1 */
+	const struct codec_ops *ops = u->codec ? u->codec : &h1_client_codec;
+
 	t->u = u;
-	/* a new connection speaks the route's protocol (t->up.ops); a pooled
-	 * one keeps the codec it was opened with */
-	if (u->codec)
-		t->up.ops = u->codec;
+	if (ops != t->up.ops && t->head_alt) {
+		/* the breaker's backup group, of the other protocol: its head,
+		 * made with the first (ph_request_head), before any was queued */
+		struct buf *h = t->up.head;
+		uint32_t at = t->fwd_target_at;
+
+		t->up.head = t->head_alt;
+		t->head_alt = h;
+		t->fwd_target_at = t->alt_target_at;
+		t->alt_target_at = at;
+	}
+	t->up.ops = ops;
 	t->up.ops->attach(&t->up, NULL, u, t);
 	t->up_wait = 0xff; /* a new connection: its timer is set anew */
 	t->up_start = ev_now(wk.loop);
@@ -574,36 +588,32 @@ static int txn_response_start(struct txn *t)
 		rc = txn_response_head_write(t);
 	if (rc < 0)
 		return rc;
-	t->u->in->start += (uint32_t)t->resp.head_len;
 	t->resp_started = 1;
 	t->down.ops->queue_head(&t->down);
 	return 0;
 }
 
-/* Parses the response head in u->in. Returns 1 when the head is queued for
- * the client, 0 when more bytes are needed, TXN_RETRYING when the answer
- * was dropped for a retry (t->u is gone), or an error. */
+/* The response head from the upstream's codec. Returns 1 when the head is
+ * queued for the client, 0 when more input is needed, TXN_RETRYING when
+ * the answer was dropped for a retry (t->u is gone), or an error. */
 #define TXN_RETRYING 2
 static int txn_response_head(struct txn *t)
 {
-	struct upconn *u = t->u;
+	const struct head_in hi = {
+		.parser = &t->resp_p,
+		.arena = &t->arena,
+		.max_headers = TXN_SET(t)->limits.headers,
+		.max_head = TXN_SET(t)->limits.response_header_size,
+		.method = (uint8_t)t->req.method_id,
+	};
 
+	/* the request's list is dead: its head was written, and the
+	 * response's goes into the same arena */
+	t->req.hl.n = 0;
+	t->req.upgrade = NULL;
 	for (;;) {
-		int rc;
+		int rc = t->up.ops->head_next(&t->up, &t->resp, &hi);
 
-		if (!u->in || buf_len(u->in) == 0)
-			return 0;
-		if (t->resp_p.st.start == NULL) {
-			buf_compact(u->in);
-			/* the request's list is dead: its head was written */
-			t->req.hl.n = 0;
-			t->req.upgrade = NULL;
-			http_response_init(&t->resp_p, &t->resp, &t->arena, TXN_SET(t)->limits.headers,
-			                   TXN_SET(t)->limits.response_header_size, t->req.method_id);
-		}
-		rc = http_response_parse(&t->resp_p, u->in->data, u->in->end);
-		if (rc == WEIR_EAGAIN && u->in->end == wk.buf_size)
-			return WEIR_ERR(UPSTREAM_BAD_RESPONSE); /* a head larger than any we take */
 		if (rc == WEIR_EAGAIN)
 			return 0;
 		if (rc < 0)
@@ -627,8 +637,6 @@ static int txn_response_head(struct txn *t)
 		if (t->resp.status >= 100 && t->resp.status < 200) {
 			/* interim answers (102, 103) are the upstream's business:
 			 * we answered Expect ourselves */
-			u->in->start += (uint32_t)t->resp.head_len;
-			memset(&t->resp_p.st, 0, sizeof(t->resp_p.st));
 			continue;
 		}
 		if (t->c->h2s && (rc = h2_ws_no_switch(t->c, t->resp.status)) < 0)

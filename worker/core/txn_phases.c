@@ -134,15 +134,37 @@ static enum ph_rc ph_respond(struct txn *t, const void *conf)
 
 /* ---- request filters -------------------------------------------------- */
 
-/* The last request filter: the upstream head, written from the message
- * as the filters before it left it, with what the access phase learnt
- * (auth's consumer and claims) and the client as realip resolved it. */
+/* The client codec of group <g>'s protocol. */
+static const struct codec_ops *ph_group_codec(const struct route_upstream *g)
+{
+	return g->protocol ? &h2_client_codec : &h1_client_codec;
+}
+
+/* A second head of <t> from <hr>, by <ops>, into *<out>, while the
+ * request's spans are whole: for the breaker's backup group of the other
+ * protocol, or the shadow group's copy (always HTTP/1). */
+static int ph_head_again(struct txn *t, const struct codec_ops *ops, struct head_req *hr, struct buf **out)
+{
+	struct side s = {.ops = ops};
+	int rc;
+
+	hr->again = 1;
+	rc = ops->request_head(&s, &t->req, hr);
+	*out = s.head;
+	return rc;
+}
+
+/* The last request filter: the upstream head, made by the client codec
+ * of the group the request goes to from the message as the filters before
+ * it left it, with what the access phase learnt (auth's consumer and
+ * claims) and the client as realip resolved it. */
 static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 {
+	const struct route_upstream *ups = route_upstreams(t->table), *g = &ups[split_group(t)];
 	char xff[2048];
 	struct head_req hr = {
 		.c = t->c,
-		.host = route_upstreams(t->table)[split_group(t)].name,
+		.host = g->name,
 		.drop_underscores = !TXN_SET(t)->underscores_in_headers,
 		.early = t->early,
 		.extra = t->auth.extra,
@@ -161,8 +183,20 @@ static enum ph_rc ph_request_head(struct txn *t, const void *conf)
 	/* strip_prefix and rewrite (match.c): the target forwarded */
 	if (t->route->match != ROUTE_NONE && (rc = match_rewrite(t, &hr.target, &hr.target_len)) < 0)
 		return ph_answer(t, rc);
-	t->fwd_target_len = hr.target ? hr.target_len : 0;
-	rc = head_write_request(&t->req, &hr, &t->up.head);
+	t->up.ops = ph_group_codec(g);
+	rc = t->up.ops->request_head(&t->up, &t->req, &hr);
+	t->fwd_target_at = hr.target_at;
+	t->fwd_target_len = hr.target ? hr.target_len : t->req.target_len;
+	/* the request's spans go with its body: what else needs a head of it
+	 * has it made now (a retry keeps to the group the breaker chose) */
+	if (rc == 0 && g->resil.breaker.on && g->resil.breaker.backup_index >= 0) {
+		const struct codec_ops *b = ph_group_codec(&ups[g->resil.breaker.backup_index]);
+
+		if (b != t->up.ops && (rc = ph_head_again(t, b, &hr, &t->head_alt)) == 0)
+			t->alt_target_at = hr.target_at;
+	}
+	if (rc == 0 && t->route->mirror)
+		rc = ph_head_again(t, &h1_client_codec, &hr, &t->mirror_head);
 	t->replayable = 1;
 	t->up.chunked = t->req.body == HTTP_BODY_CHUNKED; /* the framing the head says */
 	return rc < 0 ? ph_answer(t, rc) : PH_CONTINUE;

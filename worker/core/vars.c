@@ -13,16 +13,16 @@
 
 /* ---- where the request's parts are ------------------------------------ */
 
-/* The target as forwarded: read back from head_up once the body may have
- * moved the input buffer (as the access log always did). */
+/* The target as forwarded (strip_prefix, rewrite: match.h): read back
+ * from the upstream head, whatever its codec, once it is written (the
+ * body may have moved the input buffer). */
 static const char *vars_target(const struct txn *t, size_t *len)
 {
-	*len = t->req.target_len;
 	if (t->up.head) {
-		if (t->fwd_target_len) /* strip_prefix or rewrite (match.h) */
-			*len = t->fwd_target_len;
-		return t->up.head->data + t->req.method_len + 1;
+		*len = t->fwd_target_len;
+		return t->up.head->data + t->fwd_target_at;
 	}
+	*len = t->req.target_len;
 	return t->req.target;
 }
 
@@ -45,25 +45,13 @@ static int vars_header_next(const struct txn *t, const char *name, size_t nlen, 
                             size_t *vlen)
 {
 	if (t->up.head) {
-		const char *h = t->up.head->data, *end = h + t->up.head->end;
-		const char *p = *pos ? h + *pos : memchr(h, '\n', (size_t)(end - h));
+		/* the head as forwarded, read back through its codec */
+		const char *n;
+		size_t nl;
 
-		/* each line "Name: value\r\n", weir's own writing */
-		while (p && ++p < end) {
-			const char *eol = memchr(p, '\n', (size_t)(end - p));
-			const char *colon;
-
-			if (!eol || eol - p < 2)
-				return 0;
-			colon = memchr(p, ':', (size_t)(eol - p));
-			if (colon && (size_t)(colon - p) == nlen && vars_name_eq(p, name, nlen)) {
-				*v = colon + 2 <= eol - 1 ? colon + 2 : eol - 1;
-				*vlen = (size_t)(eol - 1 - *v);
-				*pos = (size_t)(eol - h);
+		while (t->up.ops->head_field(&t->up, pos, &n, &nl, v, vlen))
+			if (nl == nlen && vars_name_eq(n, name, nlen))
 				return 1;
-			}
-			p = eol;
-		}
 		return 0;
 	}
 	for (size_t i = *pos; i < t->req.hl.n; i++) {

@@ -605,6 +605,43 @@ static void h1_client_reset(struct side *s, int rc)
 	}
 }
 
+static int h1_client_request_head(struct side *s, const struct msg *m, struct head_req *hr)
+{
+	return head_write_request(m, hr, &s->head);
+}
+
+static int h1_client_head_field(const struct side *s, size_t *pos, const char **name, size_t *nlen,
+                                const char **value, size_t *vlen)
+{
+	return head_text_field(s->head, pos, name, nlen, value, vlen);
+}
+
+/* The head is parsed where it lies in u->in, from its start (compacted
+ * as a head begins, so that it never moves under the parser), and
+ * consumed once whole: its bytes stay where they are until the next
+ * recv(), by when the core has done with them. */
+static int h1_client_head_next(struct side *s, struct msg *m, const struct head_in *hi)
+{
+	struct upconn *u = s->u;
+	struct http_response *rp = hi->parser;
+	int rc;
+
+	if (!u->in || buf_len(u->in) == 0)
+		return WEIR_EAGAIN;
+	if (rp->st.start == NULL) {
+		buf_compact(u->in);
+		http_response_init(rp, m, hi->arena, hi->max_headers, hi->max_head, (enum http_method)hi->method);
+	}
+	rc = http_response_parse(rp, u->in->data, u->in->end);
+	if (rc == WEIR_EAGAIN && u->in->end == wk.buf_size)
+		return WEIR_ERR(UPSTREAM_BAD_RESPONSE); /* a head larger than any we take */
+	if (rc < 0)
+		return rc;
+	u->in->start += (uint32_t)m->head_len;
+	rp->st.start = NULL; /* the next head (after a 1xx) begins anew */
+	return 0;
+}
+
 /* HTTP/1 carries one stream at a time: a connection in use takes none. */
 static int h1_client_avail_streams(const struct upconn *u)
 {
@@ -613,6 +650,9 @@ static int h1_client_avail_streams(const struct upconn *u)
 
 const struct codec_ops h1_client_codec = {
 	.name = "http/1.1 client",
+	.request_head = h1_client_request_head,
+	.head_field = h1_client_head_field,
+	.head_next = h1_client_head_next,
 	.queue_head = h1_queue_head,
 	.send_body = h1_send_body,
 	.flush = h1_client_flush,

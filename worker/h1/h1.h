@@ -31,17 +31,20 @@
  *
  * Principle: the core moves a stream's bytes through two sides, towards
  * the client (a server codec) and towards the upstream (a client codec),
- * and never frames or unframes them itself: it hands a codec a head the
- * codec wrote (head.c for HTTP/1), spans of body with an end-of-stream
- * flag, and asks it to flush what it queued or to read more; on input it
- * takes payload spans from body_next() and says when they were written
+ * and never frames or unframes them itself, nor sees a head as text: it
+ * has a codec make a head from a struct msg (request_head, response_head;
+ * HTTP/1 writes text with head.c) and read one into a struct msg
+ * (head_next), hands it spans of body with an end-of-stream flag, and
+ * asks it to flush what it queued or to read more; on input it takes
+ * payload spans from body_next() and says when they were written
  * (consumed()). HTTP/1 keeps its fast path: with one stream on a
  * connection, a body span is handed up as it lies in the input buffer
  * and queued the same way (an iovec into it, no copy) between the framing
  * the codec adds (a chunk-size line, a CRLF), and the source buffer is
- * consumed only once the span is written. An HTTP/2 codec (next issue)
- * adds a table beside these; a connection owns one codec (c->codec,
- * u->codec) and zero or more streams.
+ * consumed only once the span is written. HTTP/2's tables (worker/h2/
+ * towards clients, worker/up/h2_client_stream.c towards upstreams) sit
+ * beside these; a connection owns one codec (c->codec, u->codec) and zero
+ * or more streams.
  */
 
 struct buf;
@@ -60,7 +63,21 @@ struct outq {
 };
 
 struct codec_ops;
+struct head_req;
 struct head_resp;
+struct http_response;
+
+/* What a client codec reads a response head under (head_next()): the
+ * stream's parse state (HTTP/1's reader), the arena its header list goes
+ * into (reset by the codec as a head begins), the route's limits, and
+ * whether the request was a HEAD (no body, whatever the head says). */
+struct head_in {
+	struct http_response *parser;
+	struct arena *arena;
+	uint32_t max_headers;  /* limits.headers */
+	uint32_t max_head;     /* limits.response_header_size */
+	uint8_t method;        /* enum http_method of the request */
+};
 
 /* Strict chunked body decoder state (RFC 9112 7.1): http_chunked_feed()
  * below, driven by the HTTP/1 codecs only. */
@@ -139,6 +156,27 @@ struct codec_ops {
 	 * then queues; HTTP/2 submits HEADERS from <m> itself, with no text
 	 * between. 0, or an error (nothing was sent). */
 	int (*response_head)(struct side *s, const struct msg *m, struct head_resp *hr);
+	/* Client codecs: the request head for the upstream, from <m> and
+	 * what weir adds (<hr>: Host, X-Forwarded-*, Via, its request id,
+	 * auth's fields, the target forwarded...), kept in s->head for the
+	 * whole stream: a replay queues it again, and head_field() reads it
+	 * back once <m>'s spans are gone. HTTP/1 writes it as text (head.c);
+	 * HTTP/2 keeps the fields of its HEADERS, names lower case, written
+	 * as its stream is submitted. 0, or an error. */
+	int (*request_head)(struct side *s, const struct msg *m, struct head_req *hr);
+	/* Client codecs: the fields of the head in s->head one by one, from
+	 * *<pos> (0: the first): 1 with the next name and value, 0 past the
+	 * last. The authority comes as "host", as HTTP/1 writes it. */
+	int (*head_field)(const struct side *s, size_t *pos, const char **name, size_t *nlen, const char **value,
+	                  size_t *vlen);
+	/* Client codecs: the next response head from the peer into <m>, read
+	 * under <hi>'s limits (HTTP/1: parsed from the input, incrementally;
+	 * HTTP/2: from the HEADERS fields, which the codec keeps for as long
+	 * as the response). 0 when complete: it is consumed from the input
+	 * (an interim one is skipped by asking again), its spans valid until
+	 * the stream ends; WEIR_EAGAIN until it has come (a recv() first);
+	 * or WEIR_EUPSTREAM_BAD_RESPONSE. */
+	int (*head_next)(struct side *s, struct msg *m, const struct head_in *hi);
 	/* Queues s->head, first in an empty queue. */
 	void (*queue_head)(struct side *s);
 	/* Queues [data, data+len) of body, framed for the peer; <eos>: the
@@ -318,6 +356,19 @@ void http_response_init(struct http_response *r, struct msg *m, struct arena *a,
  */
 int http_response_parse(struct http_response *r, const char *buf, size_t len);
 
+/*
+ * A response head that came as fields (HTTP/2), checked as a text head
+ * is: after http_response_init(), http_response_field() takes each field
+ * (pseudo-fields excluded) with the same byte checks and limits, and
+ * http_response_fields_end() the status, then sets the flags (hop-by-hop
+ * from Connection), the framing (Content-Length strict, one at most; no
+ * length: HTTP_BODY_CLOSE, the stream's end ends the body) and returns 0
+ * or WEIR_EUPSTREAM_BAD_RESPONSE, sticky from the first bad field.
+ * Names and values must stay where they are for the response's life.
+ */
+int http_response_field(struct http_response *r, const char *name, size_t nlen, const char *value, size_t vlen);
+int http_response_fields_end(struct http_response *r, int status);
+
 /* Strict chunked body decoder (RFC 9112 7.1); struct http_chunked is
  * above, in the codec's input state. */
 void http_chunked_init(struct http_chunked *c);
@@ -479,6 +530,11 @@ struct head_req {
 	size_t xff_len;
 	const char *target;   /* the target to forward (a route's rewrite), NULL: the request's */
 	uint32_t target_len;
+	uint8_t again;        /* a second head of one request (another
+	                       * protocol's): the fields it drops were counted */
+	uint32_t target_at;   /* out: where the target forwarded lies in the
+	                       * head written (its length: target_len, or the
+	                       * request's) */
 };
 struct head_resp {
 	const struct msg *req;
@@ -491,7 +547,26 @@ struct head_resp {
 	uint8_t client_close; /* out: close the client connection after it */
 	uint8_t chunked;      /* out: the body goes chunk-encoded */
 };
-int head_write_request(const struct msg *r, const struct head_req *hr, struct buf **out);
+int head_write_request(const struct msg *r, struct head_req *hr, struct buf **out);
+
+/* The same request head as fields, for a protocol that carries them
+ * (HTTP/2's HEADERS): a flags byte (HEAD_FIELDS_BODY: a body follows the
+ * head), then records of a name, lower case, and a value, the
+ * pseudo-fields :method, :authority and :path first (the codec adds
+ * :scheme), no field HTTP/2 forbids (RFC 9113 8.2.2: Connection and the
+ * fields it names, an upgrade, TE but for "trailers", which gRPC needs).
+ * Returns as head_write_request(). head_fields_add() appends a field to
+ * such a head in <b> (empty: begun, no flags), at most <cap> bytes in
+ * all: 0, or -1 when it would not fit. head_fields_rec() reads the record at
+ * *<pos> (0: the first) and moves *<pos> past it: 1, or 0 at the end;
+ * head_text_field() reads a text head's field lines so. */
+#define HEAD_FIELDS_BODY 0x1
+int head_write_fields(const struct msg *r, struct head_req *hr, struct buf **out);
+int head_fields_add(struct buf *b, uint32_t cap, const char *name, size_t nlen, const char *value, size_t vlen);
+int head_fields_rec(const struct buf *b, size_t *pos, const char **name, size_t *nlen, const char **value,
+                    size_t *vlen);
+int head_text_field(const struct buf *b, size_t *pos, const char **name, size_t *nlen, const char **value,
+                    size_t *vlen);
 int head_write_response(const struct msg *r, struct head_resp *hr, struct buf **out);
 
 /* The reason phrase weir writes for <status> ("" if it knows none). */

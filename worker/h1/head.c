@@ -4,7 +4,10 @@
  * weir never copies a head through: it writes the start line itself, then
  * each validated header that is not hop-by-hop, then the headers it owns
  * (Host, X-Forwarded-*, Via, a TLS listener's client certificate subject
- * header, and the framing it will actually use).
+ * header, and the framing it will actually use). A request head is
+ * written as HTTP/1 text or, for a codec that carries fields (HTTP/2), as
+ * fields with the same choices (head_write_fields()): one place decides
+ * what an upstream is told, whatever the protocol.
  *
  * A header weir vouches for (a listener's client_header, X-Forwarded-Proto)
  * never comes from a client: on any listener, in any spelling a CGI, WSGI
@@ -167,14 +170,11 @@ static void head_drop_forged(const struct conn *c, const struct hdr *h)
 	unlogged = 0;
 }
 
-/* Writes "Name: v1, v2, ..., <add>" from every header carrying <flag>. */
-static void out_list(struct out *o, const struct hdr *hs, uint32_t n, uint32_t flag, const char *name,
-                     const char *add, size_t add_len)
+/* Writes "v1, v2, ..., <add>" from every header carrying <flag>. */
+static void out_join(struct out *o, const struct hdr *hs, uint32_t n, uint32_t flag, const char *add, size_t add_len)
 {
 	int first = 1;
 
-	out_put(o, name, strlen(name));
-	OUT_LIT(o, ": ");
 	for (uint32_t i = 0; i < n; i++) {
 		if (!(hs[i].flags & flag) || hs[i].value_len == 0)
 			continue;
@@ -186,6 +186,15 @@ static void out_list(struct out *o, const struct hdr *hs, uint32_t n, uint32_t f
 	if (!first)
 		OUT_LIT(o, ", ");
 	out_put(o, add, add_len);
+}
+
+/* Writes "Name: v1, v2, ..., <add>" from every header carrying <flag>. */
+static void out_list(struct out *o, const struct hdr *hs, uint32_t n, uint32_t flag, const char *name,
+                     const char *add, size_t add_len)
+{
+	out_put(o, name, strlen(name));
+	OUT_LIT(o, ": ");
+	out_join(o, hs, n, flag, add, add_len);
 	OUT_LIT(o, "\r\n");
 }
 
@@ -206,6 +215,10 @@ static char head_scratch[65536 + WORKER_HEAD_GROWTH(1000)]; /* the 64 KiB and 1,
  * ": " for fields sent as "name:value". A guess: a wrong one costs one
  * more pass through the scratch area, never a truncated head. */
 #define HEAD_GROWTH 192u
+
+/* A head written as fields (head_write_fields()): a record's head, the
+ * name's length (2 bytes) and the value's (4). */
+#define HEAD_REC 6
 
 /* 1 when a head read as <len> bytes is written straight into the
  * scratch area. */
@@ -248,12 +261,41 @@ static int out_keep(struct out *o, struct buf **b)
 	return 0;
 }
 
-int head_write_request(const struct msg *r, const struct head_req *hr, struct buf **out)
+/* 1 when the client's field <h> goes on to the upstream as it came,
+ * whatever the protocol; 0 when weir drops it (counted if forged) or
+ * writes it itself. A TE listing "trailers" sets *<te_trailers>. */
+static inline int head_field_passes(const struct hdr *h, const struct head_req *hr, int *te_trailers)
 {
-	struct out o;
 	/* X-Forwarded-Proto is not skipped here: as a vouched name it is
 	 * dropped and counted below; framing headers are not in the list */
-	uint32_t skip = HDR_HOP | HDR_HOST | HDR_XFF | HDR_EXPECT | HDR_VIA;
+	const uint32_t skip = HDR_HOP | HDR_HOST | HDR_XFF | HDR_EXPECT | HDR_VIA;
+
+	if (h->flags & skip) {
+		/* looked at here, among the few skipped: no walk of its own */
+		*te_trailers |= h->tok == HT_TE && trailers_te_listed(h->value, h->value_len);
+		return 0;
+	}
+	if ((h->flags & HDR_LOOKALIKE) || head_is_vouched(h)) {
+		if (!hr->again)
+			head_drop_forged(hr->c, h);
+		return 0;
+	}
+	if (hr->request_id_len && head_is_request_id(h))
+		return 0; /* replaced by the id weir resolved (realip) */
+	/* underscores_in_headers = false: every client header with a '_' in
+	 * its name is dropped, as nginx does by default */
+	if ((h->flags & HDR_UNDERSCORE) && hr->drop_underscores) {
+		/* the operator's choice, not an attack: counted, not logged */
+		if (!hr->again)
+			worker_count_error(WEIR_ERR(UNDERSCORE_HEADER));
+		return 0;
+	}
+	return 1;
+}
+
+int head_write_request(const struct msg *r, struct head_req *hr, struct buf **out)
+{
+	struct out o;
 	/* a TLS listener's client_header: weir writes it with the verified
 	 * subject; a client's own is among the vouched names */
 	size_t cert_hdr_len = 0, subj_len = 0;
@@ -268,6 +310,7 @@ again:
 		return WEIR_ERR(NOMEM);
 	out_put(&o, r->method, r->method_len);
 	OUT_LIT(&o, " ");
+	hr->target_at = o.len;
 	if (hr->target)
 		out_put(&o, hr->target, hr->target_len);
 	else
@@ -282,25 +325,9 @@ again:
 	OUT_LIT(&o, "\r\n");
 	for (uint32_t i = 0; i < r->hl.n; i++) {
 		const struct hdr *h = &r->hl.v[i];
-		if (h->flags & skip) {
-			/* looked at here, among the few skipped: no walk of its own */
-			te_trailers |= h->tok == HT_TE && trailers_te_listed(h->value, h->value_len);
-			continue;
-		}
-		if ((h->flags & HDR_LOOKALIKE) || head_is_vouched(h)) {
-			head_drop_forged(hr->c, h);
-			continue;
-		}
-		if (hr->request_id_len && head_is_request_id(h))
-			continue; /* replaced by the id weir resolved (realip) */
-		/* underscores_in_headers = false: every client header with a
-		 * '_' in its name is dropped, as nginx does by default */
-		if ((h->flags & HDR_UNDERSCORE) && hr->drop_underscores) {
-			/* the operator's choice, not an attack: counted, not logged */
-			worker_count_error(WEIR_ERR(UNDERSCORE_HEADER));
-			continue;
-		}
-		out_header(&o, h);
+
+		if (head_field_passes(h, hr, &te_trailers))
+			out_header(&o, h);
 	}
 	if (subj) {
 		out_put(&o, cert_hdr, cert_hdr_len);
@@ -348,6 +375,205 @@ again:
 		return WEIR_ERR(HEADERS_TOO_LARGE);
 	}
 	return out_keep(&o, out);
+}
+
+/* A record's head at <p>: the lengths, big-endian. */
+static void out_rec_head(char *p, size_t nlen, size_t vlen)
+{
+	for (int i = 0; i < 2; i++)
+		p[i] = (char)(nlen >> (8 * (1 - i)));
+	for (int i = 0; i < 4; i++)
+		p[2 + i] = (char)(vlen >> (8 * (3 - i)));
+}
+
+/* One field of a head written as fields: its name in lower case (the
+ * client's spelling is not kept: HTTP/2 wants it so, and a name may be a
+ * literal of weir's, never written to: lowered as it is copied), its
+ * value as it is. */
+static void out_field(struct out *o, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	char *p;
+
+	if (o->len + HEAD_REC + nlen + vlen > o->cap) {
+		o->overflow = 1;
+		return;
+	}
+	p = o->p + o->len;
+	out_rec_head(p, nlen, vlen);
+	for (size_t k = 0; k < nlen; k++)
+		p[HEAD_REC + k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] | 0x20 : name[k]);
+	memcpy(p + HEAD_REC + nlen, value, vlen);
+	o->len += (uint32_t)(HEAD_REC + nlen + vlen);
+}
+
+#define OUT_FIELD(o, lit, v, vlen) out_field(o, lit, sizeof(lit) - 1, v, vlen)
+
+/* A field whose value is a list joined from the client's fields carrying
+ * <flag> and weir's own element <add>: the value is written as text
+ * behind the record's head, then its length put in. */
+static void out_field_list(struct out *o, const struct hdr *hs, uint32_t n, uint32_t flag, const char *name,
+                           const char *add, size_t add_len)
+{
+	size_t nlen = strlen(name);
+	uint32_t at = o->len, vlen;
+
+	out_field(o, name, nlen, "", 0);
+	if (o->overflow)
+		return;
+	out_join(o, hs, n, flag, add, add_len);
+	if (o->overflow)
+		return;
+	vlen = o->len - at - HEAD_REC - (uint32_t)nlen;
+	out_rec_head(o->p + at, nlen, vlen);
+}
+
+/* routes.auth's lines ("Name: value\r\n"...), weir's own writing, as fields. */
+static void out_field_lines(struct out *o, const char *p, size_t len)
+{
+	const char *end = p + len;
+
+	while (p < end) {
+		const char *eol = memchr(p, '\r', (size_t)(end - p)), *colon;
+
+		if (!eol)
+			eol = end;
+		colon = memchr(p, ':', (size_t)(eol - p));
+		if (colon) {
+			const char *v = colon + 1;
+
+			while (v < eol && *v == ' ')
+				v++;
+			out_field(o, p, (size_t)(colon - p), v, (size_t)(eol - v));
+		}
+		p = eol + 2;
+	}
+}
+
+int head_write_fields(const struct msg *r, struct head_req *hr, struct buf **out)
+{
+	struct out o;
+	size_t cert_hdr_len = 0, subj_len = 0;
+	const char *subj = NULL;
+	const char *cert_hdr = tls_client_header(hr->c, &cert_hdr_len, &subj, &subj_len);
+	int whole = out_whole(r->head_len + subj_len + hr->extra_len + hr->target_len + 2u * r->hl.n);
+	int te_trailers, grpc;
+	char clen[24];
+
+again:
+	te_trailers = grpc = 0;
+	if (out_begin(&o, out, whole) < 0)
+		return WEIR_ERR(NOMEM);
+	o.p[o.len++] = (char)(r->body != HTTP_BODY_NONE && !(r->body == HTTP_BODY_LENGTH && !r->content_length)
+	                          ? HEAD_FIELDS_BODY
+	                          : 0);
+	OUT_FIELD(&o, ":method", r->method, r->method_len);
+	if (r->host_len)
+		OUT_FIELD(&o, ":authority", r->host, r->host_len);
+	else
+		OUT_FIELD(&o, ":authority", hr->host, strlen(hr->host));
+	hr->target_at = o.len + HEAD_REC + 5;
+	if (hr->target)
+		OUT_FIELD(&o, ":path", hr->target, hr->target_len);
+	else
+		OUT_FIELD(&o, ":path", r->target, r->target_len);
+	for (uint32_t i = 0; i < r->hl.n; i++) {
+		const struct hdr *h = &r->hl.v[i];
+
+		/* a rule's Content-Length is no framing of the stream's */
+		if (!head_field_passes(h, hr, &te_trailers) || (h->flags & HDR_FRAMING))
+			continue;
+		/* gRPC over HTTP/2 requires "te: trailers" (its protocol) */
+		grpc |= h->name_len == 12 && http_span_ieq(h->name, 12, "content-type") && h->value_len >= 16 &&
+		        http_span_ieq(h->value, 16, "application/grpc");
+		out_field(&o, h->name, h->name_len, h->value, h->value_len);
+	}
+	if (subj)
+		out_field(&o, cert_hdr, cert_hdr_len, subj, subj_len);
+	if (hr->extra_len)
+		out_field_lines(&o, hr->extra, hr->extra_len);
+	if (hr->xff)
+		OUT_FIELD(&o, "x-forwarded-for", hr->xff, hr->xff_len);
+	else
+		out_field_list(&o, r->hl.v, r->hl.n, HDR_XFF, "x-forwarded-for", hr->c->peer, hr->c->peer_len);
+	if (hr->request_id_len)
+		OUT_FIELD(&o, "x-request-id", hr->request_id, hr->request_id_len);
+	if (hr->c->tls)
+		OUT_FIELD(&o, "x-forwarded-proto", "https", 5);
+	else
+		OUT_FIELD(&o, "x-forwarded-proto", "http", 4);
+	if (hr->early)
+		OUT_FIELD(&o, "early-data", "1", 1);
+	/* no upgrade: a connection-specific pair HTTP/2 does not carry */
+	out_field_list(&o, r->hl.v, r->hl.n, HDR_VIA, "via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
+	if (te_trailers || grpc)
+		OUT_FIELD(&o, "te", "trailers", 8);
+	if (r->body == HTTP_BODY_LENGTH) {
+		struct out d = {.p = clen, .cap = sizeof(clen)};
+
+		out_u64(&d, r->content_length);
+		OUT_FIELD(&o, "content-length", clen, d.len);
+	}
+	if (o.overflow) {
+		if (!whole++)
+			goto again;
+		return WEIR_ERR(HEADERS_TOO_LARGE);
+	}
+	return out_keep(&o, out);
+}
+
+int head_fields_add(struct buf *b, uint32_t cap, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	struct out o = {.p = b->data, .len = b->end, .cap = cap};
+
+	if (!o.len)
+		o.p[o.len++] = 0; /* the flags byte: none */
+	out_field(&o, name, nlen, value, vlen);
+	if (o.overflow)
+		return -1;
+	b->end = o.len;
+	return 0;
+}
+
+int head_fields_rec(const struct buf *b, size_t *pos, const char **name, size_t *nlen, const char **value,
+                    size_t *vlen)
+{
+	const unsigned char *p;
+	size_t off = *pos ? *pos : 1; /* past the flags byte */
+
+	if (!b || off + HEAD_REC > b->end)
+		return 0;
+	p = (const unsigned char *)b->data + off;
+	*nlen = (size_t)p[0] << 8 | p[1];
+	*vlen = (size_t)p[2] << 24 | (size_t)p[3] << 16 | (size_t)p[4] << 8 | p[5];
+	*name = (const char *)p + HEAD_REC;
+	*value = *name + *nlen;
+	if (*nlen + *vlen > b->end - off - HEAD_REC)
+		return 0; /* not a head written as fields */
+	*pos = off + HEAD_REC + *nlen + *vlen;
+	return 1;
+}
+
+int head_text_field(const struct buf *b, size_t *pos, const char **name, size_t *nlen, const char **value,
+                    size_t *vlen)
+{
+	const char *h, *end, *p, *eol, *colon;
+
+	if (!b)
+		return 0;
+	h = b->data;
+	end = h + b->end;
+	/* past the request line first; each line "Name: value\r\n", weir's
+	 * own writing, up to the empty one */
+	p = *pos ? h + *pos : memchr(h, '\n', (size_t)(end - h));
+	if (!p || ++p >= end || !(eol = memchr(p, '\n', (size_t)(end - p))) || eol - p < 2 ||
+	    !(colon = memchr(p, ':', (size_t)(eol - p))))
+		return 0;
+	*name = p;
+	*nlen = (size_t)(colon - p);
+	*value = colon + 2 <= eol - 1 ? colon + 2 : eol - 1;
+	*vlen = (size_t)(eol - 1 - *value);
+	*pos = (size_t)(eol - h);
+	return 1;
 }
 
 const char *head_reason(int status)

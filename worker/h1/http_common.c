@@ -167,10 +167,26 @@ static int request_line(struct http_head_state *st, const char *p, const char *e
  * colon), ':', then the value, field-vchar and whitespace only (trimmed
  * by http_head_finish). An obs-fold never gets here (the scanner).
  */
+static inline int field_take(struct http_head_state *st, const char *n, size_t nlen, const char *v, const char *e)
+{
+	struct hdr *h;
+
+	for (const char *p = v; p < e; p++)
+		if (!http_is((unsigned char)*p, HTTP_C_VCHAR | HTTP_C_WS))
+			return WEIR_ERR(BAD_REQUEST);
+	h = &st->hdrs[st->nhdrs++];
+	h->name = n;
+	h->name_len = (uint32_t)nlen;
+	h->value = v;
+	h->value_len = (uint32_t)(e - v);
+	h->tok = 0;
+	h->flags = 0;
+	return 0;
+}
+
 static int field_line(struct http_head_state *st, const char *p, const char *e)
 {
-	const char *n = p, *v;
-	struct hdr *h;
+	const char *n = p;
 
 	if (st->nhdrs >= st->max_headers)
 		return WEIR_ERR(HEADERS_TOO_LARGE);
@@ -178,18 +194,21 @@ static int field_line(struct http_head_state *st, const char *p, const char *e)
 		p++;
 	if (p == n || p == e || *p != ':')
 		return WEIR_ERR(BAD_REQUEST);
-	v = ++p;
-	for (; p < e; p++)
-		if (!http_is((unsigned char)*p, HTTP_C_VCHAR | HTTP_C_WS))
+	return field_take(st, n, (size_t)(p - n), p + 1, e);
+}
+
+int http_head_field(struct http_head_state *st, const char *n, size_t nlen, const char *v, size_t vlen)
+{
+	/* counted as the field line it would be: "name: value" CRLF */
+	st->fed += nlen + vlen + 4;
+	if (st->nhdrs >= st->max_headers || st->fed > st->max_head)
+		return WEIR_ERR(HEADERS_TOO_LARGE);
+	if (!nlen)
+		return WEIR_ERR(BAD_REQUEST);
+	for (size_t i = 0; i < nlen; i++)
+		if (!http_is((unsigned char)n[i], HTTP_C_TCHAR))
 			return WEIR_ERR(BAD_REQUEST);
-	h = &st->hdrs[st->nhdrs++];
-	h->name = n;
-	h->name_len = (uint32_t)(v - 1 - n);
-	h->value = v;
-	h->value_len = (uint32_t)(e - v);
-	h->tok = 0;
-	h->flags = 0;
-	return 0;
+	return field_take(st, n, nlen, v, v + vlen);
 }
 
 /*

@@ -69,6 +69,15 @@ void http_head_init(struct http_head_state *st, enum http_parser_type type, stru
  */
 int http_head_feed(struct http_head_state *st, const char *buf, size_t len);
 
+/*
+ * A field that came as a name and a value, not a line (HTTP/2): checked
+ * as field_line() checks a line's parts (a name of tchar, a value of
+ * field-vchar and whitespace) and counted against the head's limits as
+ * the line it would be. 0, WEIR_EBAD_REQUEST or WEIR_EHEADERS_TOO_LARGE.
+ * http_head_finish() then reads the list as a text head's.
+ */
+int http_head_field(struct http_head_state *st, const char *n, size_t nlen, const char *v, size_t vlen);
+
 /* Connection tokens a head may carry, over all its Connection headers.
  * Each names a header to drop and is compared with every header name, so
  * without a bound a 64 KiB head of tokens and 1,000 headers costs tens of

@@ -84,13 +84,12 @@ static int response_framing(struct http_response *r, const struct http_head_info
 	return 0;
 }
 
-static int response_finish(struct http_response *r, const char *buf)
+/* The list read: flags, framing and what the connection may do next. */
+static int response_fields_finish(struct http_response *r)
 {
 	struct http_head_info info;
 
-	r->m->head_len = r->st.head_end;
-	if (check_status_line(r, buf) || http_head_finish(&r->st, &info) ||
-	    response_framing(r, &info))
+	if (http_head_finish(&r->st, &info) || response_framing(r, &info))
 		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
 	r->m->keep_alive = http_keep_alive(r->m->version_minor, &info);
 	r->m->conn_upgrade = info.conn_upgrade != 0;
@@ -98,6 +97,47 @@ static int response_finish(struct http_response *r, const char *buf)
 	if (r->m->body == HTTP_BODY_CLOSE)
 		r->m->keep_alive = 0;
 	return 0;
+}
+
+static int response_finish(struct http_response *r, const char *buf)
+{
+	r->m->head_len = r->st.head_end;
+	if (check_status_line(r, buf))
+		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+	return response_fields_finish(r);
+}
+
+int http_response_field(struct http_response *r, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	int rc = r->st.error ? r->st.error : http_head_field(&r->st, name, nlen, value, vlen);
+
+	r->m->hl.n = r->st.nhdrs;
+	if (rc)
+		r->st.error = WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+	return r->st.error;
+}
+
+int http_response_fields_end(struct http_response *r, int status)
+{
+	int rc = r->st.error;
+
+	r->m->status = status;
+	r->m->version_minor = 1; /* as weir writes its own Via: "1.1 weir" */
+	r->m->reason = "";
+	r->m->reason_len = 0;
+	r->m->head_len = 0; /* nothing of it lies in an input buffer */
+	if (!rc && (status < 100 || status > 599))
+		rc = WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+	if (!rc)
+		rc = response_fields_finish(r);
+	/* HTTP/2 has no transfer coding (RFC 9113 8.2.2), and a body with no
+	 * length ends with its stream: framed "until the close" of it */
+	if (!rc && r->m->body == HTTP_BODY_CHUNKED)
+		rc = WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+	r->st.done = 1;
+	if (rc)
+		r->st.error = rc;
+	return rc;
 }
 
 int http_response_parse(struct http_response *r, const char *buf, size_t len)

@@ -205,7 +205,7 @@ enum http_body_kind {
 	HTTP_BODY_NONE,    /* no body */
 	HTTP_BODY_LENGTH,  /* Content-Length bytes (may be 0) */
 	HTTP_BODY_CHUNKED, /* Transfer-Encoding: chunked */
-	HTTP_BODY_CLOSE,   /* responses only: until the upstream closes */
+	HTTP_BODY_CLOSE,   /* responses only: until the upstream closes (HTTP/2: the stream ends) */
 };
 
 /* A request or a response. Spans point into the codec's input (or are

@@ -5,15 +5,16 @@
  *
  * Principle: the mirror image of worker/h2/ towards clients. A request
  * to such a group gets a virtual struct upconn (no socket: u->h2 is its
- * stream) whose codec (h2_client_stream.c, u->codec) is the seam: the
- * core hands it the HTTP/1.1 head head.c wrote, which is parsed back with
- * the strict request reader into :method :scheme :authority :path and
- * lower-case fields (Host becomes :authority, connection-specific fields
- * are dropped), and body spans, which go out as DATA without framing of
- * their own. The response comes back as an HTTP/1.1 head in u->in for the
- * core's own response parser (Transfer-Encoding: chunked when the server
- * gave no content-length), and its DATA is handed up in place through the
- * codec's body ops (no chunked text is made or decoded). Trailers go as
+ * stream) whose codec (h2_client_stream.c, u->codec) is the seam: its
+ * request_head op has head.c write the core's message as fields
+ * (:method :authority :path and lower-case names, Host as :authority,
+ * connection-specific fields dropped), which are submitted as they lie
+ * with the session's :scheme, and body spans go out as DATA without
+ * framing of their own. The response head's fields are kept for the
+ * response's life and read into the core's message by head_next, checked
+ * as an HTTP/1 head's are (no content-length: the body ends with the
+ * stream), and its DATA is handed up in place through the codec's body
+ * ops (no chunked text is made or decoded). Trailers go as
  * the core carries them (worker/h1/trailers.h): a trailing HEADERS from
  * the server is the trailer section of the body's last span, and the
  * request's section a trailing HEADERS from the data source.
@@ -99,13 +100,13 @@ struct h2c_stream {
 	uint8_t closed;            /* nghttp2 closed the stream */
 	uint8_t refused;           /* unprocessed by the server: may go again */
 	uint8_t discarding;
-	uint8_t has_cl;
-	uint8_t is_head;
+	uint8_t head_eos;          /* the final head came with END_STREAM */
 	uint32_t code;             /* the close's error code */
 	int status;
 	size_t taken;              /* body bytes framed out of the core's queue, not yet reported */
 	uint32_t unreported;       /* DATA bytes come since the core's last recv */
-	struct buf *rh;            /* the response head as HTTP/1.1 */
+	struct buf *rh;            /* the response head's fields (head.c's records),
+	                            * the msg's spans while the stream lives */
 	struct buf *body;          /* DATA payload not yet handed up */
 	struct buf *tr;            /* the response's trailing HEADERS as an HTTP/1
 	                            * trailer section (worker/h1/trailers.h) */

@@ -1,13 +1,13 @@
 /*
  * h2_client_stream.c: one HTTP/2 stream to an upstream as the stream core
- * sees it (h2_client.h): a virtual struct upconn whose codec takes the
- * HTTP/1.1 request head the core wrote and body spans, and gives back
- * the response head as HTTP/1.1 in u->in and its DATA in place.
+ * sees it (h2_client.h): a virtual struct upconn whose codec makes the
+ * request's HEADERS from the core's message (head.c's fields) and takes
+ * body spans, and gives back the response head as a struct msg read from
+ * the HEADERS fields and its DATA in place.
  */
 #include "worker/up/h2_client.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -192,12 +192,12 @@ static int h2c_stream_trailer(struct h2c_stream *st, const uint8_t *name, size_t
 	return h2c_put_bytes(st->tr, "\r\n", 2);
 }
 
-/* A response field, written as an HTTP/1.1 field line (the core's
- * strict response parser reads it again); after the head, a trailer. */
+/* A response field, kept as it came in <rh> for the life of the response
+ * (head_next() reads the message from it, checked as an HTTP/1 head's
+ * fields are); after the head, a trailer. */
 int h2c_stream_header(struct h2c_stream *st, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
                       const uint8_t *value, size_t vlen)
 {
-	struct buf *b;
 	(void)f;
 
 	if (st->status < 0)
@@ -206,33 +206,20 @@ int h2c_stream_header(struct h2c_stream *st, const nghttp2_frame *f, const uint8
 		return h2c_stream_trailer(st, name, nlen, value, vlen);
 	if (!st->rh && !(st->rh = buf_get()))
 		return -1;
-	b = st->rh;
 	if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
-		char line[64];
-		int n;
-
 		st->status = 0;
 		for (size_t i = 0; i < vlen && i < 3; i++)
 			st->status = st->status * 10 + (value[i] - '0');
-		if (st->status < 200)
-			return 0; /* an interim answer: dropped at its end */
-		n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", st->status, head_reason(st->status));
-		b->end = 0;
-		return h2c_put_bytes(b, line, (size_t)n);
+		st->rh->end = 0; /* an interim answer's fields are dropped */
+		return 0;
 	}
 	if (st->status < 200 || name[0] == ':')
 		return 0;
-	if (nlen == 14 && memcmp(name, "content-length", 14) == 0)
-		st->has_cl = 1;
-	/* room kept for the framing line and the end of the head */
-	if (b->end + nlen + vlen + 4 + 40 > wk.buf_size) {
+	if (head_fields_add(st->rh, wk.buf_size, (const char *)name, nlen, (const char *)value, vlen) < 0) {
 		st->status = -1; /* too large a head: a 502 */
 		return -1;
 	}
-	h2c_put_bytes(b, name, nlen);
-	h2c_put_bytes(b, ": ", 2);
-	h2c_put_bytes(b, value, vlen);
-	return h2c_put_bytes(b, "\r\n", 2);
+	return 0;
 }
 
 void h2c_stream_head_end(struct h2c_stream *st, int eos)
@@ -254,18 +241,8 @@ void h2c_stream_head_end(struct h2c_stream *st, int eos)
 			st->rh->end = 0;
 		return;
 	}
-	if (!st->has_cl && !st->is_head && st->status != 204 && st->status != 304) {
-		/* the core's framing of a body without a length; the DATA
-		 * itself is handed up in place, never chunk-encoded */
-		static const char zero[] = "Content-Length: 0\r\n", chunked[] = "Transfer-Encoding: chunked\r\n";
-
-		if (eos)
-			h2c_put_bytes(st->rh, zero, sizeof(zero) - 1);
-		else
-			h2c_put_bytes(st->rh, chunked, sizeof(chunked) - 1);
-	}
-	h2c_put_bytes(st->rh, "\r\n", 2);
 	st->head_done = 1;
+	st->head_eos = (uint8_t)eos;
 	st->eos_in = (uint8_t)eos;
 	h2c_stream_wake(st, EV_READ);
 }
@@ -316,18 +293,23 @@ static int h2c_is_eos(const struct iovec *v)
 static int h2c_stream_submit_trailers(struct h2c_stream *st, struct side *sd)
 {
 	static nghttp2_nv nv[TRAILERS_MAX / 4];
+	/* names lowered into a copy: the section is the client's input, which
+	 * a replay sends again as it came */
+	static char lowered[TRAILERS_MAX];
 	const char *name, *value;
-	size_t off = 0, n = 0, nlen, vlen;
+	size_t off = 0, n = 0, used = 0, nlen, vlen;
 
 	while (n < sizeof(nv) / sizeof(nv[0]) &&
 	       trailers_next(sd->trailers, sd->trailers_len, &off, &name, &nlen, &value, &vlen)) {
-		char *lower = (char *)name;
+		char *lower = lowered + used;
 
 		if (trailers_forbidden(name, nlen))
 			continue; /* the core dropped and counted them already */
+		if (used + nlen > sizeof(lowered))
+			break; /* cannot be: the section is at most this */
 		for (size_t k = 0; k < nlen; k++)
-			if (lower[k] >= 'A' && lower[k] <= 'Z')
-				lower[k] = (char)(lower[k] - 'A' + 'a');
+			lower[k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] | 0x20 : name[k]);
+		used += nlen;
 		nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE};
 	}
 	/* nghttp2 copies the fields */
@@ -381,67 +363,35 @@ ssize_t h2c_stream_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size
 	return (ssize_t)got;
 }
 
-/* The head the core queued, parsed back and submitted as HEADERS.
- * Returns its length, or -1. */
+/* The head the core queued (head.c's fields, names lower case, :scheme
+ * ours to add) submitted as HEADERS, its records pointed at where they
+ * lie: nothing parsed again. Returns its length, or -1. */
 static ssize_t h2c_stream_submit(struct h2c_stream *st, struct side *sd)
 {
-	static struct http_request rp;
-	static struct msg m;
-	static struct arena a;
-	static struct hdr mem[HTTP_MAX_HEADERS];
-	static nghttp2_nv nv[HTTP_MAX_HEADERS + 8];
-	static char clen[24];
+	/* the client's fields (limits.headers) and weir's own, auth's among them */
+	static nghttp2_nv nv[HTTP_MAX_HEADERS + 512];
 	struct outq *q = &sd->q;
-	char *head = q->iov[q->first].iov_base;
-	size_t len = q->iov[q->first].iov_len, n = 0;
-	struct config_limits lim = wk.cfg->limits;
+	const struct buf *h = sd->head;
+	const int tls = st->s->sock && st->s->sock->ssl;
 	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2c_stream_data_read};
+	const char *name, *value;
+	size_t n = 0, pos = 0, nlen, vlen;
 	int32_t id;
-	int grpc = 0, te = 0, body;
+	int body;
 
-	/* the core wrote it: its own additions may pass a client's limits */
-	lim.header_size = lim.uri_size = wk.buf_size;
-	lim.headers = HTTP_MAX_HEADERS;
-	lim.body_size = 0;
-	arena_init(&a, mem, sizeof(mem));
-	http_request_init(&rp, &m, &a, &lim);
-	if (q->count < 1 || http_request_parse(&rp, head, len) != 0 || m.head_len != len)
+	if (q->count < 1 || !h || h->end < 1)
 		return -1;
-	st->is_head = m.method_id == HTTP_HEAD;
-	nv[n++] = (nghttp2_nv){(uint8_t *)":method", (uint8_t *)m.method, 7, m.method_len, NGHTTP2_NV_FLAG_NONE};
-	nv[n++] = (nghttp2_nv){(uint8_t *)":scheme", (uint8_t *)(st->s->sock && st->s->sock->ssl ? "https" : "http"), 7,
-	                       st->s->sock && st->s->sock->ssl ? 5 : 4, NGHTTP2_NV_FLAG_NONE};
-	if (m.host_len)
-		nv[n++] = (nghttp2_nv){(uint8_t *)":authority", (uint8_t *)m.host, 10, m.host_len, NGHTTP2_NV_FLAG_NONE};
-	nv[n++] = (nghttp2_nv){(uint8_t *)":path", (uint8_t *)m.target, 5, m.target_len, NGHTTP2_NV_FLAG_NONE};
-	for (uint32_t i = 0; i < m.hl.n; i++) {
-		struct hdr *h = &m.hl.v[i];
-		char *name = (char *)h->name;
-
-		if (h->tok == HT_TE) { /* the one TE that crosses: "trailers" */
-			te |= trailers_te_listed(h->value, h->value_len);
-			continue;
-		}
-		/* connection-specific fields never cross (RFC 9113 8.2.2);
-		 * Host is :authority */
-		if (h->flags & (HDR_HOP | HDR_FRAMING | HDR_HOST | HDR_LOOKALIKE))
-			continue;
-		for (uint32_t k = 0; k < h->name_len; k++)
-			if (name[k] >= 'A' && name[k] <= 'Z')
-				name[k] = (char)(name[k] - 'A' + 'a');
-		if (h->name_len == 12 && memcmp(name, "content-type", 12) == 0 && h->value_len >= 16 &&
-		    strncasecmp(h->value, "application/grpc", 16) == 0)
-			grpc = 1;
-		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)h->value, h->name_len, h->value_len, NGHTTP2_NV_FLAG_NONE};
+	body = h->data[0] & HEAD_FIELDS_BODY;
+	while (head_fields_rec(h, &pos, &name, &nlen, &value, &vlen)) {
+		if (n + 2 > sizeof(nv) / sizeof(nv[0]))
+			return -1;
+		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE};
+		if (n == 1) /* :method, then the scheme of the session */
+			nv[n++] = (nghttp2_nv){(uint8_t *)":scheme", (uint8_t *)(tls ? "https" : "http"), 7, tls ? 5u : 4u,
+			                       NGHTTP2_NV_FLAG_NONE};
 	}
-	if (grpc || te) /* gRPC requires it (its HTTP/2 protocol) */
-		nv[n++] = (nghttp2_nv){(uint8_t *)"te", (uint8_t *)"trailers", 2, 8, NGHTTP2_NV_FLAG_NONE};
-	if (m.body == HTTP_BODY_LENGTH) {
-		int l = snprintf(clen, sizeof(clen), "%llu", (unsigned long long)m.content_length);
-
-		nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)clen, 14, (size_t)l, NGHTTP2_NV_FLAG_NONE};
-	}
-	body = m.body != HTTP_BODY_NONE && !(m.body == HTTP_BODY_LENGTH && m.content_length == 0);
+	if (pos != h->end)
+		return -1; /* not a head of fields: another codec's */
 	/* nghttp2 copies the fields */
 	id = nghttp2_submit_request(st->s->ng, NULL, nv, n, body ? &prd : NULL, st);
 	if (id < 0)
@@ -454,10 +404,67 @@ static ssize_t h2c_stream_submit(struct h2c_stream *st, struct side *sd)
 	q->count--;
 	if (!q->count)
 		q->first = 0;
-	return (ssize_t)len;
+	return (ssize_t)h->end;
 }
 
 /* ---- the codec ----------------------------------------------------------- */
+
+static int h2c_request_head(struct side *sd, const struct msg *m, struct head_req *hr)
+{
+	return head_write_fields(m, hr, &sd->head);
+}
+
+/* The fields as an HTTP/1 head would carry them: :authority as "host". */
+static int h2c_head_field(const struct side *sd, size_t *pos, const char **name, size_t *nlen, const char **value,
+                          size_t *vlen)
+{
+	while (head_fields_rec(sd->head, pos, name, nlen, value, vlen)) {
+		if (*nlen == 10 && memcmp(*name, ":authority", 10) == 0) {
+			*name = "host";
+			*nlen = 4;
+			return 1;
+		}
+		if (*nlen && (*name)[0] != ':')
+			return 1;
+	}
+	return 0;
+}
+
+/* The final head's fields, kept in <rh>, into <m> through the checks of
+ * an HTTP/1 head's (http_response_field()): nghttp2 has refused what
+ * HTTP/2 forbids (upper case names, connection-specific fields, a
+ * content-length the DATA does not match), weir refuses what HTTP/1
+ * would not carry. A body of no length ends with the stream. */
+static int h2c_head_next(struct side *sd, struct msg *m, const struct head_in *hi)
+{
+	struct h2c_stream *st = sd->u->h2;
+	struct http_response *rp = hi->parser;
+	const char *name, *value;
+	size_t pos = 0, nlen, vlen;
+	int rc;
+
+	if (st->status < 0)
+		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+	if (!st->head_done || st->head_given)
+		return WEIR_EAGAIN;
+	http_response_init(rp, m, hi->arena, hi->max_headers, hi->max_head, (enum http_method)hi->method);
+	while (head_fields_rec(st->rh, &pos, &name, &nlen, &value, &vlen) &&
+	       http_response_field(rp, name, nlen, value, vlen) == 0)
+		;
+	rc = http_response_fields_end(rp, st->status);
+	rp->st.start = NULL; /* as HTTP/1 leaves it: no head begun */
+	if (rc < 0)
+		return rc;
+	if (m->body == HTTP_BODY_CLOSE && st->head_eos) {
+		/* END_STREAM on the HEADERS: an empty body, of known length */
+		m->body = HTTP_BODY_LENGTH;
+		m->content_length = 0;
+		m->keep_alive = 1;
+	}
+	st->head_given = 1;
+	st->unreported = 0; /* the body is handed up by body_next, from <body> */
+	return 0;
+}
 
 static void h2c_queue_head(struct side *sd)
 {
@@ -546,16 +553,8 @@ static int h2c_recv(struct side *sd)
 
 	u->readable = 0;
 	st->rfresh = 0;
-	if (st->head_done && !st->head_given) {
-		if (u->in && buf_len(u->in))
-			return WEIR_EAGAIN;
-		buf_drop(&u->in);
-		u->in = st->rh;
-		st->rh = NULL;
-		st->head_given = 1;
-		st->unreported = 0; /* the body is handed up by body_next, from <body> */
-		return (int)buf_len(u->in);
-	}
+	if (st->head_done && !st->head_given)
+		return 1; /* the head is there for head_next() */
 	if (st->head_given && (fresh = st->unreported)) {
 		st->unreported = 0;
 		return (int)fresh;
@@ -697,6 +696,9 @@ static int h2c_avail_streams(const struct upconn *u)
 
 const struct codec_ops h2_client_codec = {
     .name = "h2 client",
+    .request_head = h2c_request_head,
+    .head_field = h2c_head_field,
+    .head_next = h2c_head_next,
     .queue_head = h2c_queue_head,
     .send_body = h2c_send_body,
     .flush = h2c_flush,

@@ -72,6 +72,8 @@ void h2_client_close_server(struct up_server *srv);
 struct upconn *h2_client_open(const struct route_table *t, uint32_t si, uint32_t connect_ms, int *rc);
 void h2_client_io_set(struct upconn *u, int events);
 void h2_client_stream_end(struct upconn *u);
+/* The client codec of HTTP/2 streams (worker/h1/h1.h: codec). */
+extern const struct codec_ops h2_client_codec;
 
 /* Arms <u>'s watcher for what the core waits for; a virtual upconn
  * (HTTP/2) is woken by its session instead. */

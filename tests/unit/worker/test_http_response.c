@@ -358,6 +358,73 @@ static void test_a_pipelined_response_is_not_consumed(void)
 	CU_ASSERT_EQUAL(resp.head_len, strlen(a));
 }
 
+/* A head of fields (HTTP/2): name, value pairs, NULL-ended. */
+static int fields(int status, enum http_method m, const char *const *f)
+{
+	int rc = 0;
+
+	resp_init(100, 16384, m);
+	for (; *f && rc == 0; f += 2)
+		rc = http_response_field(&resp_p, f[0], strlen(f[0]), f[1], strlen(f[1]));
+	rc = http_response_fields_end(&resp_p, status);
+	return rc;
+}
+
+static void test_a_head_of_fields_gets_the_checks_of_a_text_head(void)
+{
+	static const char *const ok[] = {"content-length", "5", "connection-named", "x", "x-a", " v ", NULL};
+	static const char *const nolen[] = {"x-a", "1", NULL};
+	static const char *const bad_cl[] = {"content-length", "5x", NULL};
+	static const char *const two_cl[] = {"content-length", "5", "content-length", "5", NULL};
+	static const char *const te[] = {"transfer-encoding", "chunked", NULL};
+	static const char *const bad_name[] = {"x a", "1", NULL};
+	static const char *const bad_value[] = {"x-a", "a\001b", NULL};
+	static const char *const hop[] = {"connection", "x-gone", "x-gone", "1", "x-kept", "2", NULL};
+	static const char *const headlen[] = {"content-length", "10", NULL};
+
+	CU_ASSERT_EQUAL_FATAL(fields(200, HTTP_GET, ok), 0);
+	CU_ASSERT_EQUAL(resp.status, 200);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(resp.content_length, 5);
+	CU_ASSERT_EQUAL(resp.head_len, 0);
+	CU_ASSERT_EQUAL_FATAL(resp.hl.n, 2); /* the framing is out of the list */
+	CU_ASSERT_EQUAL(resp.hl.v[1].value_len, 1); /* trimmed */
+	CU_ASSERT_EQUAL(fields(200, HTTP_GET, nolen), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_CLOSE); /* until the stream ends */
+	CU_ASSERT_EQUAL(fields(200, HTTP_GET, bad_cl), BADRESP);
+	CU_ASSERT_EQUAL(fields(200, HTTP_GET, two_cl), BADRESP);
+	CU_ASSERT_EQUAL(fields(200, HTTP_GET, te), BADRESP);
+	CU_ASSERT_EQUAL(fields(200, HTTP_GET, bad_name), BADRESP);
+	CU_ASSERT_EQUAL(fields(200, HTTP_GET, bad_value), BADRESP);
+	CU_ASSERT_EQUAL(fields(600, HTTP_GET, nolen), BADRESP);
+	CU_ASSERT_EQUAL_FATAL(fields(200, HTTP_GET, hop), 0);
+	CU_ASSERT_EQUAL_FATAL(resp.hl.n, 3);
+	CU_ASSERT(resp.hl.v[1].flags & HDR_HOP); /* named by Connection */
+	CU_ASSERT(!(resp.hl.v[2].flags & HDR_HOP));
+	CU_ASSERT_EQUAL(fields(200, HTTP_HEAD, headlen), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_NONE);
+	CU_ASSERT(resp.length_info && resp.content_length == 10);
+	CU_ASSERT_EQUAL(fields(204, HTTP_GET, nolen), 0);
+	CU_ASSERT_EQUAL(resp.body, HTTP_BODY_NONE);
+}
+
+static void test_a_head_of_fields_is_held_to_the_limits(void)
+{
+	char v[200];
+	int rc = 0;
+
+	memset(v, 'a', sizeof(v) - 1);
+	v[sizeof(v) - 1] = 0;
+	resp_init(3, 16384, HTTP_GET);
+	for (int i = 0; i < 4 && rc == 0; i++)
+		rc = http_response_field(&resp_p, "x-a", 3, "1", 1);
+	CU_ASSERT_EQUAL(rc, BADRESP);
+	CU_ASSERT_EQUAL(http_response_fields_end(&resp_p, 200), BADRESP); /* sticky */
+	resp_init(100, 300, HTTP_GET);
+	CU_ASSERT_EQUAL(http_response_field(&resp_p, "x-a", 3, v, strlen(v)), 0);
+	CU_ASSERT_EQUAL(http_response_field(&resp_p, "x-b", 3, v, strlen(v)), BADRESP);
+}
+
 static const struct unit_test tests[] = {
 		{"a simple response is parsed into spans",
 		 test_a_simple_response_is_parsed_into_spans},
@@ -393,6 +460,10 @@ static const struct unit_test tests[] = {
 		 test_response_headers_get_their_flags},
 		{"a pipelined response is not consumed",
 		 test_a_pipelined_response_is_not_consumed},
+		{"a head of fields gets the checks of a text head",
+		 test_a_head_of_fields_gets_the_checks_of_a_text_head},
+		{"a head of fields is held to the limits",
+		 test_a_head_of_fields_is_held_to_the_limits},
 	};
 
 UNIT_MAIN("worker/http_response", tests)
