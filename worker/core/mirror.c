@@ -123,7 +123,7 @@ static const char *mirror_body(const struct txn *t, uint32_t *len)
 	if (t->body) /* moved out of c->in (txn_buffer_step) */
 		return t->body->end == *len ? t->body->data : NULL;
 	/* in place, behind the head */
-	return buf_len(t->c->in) >= *len ? t->c->in->data + t->c->in->start : NULL;
+	return t->c->in && buf_len(t->c->in) >= *len ? t->c->in->data + t->c->in->start : NULL;
 }
 
 /* Starts the copy of <t> to group <g> (a server picked, connecting).

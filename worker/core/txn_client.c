@@ -131,7 +131,7 @@ int txn_send_continue(struct txn *t)
 	struct iovec v = {.iov_base = (void *)cont, .iov_len = sizeof(cont) - 1};
 	struct conn *c = t->c;
 
-	if (!t->req.expect_continue || t->req_body_done || t->continued || buf_len(c->in) != 0)
+	if (!t->req.expect_continue || t->req_body_done || t->continued || (c->in && buf_len(c->in) != 0))
 		return 0;
 	/* a fresh socket always takes these 25 bytes */
 	t->continued = 1;

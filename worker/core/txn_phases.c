@@ -22,25 +22,26 @@
 /* ---- route ------------------------------------------------------------ */
 
 /*
- * Normalises the request path (worker/h1/http_path.c) where it lies, in the
- * client's input buffer, and closes the gap before the query: routing,
- * the upstream head and the access log then all see the one path weir
- * forwards. Needs no memory, since the path only ever shortens; a path
- * that needs no change is only scanned. "*" and the "/" of an
- * absolute-form target without a path (a literal, not in the buffer) are
- * one byte and left alone. Returns 0 or WEIR_EBAD_PATH.
+ * Normalises the request path (worker/h1/http_path.c) where it lies, in
+ * the bytes the codec read the head into, and closes the gap before the
+ * query: routing, the upstream head and the access log then all see the
+ * one path weir forwards. Needs no memory, since the path only ever
+ * shortens; a path that needs no change is only scanned. "*" and the "/"
+ * of an absolute-form target without a path (a literal, not in the
+ * buffer) are one byte and left alone. Returns 0 or WEIR_EBAD_PATH.
  */
 static int txn_normalize_path(struct txn *t)
 {
 	struct msg *r = &t->req;
-	struct buf *in = t->c->in;
 	size_t path_len = (size_t)(r->path_end - r->target), n;
 	char *p;
 	int rc;
 
 	if (r->target_len <= 1)
 		return 0;
-	p = in->data + (r->target - in->data); /* the head's bytes are ours */
+	/* the head's bytes are ours: HTTP/1's input buffer, HTTP/2's
+	 * header records (worker/h2/h2_internal.h) */
+	p = (char *)r->target;
 	rc = http_path_normalize(p, path_len, TXN_SET(t)->merge_slashes ? HTTP_PATH_MERGE_SLASHES : 0, &n);
 	if (rc || n == path_len)
 		return rc;
@@ -333,9 +334,12 @@ void txn_start(struct txn *t)
 
 	SHM_ADD(wk.cnt, requests, 1);
 	/* the head is consumed; its spans stay valid until head_write_request()
-	 * has copied them, since the buffer does not move meanwhile */
-	c->in->start = (uint32_t)t->req.head_len;
-	t->req_head_start = c->in->start;
+	 * has copied them, since the buffer does not move meanwhile (an
+	 * HTTP/2 stream's conn has none: its head came as fields) */
+	if (c->in) {
+		c->in->start = (uint32_t)t->req.head_len;
+		t->req_head_start = c->in->start;
+	}
 	realip_begin(t); /* the client behind trusted_proxies, the request id */
 	t->table = route_acquire(wk.seg, wk.slot);
 	worker_table_hold(t->table);

@@ -652,6 +652,9 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	case CONN_H2:
 		h2_session_io(c, revents);
 		break;
+	case CONN_STREAM:
+		h2_stream_begin(c);
+		break;
 	}
 }
 
@@ -696,6 +699,9 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		break;
 	case CONN_H2:
 		h2_session_timeout(c);
+		break;
+	case CONN_STREAM: /* no timer runs before its transaction */
+		conn_close(c);
 		break;
 	}
 }
@@ -766,6 +772,6 @@ void conn_init_stream(struct conn *sc, const struct conn *parent)
 	memcpy(sc->peer, parent->peer, sizeof(sc->peer));
 	sc->peer_len = parent->peer_len;
 	sc->tls = parent->tls;
-	sc->state = CONN_IDLE;
+	sc->state = CONN_STREAM;
 	sc->codec = &h1_server_codec;
 }

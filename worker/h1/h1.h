@@ -303,6 +303,8 @@ struct http_head_state {
 	uint8_t leading_crlf;     /* empty lines before the start line allowed */
 	uint8_t head_method;      /* responses: the request was HEAD */
 	uint8_t is_request;
+	uint8_t fields;           /* requests: the head came as fields
+	                           * (http_request_begin_fields): HTTP/2 */
 	uint8_t method_id;        /* requests: enum http_method */
 	uint8_t version_minor;    /* requests: HTTP/1.<this> */
 };
@@ -338,6 +340,29 @@ void http_request_init(struct http_request *r, struct msg *m, struct arena *a,
  * headers, also while incomplete), WEIR_EBODY_TOO_LARGE.
  */
 int http_request_parse(struct http_request *r, const char *buf, size_t len);
+
+/*
+ * A request head that comes as fields, not text (HTTP/2, worker/h2/):
+ * the same checks as http_request_parse() and the same struct msg, on a
+ * parser http_request_init() prepared, so both codecs share one set of
+ * rules. http_request_begin_fields() takes the method (a known one) and
+ * the target (origin-form, or "*" with OPTIONS; VCHAR, uri_size);
+ * http_request_add_field() each field, in order, the Host among them
+ * (HTTP/2's :authority); http_request_end_fields() applies what needs
+ * the whole list (http_head_finish(): tokens, flags, Connection; Host;
+ * the framing, with no Transfer-Encoding at all, a Content-Length parsed
+ * strictly) and sets the message's flags. <open_body>: a body may follow
+ * with no length said, ending with the stream; it is framed as chunked
+ * for the core (the upstream side writes its framing). The message is
+ * HTTP/1.1 to the core and the connection kept. Names and values must
+ * stay where they are for the message's life; m->head_len is the head's
+ * size as HTTP/1.1 text (as far as it went, after an error). Each returns
+ * 0 or http_request_parse()'s error.
+ */
+int http_request_begin_fields(struct http_request *r, const char *method, size_t mlen, const char *target,
+                              size_t tlen);
+int http_request_add_field(struct http_request *r, const char *name, size_t nlen, const char *value, size_t vlen);
+int http_request_end_fields(struct http_request *r, int open_body);
 
 /*
  * Prepares <r> for a response head to a request whose method was

@@ -111,8 +111,8 @@ const char *http_method_name(enum http_method id, uint32_t *len)
 	return http_methods[id].name;
 }
 
-/* The method named by the token <p>[0..len) (case matters), or -1. */
-static int method_lookup(const char *p, size_t len)
+/* http_method_lookup(), inline where the request line is read */
+static inline int method_lookup(const char *p, size_t len)
 {
 	/* the common ones first, without the walk */
 	if (len == 3 && memcmp(p, "GET", 3) == 0)
@@ -125,10 +125,9 @@ static int method_lookup(const char *p, size_t len)
 	return -1;
 }
 
-/* Bytes of a request target: VCHAR (no SP, no CTL, no obs-text). */
-static inline int target_char(unsigned char c)
+int http_method_lookup(const char *p, size_t len)
 {
-	return (unsigned)(c - 0x21) < 0x5e;
+	return method_lookup(p, len);
 }
 
 /*
@@ -146,7 +145,7 @@ static int request_line(struct http_head_state *st, const char *p, const char *e
 	if (p == m || p == e || *p != ' ' || (id = method_lookup(m, (size_t)(p - m))) < 0)
 		return WEIR_ERR(BAD_REQUEST);
 	t = ++p;
-	while (p < e && target_char((unsigned char)*p))
+	while (p < e && http_target_char((unsigned char)*p))
 		p++;
 	if ((size_t)(p - t) > st->max_uri)
 		return WEIR_ERR(URI_TOO_LONG);
@@ -162,11 +161,9 @@ static int request_line(struct http_head_state *st, const char *p, const char *e
 	return 0;
 }
 
-/*
- * A complete field line [p, e): a name of tchar (no space before the
- * colon), ':', then the value, field-vchar and whitespace only (trimmed
- * by http_head_finish). An obs-fold never gets here (the scanner).
- */
+/* The value [v, e) of a field named <n>[0..nlen) (tchar, checked, and
+ * room for it in the list): field-vchar and whitespace only (trimmed by
+ * http_head_finish), then the list's next entry. */
 static inline int field_take(struct http_head_state *st, const char *n, size_t nlen, const char *v, const char *e)
 {
 	struct hdr *h;
@@ -184,6 +181,10 @@ static inline int field_take(struct http_head_state *st, const char *n, size_t n
 	return 0;
 }
 
+/*
+ * A complete field line [p, e): a name of tchar (no space before the
+ * colon), ':', then the value. An obs-fold never gets here (the scanner).
+ */
 static int field_line(struct http_head_state *st, const char *p, const char *e)
 {
 	const char *n = p;
@@ -199,11 +200,14 @@ static int field_line(struct http_head_state *st, const char *p, const char *e)
 
 int http_head_field(struct http_head_state *st, const char *n, size_t nlen, const char *v, size_t vlen)
 {
-	/* counted as the field line it would be: "name: value" CRLF */
-	st->fed += nlen + vlen + 4;
-	if (st->nhdrs >= st->max_headers || st->fed > st->max_head)
+	if (st->nhdrs >= st->max_headers)
 		return WEIR_ERR(HEADERS_TOO_LARGE);
-	if (!nlen)
+	/* the line it would be, ": " and CRLF, and the blank line after:
+	 * held to the head's size limit as text is */
+	st->head_end += nlen + vlen + 4;
+	if (st->head_end + 2 > st->max_head)
+		return WEIR_ERR(HEADERS_TOO_LARGE);
+	if (nlen == 0)
 		return WEIR_ERR(BAD_REQUEST);
 	for (size_t i = 0; i < nlen; i++)
 		if (!http_is((unsigned char)n[i], HTTP_C_TCHAR))
@@ -234,7 +238,7 @@ static int line_partial(struct http_head_state *st, const char *buf, size_t from
 				else
 					return WEIR_ERR(BAD_REQUEST);
 			} else if (st->pl_stage == 1) { /* the target */
-				if (target_char(c)) {
+				if (http_target_char(c)) {
 					if (++st->pl_len > st->max_uri)
 						return WEIR_ERR(URI_TOO_LONG);
 				} else if (c == ' ' && st->pl_len > 0) {

@@ -34,6 +34,16 @@ static inline int http_is(unsigned char c, uint8_t cls)
 	return (http_ctype[c] & cls) != 0;
 }
 
+/* Bytes of a request target: VCHAR (no SP, no CTL, no obs-text). */
+static inline int http_target_char(unsigned char c)
+{
+	return (unsigned)(c - 0x21) < 0x5e;
+}
+
+/* The method named by the token <p>[0..len) (case matters: http-parser's
+ * table, enum http_method), or -1. */
+int http_method_lookup(const char *p, size_t len);
+
 /* What http_head_finish() found in a complete head's header list. */
 struct http_head_info {
 	uint32_t ncl;            /* Content-Length headers */

@@ -81,7 +81,9 @@ static int parse_target(struct http_request *r)
 /* RFC 9112 6.1-6.3: anything two parsers could frame differently fails. */
 static int request_framing(struct http_request *r, const struct http_head_info *info)
 {
-	if (info->nte > 0 && r->m->version_minor == 0)
+	/* HTTP/1.0 has no chunked coding, HTTP/2 no transfer coding at all
+	 * (RFC 9113 8.2.2): a client that sends one frames for another parser */
+	if (info->nte > 0 && (r->m->version_minor == 0 || r->st.fields))
 		return WEIR_ERR(SMUGGLING);
 	if (info->nte > 0 && info->ncl > 0)
 		return WEIR_ERR(SMUGGLING);
@@ -157,4 +159,64 @@ int http_request_parse(struct http_request *r, const char *buf, size_t len)
 	if (rc)
 		r->st.error = rc;
 	return rc;
+}
+
+/* ---- a head that comes as fields (HTTP/2) ------------------------------ */
+
+int http_request_begin_fields(struct http_request *r, const char *method, size_t mlen, const char *target,
+                              size_t tlen)
+{
+	struct http_head_state *st = &r->st;
+	int id = http_method_lookup(method, mlen);
+	size_t i;
+
+	st->fields = 1;
+	st->version_minor = 1;
+	/* the request line it would be: method SP target SP HTTP/1.1 CRLF */
+	st->head_end = r->m->head_len = mlen + tlen + 12;
+	if (id < 0)
+		return WEIR_ERR(BAD_REQUEST);
+	for (i = 0; i < tlen && http_target_char((unsigned char)target[i]); i++)
+		;
+	if (i > st->max_uri)
+		return WEIR_ERR(URI_TOO_LONG);
+	/* origin-form, or "*" (OPTIONS: parse_target): the authority is a
+	 * field of its own, never in the target */
+	if (i != tlen || tlen == 0 || (target[0] != '/' && !(tlen == 1 && target[0] == '*')))
+		return WEIR_ERR(BAD_REQUEST);
+	st->method_id = (uint8_t)id;
+	st->tok = target;
+	st->tok_len = tlen;
+	return 0;
+}
+
+int http_request_add_field(struct http_request *r, const char *n, size_t nlen, const char *v, size_t vlen)
+{
+	int rc = http_head_field(&r->st, n, nlen, v, vlen);
+
+	r->m->head_len = r->st.head_end;
+	return rc;
+}
+
+int http_request_end_fields(struct http_request *r, int open_body)
+{
+	int rc;
+
+	/* whole, as a head is once its blank line came: the access log may
+	 * read its fields even if a rule below refuses it */
+	r->st.done = 1;
+	r->m->head_len = r->st.head_end += 2; /* the blank line */
+	r->m->hl.n = r->st.nhdrs;
+	if (r->st.head_end > r->st.max_head)
+		return WEIR_ERR(HEADERS_TOO_LARGE);
+	rc = request_finish(r, NULL);
+	if (rc)
+		return rc;
+	/* no length said, the body ends with the stream: chunked, as HTTP/1
+	 * frames such a body (the upstream side writes it so; the stream's
+	 * codec hands its DATA up as it came, with nothing to decode) */
+	if (open_body && r->m->body == HTTP_BODY_NONE)
+		r->m->body = HTTP_BODY_CHUNKED;
+	r->m->keep_alive = 1; /* a stream ends, its connection stays */
+	return 0;
 }

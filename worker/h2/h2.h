@@ -7,13 +7,15 @@
  * defences on top. Each stream gets a struct conn of its own, with no
  * socket, and a stream-core transaction on it exactly as an HTTP/1
  * request has (routing, limits, auth, logs, counters): the stream's conn
- * is the codec's end (h2_stream.c). What the core reads from it is the
- * request head written anew as HTTP/1.1 from the HEADERS (Host from
- * :authority, cookie crumbs joined, chunked when no content-length);
- * what it writes to it is parsed back (the
- * strict HTTP/1 parser) into a HEADERS frame (names lower case, no
- * connection-specific field) and DATA frames. So the core keeps one
- * request path, and nothing it writes for a client is passed unread.
+ * is the codec's end (h2_stream.c). The request reaches the core as its
+ * message, filled from the HEADERS through the HTTP/1 reader's field
+ * entry, so both codecs are held to one set of rules (Host from
+ * :authority, cookie crumbs joined, chunked framing when no
+ * content-length); the response leaves as a HEADERS frame (names lower
+ * case, no connection-specific field) and DATA frames, from the core's
+ * message, or parsed back by the strict HTTP/1 parser from weir's own
+ * answers. So the core keeps one request path, and nothing it writes for
+ * a client is passed unread.
  *
  * Flow control and back-pressure: a stream's window is one buffer; the
  * request body is handed up in place through the codec ops (body_next),
@@ -76,6 +78,11 @@ void h2_session_free(struct conn *c);
  * conn_recv(), conn_sendv(), conn_io_set(), and the end of the conn
  * (conn_close(), conn_linger(), conn_txn_done() all end the stream). */
 ssize_t h2_stream_recv(struct conn *c, void *p, size_t n);
+/* CONN_STREAM's event (conn.c): the stream's head is complete and its
+ * read batch processed; its transaction starts, its request the core's
+ * message built from the header fields (no HTTP/1 text between), or is
+ * answered as an HTTP/1 head the reader refuses would be. */
+void h2_stream_begin(struct conn *c);
 ssize_t h2_stream_sendv(struct conn *c, const struct iovec *iov, int cnt);
 void h2_stream_io_set(struct conn *c, int events);
 void h2_stream_close(struct conn *c);

@@ -56,7 +56,7 @@ struct h2_session {
 	uint8_t fatal;             /* a connection error: write what is queued, then close */
 };
 
-/* The request as written for the core, and the response parsed back. */
+/* The response of weir's own answers, parsed back (h2_stream.c). */
 enum { H2_RESP_HEAD, H2_RESP_BODY, H2_RESP_DONE };
 
 struct h2_stream {
@@ -67,7 +67,8 @@ struct h2_stream {
 	uint8_t want;              /* events the core waits for (conn_io_set) */
 	uint8_t head_done;         /* the request head is complete */
 	uint8_t in_eos;            /* the client's END_STREAM came */
-	uint8_t in_chunked;        /* no content-length: the head says chunked */
+	uint8_t in_chunked;        /* no content-length, not END_STREAM: the
+	                            * request is framed chunked for the core */
 	uint8_t too_large;         /* the header list passed the limits */
 	uint8_t is_head;           /* a HEAD request: no response body */
 	uint8_t started;           /* handed to the core */
@@ -90,8 +91,13 @@ struct h2_stream {
 	uint8_t in_framed;         /* on the session's <framed> list */
 	uint32_t hbytes, hcount;   /* the header list so far */
 	uint32_t unreported;       /* DATA bytes come since the core last asked (recv) */
-	struct buf *hb;            /* header records while the block arrives */
-	struct buf *head;          /* the request head for the core */
+	/* The header records: where the request's names and values lie for
+	 * the transaction's life, as HTTP/1's lie in its input buffer. */
+	struct buf *hb;
+	uint32_t method_at, path_at; /* offsets in <hb> of :method, :path */
+	uint32_t host_at;          /* of :authority (or host), + 1; 0: none */
+	uint16_t cookies;          /* cookie crumbs, joined into one field */
+	struct buf *ck;            /* the joined value, when <hb> had no room */
 	struct buf *body;          /* DATA payload not yet read by the core */
 	struct buf *rh;            /* the response head being parsed */
 	struct buf *rx;            /* its header list and the nv array */
@@ -109,6 +115,7 @@ struct h2_stream {
 	uint8_t ws;                /* H2_WS_* */
 	uint32_t ws_handed;        /* tunnel bytes given to the core, not yet consumed */
 	char ws_accept[32];        /* the Sec-WebSocket-Accept the key weir made wants */
+	char ws_key[32];           /* that key, a field of the request */
 };
 
 /* A record of the header block (h2_stream.c): its kind, name and value. */
@@ -118,7 +125,6 @@ struct hrec {
 	size_t nlen, vlen;
 };
 size_t h2_rec(const struct buf *hb, size_t off, struct hrec *r);
-int h2_put_bytes(struct buf *b, const char *p, size_t n);
 void h2_stream_more(struct h2_stream *st);
 /* The send_data callback's half of a DATA frame of a direct response
  * (h2_stream.c): <n> payload bytes of the core's queue into <dst>. */
@@ -132,8 +138,8 @@ int h2_stream_has_data(const struct h2_stream *st);
 /* h2_stream.c, called by the session */
 struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id);
 int h2_stream_header(struct h2_stream *st, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen);
-/* the header block ended: 0 to start the stream, or -1 when it was
- * answered or reset here */
+/* the header block ended: 0 to start the stream (its fields checked
+ * for HTTP/2's rules), or -1 when it was answered or reset here */
 int h2_stream_head_end(struct h2_stream *st, int eos);
 int h2_stream_data(struct h2_stream *st, const uint8_t *p, size_t len);
 void h2_stream_eos(struct h2_stream *st);
@@ -148,13 +154,15 @@ enum { H2_WS_NONE, H2_WS_ASKED, H2_WS_OPEN };
 /* Whether the pseudo-header <r> is :protocol (nghttp2 lets it through
  * only while our SETTINGS enable it). */
 int h2_ws_is_protocol(const struct hrec *r);
-/* A CONNECT's head in <st->hb>: 0 and <method> made GET for an extended
- * CONNECT for a WebSocket, else the error to answer with (counted). */
-int h2_ws_connect(struct h2_stream *st, struct hrec *method);
+/* A CONNECT's head in <st->hb>: 0 for an extended CONNECT for a
+ * WebSocket (st->ws set: the request is a GET), else the error to answer
+ * with (counted). */
+int h2_ws_connect(struct h2_stream *st);
 /* Whether the client's field <r> stays out of the upgrade request. */
 int h2_ws_skip_field(const struct h2_stream *st, const struct hrec *r);
-/* The upgrade fields with a key of weir's into <h>; nonzero: no room. */
-int h2_ws_head_fields(struct h2_stream *st, struct buf *h);
+/* The upgrade's fields, with a key of weir's, added to request <r>:
+ * 0, or the field entry's error. */
+int h2_ws_head_fields(struct h2_stream *st, struct http_request *r);
 /* Whether a field of the (checked) 101 stays out of the 200. */
 int h2_ws_skip_resp(const struct h2_stream *st, const struct hdr *h);
 /* The 200 is submitted: the response body is the tunnel from here. */

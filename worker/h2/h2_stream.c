@@ -1,7 +1,9 @@
 /*
  * h2_stream.c: one HTTP/2 stream as the stream core sees it (h2.h): a
- * struct conn with no socket, whose reads give the request written as
- * HTTP/1.1 and whose writes are parsed back into HEADERS and DATA.
+ * struct conn with no socket and a transaction on it, whose request is
+ * the core's message built from the header fields (the HTTP/1 reader's
+ * field entry, its rules) and whose response goes out as HEADERS and
+ * DATA from the core's message, or parsed back from weir's own answers.
  */
 #include "worker/h2/h2_internal.h"
 
@@ -99,7 +101,7 @@ void h2_stream_free(struct h2_stream *st)
 	ev_clear_pending(wk.loop, &st->sc.io);
 	ev_timer_stop(wk.loop, &st->sc.timer);
 	buf_drop(&st->hb);
-	buf_drop(&st->head);
+	buf_drop(&st->ck);
 	buf_drop(&st->body);
 	buf_drop(&st->rh);
 	buf_drop(&st->rx);
@@ -112,9 +114,10 @@ void h2_stream_free(struct h2_stream *st)
 	h2_release(st);
 }
 
-/* ---- the request, written as HTTP/1.1 ------------------------------- */
+/* ---- the request: records, then the core's message -------------------- */
 
-/* Header records while the block arrives: kind, lengths, name, value. */
+/* Header records, as the block arrives: kind, lengths, name, value; kept
+ * for the transaction's life, its message pointing into them. */
 enum { HK_FIELD, HK_METHOD, HK_PATH, HK_AUTHORITY, HK_SCHEME, HK_HOST, HK_COOKIE, HK_OTHER_PSEUDO };
 #define HREC 7
 
@@ -204,17 +207,6 @@ static void h2_stream_answer_local(struct h2_stream *st, int rc)
 	buf_drop(&st->body);
 }
 
-/* Appends <p>[0..n) to <b>; 0, or -1 when it does not fit. */
-int h2_put_bytes(struct buf *b, const char *p, size_t n)
-{
-	if (b->end + n > wk.buf_size)
-		return -1;
-	memcpy(b->data + b->end, p, n);
-	b->end += (uint32_t)n;
-	return 0;
-}
-#define PUTS(b, lit) h2_put_bytes(b, lit, sizeof(lit) - 1)
-
 static int h2_ieq(const char *a, size_t alen, const char *b, size_t blen)
 {
 	if (alen != blen)
@@ -231,12 +223,30 @@ static int h2_ieq(const char *a, size_t alen, const char *b, size_t blen)
 	return 1;
 }
 
+/* The records stay for the transaction's life, its message pointing into
+ * them: a head that fits a small buffer moves into one, with room behind
+ * for its cookie crumbs joined (<join> bytes), and the I/O buffer it came
+ * in goes back, as HTTP/1 gives back the input of a request that waits. */
+static void h2_stream_fit(struct h2_stream *st, size_t join)
+{
+	const size_t small_max = (WORKER_SMALL_MIN << (WORKER_SMALL_CLASSES - 1)) - sizeof(struct buf);
+	struct buf *hb = st->hb, *b;
+	size_t need = hb->end + join;
+
+	if (need > small_max || !(b = buf_get_fit((uint32_t)need)))
+		return; /* kept where it came: the join then checks for room */
+	memcpy(b->data, hb->data, hb->end);
+	b->end = hb->end;
+	buf_put(hb);
+	st->hb = b;
+}
+
 int h2_stream_head_end(struct h2_stream *st, int eos)
 {
 	struct hrec r, method = {0}, path = {0}, auth = {0}, host = {0};
-	struct buf *hb = st->hb, *h;
-	int cookies = 0, length = 0, bad = 0;
-	size_t off;
+	struct buf *hb = st->hb;
+	int length = 0, bad = 0, connect;
+	size_t off, join = 0;
 
 	st->head_done = 1;
 	st->in_eos = (uint8_t)eos;
@@ -245,16 +255,31 @@ int h2_stream_head_end(struct h2_stream *st, int eos)
 		return -1;
 	}
 	for (off = 0; off < hb->end;) {
+		size_t at = off;
+
 		off = h2_rec(hb, off, &r);
 		switch (r.kind) {
-		case HK_METHOD: method = r; break;
-		case HK_PATH: path = r; break;
-		case HK_AUTHORITY: auth = r; break;
+		case HK_METHOD:
+			method = r;
+			st->method_at = (uint32_t)at;
+			break;
+		case HK_PATH:
+			path = r;
+			st->path_at = (uint32_t)at;
+			break;
+		case HK_AUTHORITY:
+			auth = r;
+			st->host_at = (uint32_t)at + 1;
+			break;
 		case HK_HOST:
 			bad |= host.name != NULL; /* two Hosts */
 			host = r;
+			if (!auth.name)
+				st->host_at = (uint32_t)at + 1; /* :authority wins */
 			break;
-		case HK_COOKIE: cookies++; break;
+		case HK_COOKIE:
+			join += (st->cookies++ ? 2 : 0) + r.vlen;
+			break;
 		case HK_OTHER_PSEUDO: bad |= !h2_ws_is_protocol(&r); break;
 		case HK_FIELD:
 			length |= r.nlen == 14 && memcmp(r.name, "content-length", 14) == 0;
@@ -265,68 +290,102 @@ int h2_stream_head_end(struct h2_stream *st, int eos)
 	 * disagreement is a request smuggled past whoever routed on one */
 	if (auth.name && host.name && !h2_ieq(auth.value, auth.vlen, host.value, host.vlen))
 		bad = 1;
-	if (!bad && method.vlen == 7 && memcmp(method.value, "CONNECT", 7) == 0) {
+	connect = method.vlen == 7 && memcmp(method.value, "CONNECT", 7) == 0;
+	if (!bad && connect) {
 		/* RFC 8441: a WebSocket, a GET with an Upgrade for the core */
-		int rc = h2_ws_connect(st, &method);
+		int rc = h2_ws_connect(st);
 
 		if (rc < 0) {
 			h2_stream_answer_local(st, rc);
 			return -1;
 		}
 	}
-	if (!method.name || !path.name || (method.vlen == 7 && memcmp(method.value, "CONNECT", 7) == 0))
+	if (!method.name || !path.name || (connect && !st->ws))
 		bad = 1; /* CONNECT (a tunnel) is not served over HTTP/2 */
-	if (bad || !(h = buf_get())) {
-		h2_stream_answer_local(st, bad ? WEIR_ERR(BAD_REQUEST) : WEIR_ERR(NOMEM));
+	if (bad) {
+		h2_stream_answer_local(st, WEIR_ERR(BAD_REQUEST));
 		return -1;
 	}
 	st->is_head = method.vlen == 4 && memcmp(method.value, "HEAD", 4) == 0;
-	if (!auth.name)
-		auth = host;
-	bad = h2_put_bytes(h, method.value, method.vlen) | PUTS(h, " ") | h2_put_bytes(h, path.value, path.vlen) |
-	      PUTS(h, " HTTP/1.1\r\n");
-	if (auth.name)
-		bad |= PUTS(h, "Host: ") | h2_put_bytes(h, auth.value, auth.vlen) | PUTS(h, "\r\n");
-	for (off = 0; off < hb->end;) {
-		off = h2_rec(hb, off, &r);
-		if (r.kind != HK_FIELD || h2_ws_skip_field(st, &r))
-			continue;
-		bad |= h2_put_bytes(h, r.name, r.nlen) | PUTS(h, ": ") | h2_put_bytes(h, r.value, r.vlen) |
-		       PUTS(h, "\r\n");
-	}
-	if (cookies) {
-		/* RFC 9113 8.2.3: the crumbs joined into one field for HTTP/1 */
-		int first = 1;
-
-		bad |= PUTS(h, "cookie: ");
-		for (off = 0; off < hb->end;) {
-			off = h2_rec(hb, off, &r);
-			if (r.kind != HK_COOKIE)
-				continue;
-			if (!first)
-				bad |= PUTS(h, "; ");
-			first = 0;
-			bad |= h2_put_bytes(h, r.value, r.vlen);
-		}
-		bad |= PUTS(h, "\r\n");
-	}
-	if (st->ws)
-		bad |= h2_ws_head_fields(st, h);
-	else if (!eos && !length) {
-		/* a body of unknown length: chunked towards the core, which
-		 * decodes it and frames it anew for the upstream */
-		st->in_chunked = 1;
-		bad |= PUTS(h, "Transfer-Encoding: chunked\r\n");
-	}
-	bad |= PUTS(h, "\r\n");
-	buf_drop(&st->hb);
-	if (bad) {
-		buf_put(h);
-		h2_stream_answer_local(st, WEIR_ERR(HEADERS_TOO_LARGE));
-		return -1;
-	}
-	st->head = h;
+	/* a body of unknown length: what END_STREAM (or its absence) said
+	 * now, whatever DATA comes before the core reads the head */
+	st->in_chunked = !eos && !length && !st->ws;
+	h2_stream_fit(st, st->cookies > 1 ? join : 0);
 	return 0;
+}
+
+/* The cookie crumbs joined with "; " into one field for the core (RFC
+ * 9113 8.2.3), after the records (a fitted buffer has the room, an I/O
+ * buffer may) or, without room there, in a buffer of their own; one
+ * crumb is its record's value. 0, or the error. */
+static int h2_stream_cookie(struct h2_stream *st, struct http_request *r)
+{
+	struct buf *hb = st->hb, *b = hb;
+	size_t end = hb->end, len = 0, off, n = 0;
+	struct hrec c;
+	char *v, *p;
+
+	for (off = 0; off < end;) {
+		off = h2_rec(hb, off, &c);
+		if (c.kind != HK_COOKIE)
+			continue;
+		if (st->cookies == 1)
+			return http_request_add_field(r, "cookie", 6, c.value, c.vlen);
+		len += (n++ ? 2 : 0) + c.vlen;
+	}
+	if (end + len > wk.buf_size) {
+		/* no larger than the records it joins: a buffer holds it */
+		if (!(st->ck = buf_get()))
+			return WEIR_ERR(NOMEM);
+		b = st->ck;
+	}
+	v = p = b->data + b->end;
+	for (off = 0, n = 0; off < end;) {
+		off = h2_rec(hb, off, &c);
+		if (c.kind != HK_COOKIE)
+			continue;
+		if (n++) {
+			memcpy(p, "; ", 2);
+			p += 2;
+		}
+		memcpy(p, c.value, c.vlen);
+		p += c.vlen;
+	}
+	b->end += (uint32_t)len; /* no walk of the records comes after this */
+	return http_request_add_field(r, "cookie", 6, v, len);
+}
+
+/* The request of <st> into the core's message through <r>, the fields in
+ * the order an HTTP/1.1 head of it would have them: Host (:authority),
+ * the client's fields, the cookie, the WebSocket upgrade's. 0, or the
+ * error the HTTP/1 reader would answer. */
+static int h2_stream_fields(struct h2_stream *st, struct http_request *r)
+{
+	struct buf *hb = st->hb;
+	struct hrec m, p, f;
+	int rc;
+
+	h2_rec(hb, st->method_at, &m);
+	h2_rec(hb, st->path_at, &p);
+	if (st->ws) { /* RFC 8441's CONNECT is an HTTP/1.1 upgrade's GET */
+		m.value = "GET";
+		m.vlen = 3;
+	}
+	rc = http_request_begin_fields(r, m.value, m.vlen, p.value, p.vlen);
+	if (!rc && st->host_at) {
+		h2_rec(hb, st->host_at - 1, &f);
+		rc = http_request_add_field(r, "Host", 4, f.value, f.vlen);
+	}
+	for (size_t off = 0; !rc && off < hb->end;) {
+		off = h2_rec(hb, off, &f);
+		if (f.kind == HK_FIELD && !h2_ws_skip_field(st, &f))
+			rc = http_request_add_field(r, f.name, f.nlen, f.value, f.vlen);
+	}
+	if (!rc && st->cookies)
+		rc = h2_stream_cookie(st, r);
+	if (!rc && st->ws)
+		rc = h2_ws_head_fields(st, r);
+	return rc ? rc : http_request_end_fields(r, st->in_chunked);
 }
 
 int h2_stream_data(struct h2_stream *st, const uint8_t *p, size_t len)
@@ -362,25 +421,39 @@ void h2_stream_eos(struct h2_stream *st)
 void h2_stream_start(struct h2_stream *st)
 {
 	st->started = 1;
-	SHM_ADD(wk.cnt, bytes_in, st->head ? buf_len(st->head) : 0);
 	ev_feed_event(wk.loop, &st->sc.io, EV_READ);
 }
 
-/* The stream's transport: the request head, written for the core. The
- * body never goes this way: the codec hands it up in place (below). */
+void h2_stream_begin(struct conn *c)
+{
+	struct h2_stream *st = c->h2s;
+	struct txn *t = txn_new(c);
+	int rc;
+
+	if (!t) {
+		conn_answer_error(c, WEIR_ERR(NOMEM), 1);
+		return;
+	}
+	rc = h2_stream_fields(st, txn_head_parser(t));
+	SHM_ADD(wk.cnt, bytes_in, t->req.head_len); /* the head as HTTP/1.1 text */
+	if (rc) {
+		/* as an HTTP/1 head the reader refuses: its canned answer */
+		conn_answer_error(c, rc, 1);
+		return;
+	}
+	c->state = CONN_TXN;
+	txn_start(t);
+}
+
+/* The stream's transport: only the body's end comes this way (a body the
+ * core discards); the head is the core's message (h2_stream_begin) and
+ * the body is handed up in place by the codec (below). */
 ssize_t h2_stream_recv(struct conn *c, void *p, size_t n)
 {
 	struct h2_stream *st = c->h2s;
+	(void)p;
+	(void)n;
 
-	if (st->head && buf_len(st->head)) {
-		size_t k = buf_len(st->head) < n ? buf_len(st->head) : n;
-
-		memcpy(p, st->head->data + st->head->start, k);
-		st->head->start += (uint32_t)k;
-		if (st->head->start == st->head->end)
-			buf_drop(&st->head);
-		return (ssize_t)k;
-	}
 	if (st->ng_closed && !st->in_eos) {
 		errno = ECONNRESET;
 		return -1;
@@ -546,7 +619,7 @@ void h2_stream_io_set(struct conn *c, int events)
 	int ready = 0;
 
 	st->want = (uint8_t)events;
-	if ((events & EV_READ) && ((st->head && buf_len(st->head)) || st->unreported || st->in_eos || st->ng_closed))
+	if ((events & EV_READ) && (st->unreported || st->in_eos || st->ng_closed))
 		ready |= EV_READ;
 	if ((events & EV_WRITE) &&
 	    (st->direct ? st->taken || st->ng_closed
@@ -1050,7 +1123,9 @@ void h2_stream_close(struct conn *c)
 		buf_put(c->in);
 		c->in = NULL;
 	}
-	buf_drop(&st->head);
+	/* the transaction is gone: the request's names and values with it */
+	buf_drop(&st->hb);
+	buf_drop(&st->ck);
 	buf_drop(&st->rh);
 	buf_drop(&st->rx);
 	if (st->body) {

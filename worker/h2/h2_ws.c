@@ -52,7 +52,7 @@ static int h2_ws_refuse(enum h2_ws_refuse why, int rc)
 	return rc;
 }
 
-int h2_ws_connect(struct h2_stream *st, struct hrec *method)
+int h2_ws_connect(struct h2_stream *st)
 {
 	struct hrec r, proto = {0}, version = {0};
 	int scheme = 0, path = 0, auth = 0;
@@ -81,8 +81,6 @@ int h2_ws_connect(struct h2_stream *st, struct hrec *method)
 	if (!scheme || !path || !auth || version.vlen != 2 || memcmp(version.value, "13", 2) != 0)
 		return h2_ws_refuse(H2_WS_REFUSE_REQUEST, WEIR_ERR(H2_WS_REQUEST));
 	st->ws = H2_WS_ASKED;
-	method->value = "GET";
-	method->vlen = 3;
 	return 0;
 }
 
@@ -92,24 +90,27 @@ int h2_ws_skip_field(const struct h2_stream *st, const struct hrec *r)
 	return st->ws && (h2_ws_name(r, "sec-websocket-key") || h2_ws_name(r, "sec-websocket-version"));
 }
 
-int h2_ws_head_fields(struct h2_stream *st, struct buf *h)
+int h2_ws_head_fields(struct h2_stream *st, struct http_request *r)
 {
+	/* what an HTTP/1.1 client's upgrade says (RFC 6455 4.1), the key
+	 * kept in the stream: the fields point at it for the request's life */
+	static const char *const names[] = {"Upgrade", "Connection", "Sec-WebSocket-Version", "Sec-WebSocket-Key"};
+	const char *values[] = {"websocket", "Upgrade", "13", st->ws_key};
 	uint8_t raw[16], md[SHA_DIGEST_LENGTH];
-	char key[32];
 	SHA_CTX sha;
 	size_t klen;
+	int rc = 0;
 
 	RAND_bytes(raw, sizeof(raw));
-	klen = EVP_EncodeBlock((uint8_t *)key, raw, sizeof(raw));
+	klen = EVP_EncodeBlock((uint8_t *)st->ws_key, raw, sizeof(raw));
 	SHA1_Init(&sha);
-	SHA1_Update(&sha, key, klen);
+	SHA1_Update(&sha, st->ws_key, klen);
 	SHA1_Update(&sha, ws_guid, sizeof(ws_guid) - 1);
 	SHA1_Final(md, &sha);
 	EVP_EncodeBlock((uint8_t *)st->ws_accept, md, sizeof(md));
-#define WS_PUTS(lit) h2_put_bytes(h, lit, sizeof(lit) - 1)
-	return WS_PUTS("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ") |
-	       h2_put_bytes(h, key, klen) | WS_PUTS("\r\n");
-#undef WS_PUTS
+	for (size_t i = 0; i < 4 && !rc; i++)
+		rc = http_request_add_field(r, names[i], strlen(names[i]), values[i], strlen(values[i]));
+	return rc;
 }
 
 static const struct hdr *h2_ws_find(const struct msg *m, const char *name)

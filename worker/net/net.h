@@ -47,6 +47,7 @@ enum conn_state {
 	CONN_ANSWER,  /* writing an answer weir made itself */
 	CONN_LINGER,  /* answer sent, write side shut, discarding input */
 	CONN_H2,      /* an HTTP/2 session (worker/h2/h2.h): its streams have conns of their own */
+	CONN_STREAM,  /* an HTTP/2 stream's conn before its transaction (h2_stream_begin) */
 };
 
 struct conn {

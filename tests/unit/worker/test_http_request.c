@@ -768,6 +768,182 @@ static void test_an_error_stays_an_error(void)
 	CU_ASSERT_EQUAL(http_request_parse(&req_p, buf, strlen(s)), BAD);
 }
 
+/* ---- a head given as fields (HTTP/2) ------------------------------------- */
+
+/*
+ * Gives the head of <n> bytes of <s>, copied into buf, to the field entry
+ * instead of the reader: the method and target of its request line, then
+ * each field line as a name and the value after ": " (its other
+ * whitespace kept), spans at the same places in buf as the reader's, so
+ * the two messages compare offset for offset. <open_body> as in
+ * http_request_end_fields().
+ */
+static int fields_lim(const char *s, size_t n, int open_body, const struct config_limits *lim)
+{
+	const char *p = buf, *e, *sp, *sp2, *colon;
+	int rc;
+
+	memcpy(buf, s, n);
+	req_init(lim);
+	e = memmem(p, n, "\r\n", 2);
+	sp = memchr(p, ' ', (size_t)(e - p));
+	sp2 = memchr(sp + 1, ' ', (size_t)(e - sp - 1));
+	rc = http_request_begin_fields(&req_p, p, (size_t)(sp - p), sp + 1, (size_t)(sp2 - sp - 1));
+	for (p = e + 2; !rc && (e = memmem(p, n - (size_t)(p - buf), "\r\n", 2)) && e > p; p = e + 2) {
+		const char *v;
+
+		colon = memchr(p, ':', (size_t)(e - p));
+		v = colon + (colon[1] == ' ' ? 2 : 1);
+		rc = http_request_add_field(&req_p, p, (size_t)(colon - p), v, (size_t)(e - v));
+	}
+	return rc ? rc : http_request_end_fields(&req_p, open_body);
+}
+
+static int fields(const char *s, int open_body)
+{
+	struct config_limits l = limits();
+
+	return fields_lim(s, strlen(s), open_body, &l);
+}
+
+static void test_a_head_given_as_fields_makes_the_message_its_text_does(void)
+{
+	static const char *const heads[] = {
+		"GET /a/b?c=d HTTP/1.1\r\nHost: example.com:8080\r\nUser-Agent:  curl/8 \t\r\nAccept: */*\r\n\r\n",
+		"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\nConnection: x-b\r\nX-B: 1\r\n"
+		"TE: trailers\r\nExpect: 100-continue\r\nX-Forwarded-For: 1.2.3.4\r\nVia: 1.1 p\r\n\r\n",
+		"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+		"OPTIONS * HTTP/1.1\r\nHost: [::1]:8443\r\nX_Forwarded_For: 1\r\nProxy-X: 2\r\n\r\n",
+		/* refused alike */
+		"FOO / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
+		"CONNECT a:1 HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /a\x7f HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nX: a\x7f" "b\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nX: a\x01" "b\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nX: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1048577\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nConnection: a b\r\n\r\n",
+	};
+	struct snap text, flds;
+
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+		take(&text, parse(heads[i]));
+		take(&flds, fields(heads[i], 0));
+		CU_ASSERT_EQUAL(flds.rc, text.rc);
+		CU_ASSERT(memcmp(&flds, &text, sizeof(text)) == 0);
+		if (memcmp(&flds, &text, sizeof(text)) != 0)
+			fprintf(stderr, "\n  head %zu differs (rc %d, %d)\n", i, text.rc, flds.rc);
+	}
+	/* the spans stay in the caller's bytes, the framing out of the list */
+	CU_ASSERT_EQUAL(fields(heads[1], 0), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(req.content_length, 12);
+	CU_ASSERT_PTR_NULL(hdr("Content-Length"));
+	CU_ASSERT_EQUAL(hdr("X-B")->flags, HDR_HOP);
+	CU_ASSERT_EQUAL(req.expect_continue, 1);
+	CU_ASSERT_EQUAL(req.head_len, strlen(heads[1]));
+	CU_ASSERT_EQUAL(fields(heads[2], 0), 0);
+	CU_ASSERT(req.conn_upgrade && req.upgrade == hdr("Upgrade"));
+}
+
+static void test_fields_refuse_what_a_field_line_cannot_say(void)
+{
+	struct config_limits l = limits();
+	char name[] = "x-a", value[] = "a\rb";
+
+	req_init(&l);
+	CU_ASSERT_EQUAL(http_request_begin_fields(&req_p, "GET", 3, "/", 1), 0);
+	CU_ASSERT_EQUAL(http_request_add_field(&req_p, name, 3, value, 3), BAD); /* CR */
+	value[1] = '\n';
+	CU_ASSERT_EQUAL(http_request_add_field(&req_p, name, 3, value, 3), BAD);
+	value[1] = '\0';
+	CU_ASSERT_EQUAL(http_request_add_field(&req_p, name, 3, value, 3), BAD);
+	CU_ASSERT_EQUAL(http_request_add_field(&req_p, "x a", 3, "v", 1), BAD);
+	CU_ASSERT_EQUAL(http_request_add_field(&req_p, "x:a", 3, "v", 1), BAD);
+	CU_ASSERT_EQUAL(http_request_add_field(&req_p, "", 0, "v", 1), BAD);
+	CU_ASSERT_EQUAL(http_request_add_field(&req_p, name, 3, "\t\x80\xff v", 5), 0); /* obs-text, tabs */
+	/* targets: origin-form or "*" only, every byte VCHAR */
+	req_init(&l);
+	CU_ASSERT_EQUAL(http_request_begin_fields(&req_p, "GET", 3, "http://a/b", 10), BAD);
+	req_init(&l);
+	CU_ASSERT_EQUAL(http_request_begin_fields(&req_p, "GET", 3, "a/b", 3), BAD);
+	req_init(&l);
+	CU_ASSERT_EQUAL(http_request_begin_fields(&req_p, "GET", 3, "", 0), BAD);
+	req_init(&l);
+	CU_ASSERT_EQUAL(http_request_begin_fields(&req_p, "GET", 3, "/a b", 4), BAD);
+	req_init(&l);
+	CU_ASSERT_EQUAL(http_request_begin_fields(&req_p, "get", 3, "/", 1), BAD);
+}
+
+static void test_fields_have_no_transfer_coding_and_an_open_body_is_chunked(void)
+{
+	const char *chunked = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+	const char *plain = "POST / HTTP/1.1\r\nHost: a\r\n\r\n";
+
+	CU_ASSERT_EQUAL(parse(chunked), 0);
+	CU_ASSERT_EQUAL(fields(chunked, 0), SMUG); /* RFC 9113 8.2.2 */
+	CU_ASSERT_EQUAL(fields(chunked, 1), SMUG);
+	CU_ASSERT_EQUAL(fields(plain, 0), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_NONE);
+	CU_ASSERT_EQUAL(fields(plain, 1), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_CHUNKED);
+	CU_ASSERT_EQUAL(fields("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n", 1), 0);
+	CU_ASSERT_EQUAL(req.body, HTTP_BODY_LENGTH);
+	CU_ASSERT_EQUAL(req.content_length, 5);
+	/* a stream ends, its connection stays: whatever a field says */
+	CU_ASSERT_EQUAL(fields("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 0), 0);
+	CU_ASSERT_EQUAL(req.keep_alive, 1);
+	CU_ASSERT_EQUAL(req.version_minor, 1);
+}
+
+static void test_fields_are_held_to_the_same_limits(void)
+{
+	/* each head just at and just past a limit: the reader's answer */
+	static const struct {
+		uint32_t uri, head, headers;
+		uint64_t body;
+		int pad; /* bytes of X's value */
+		int want;
+	} cases[] = {
+		{64, 0, 0, 0, -64, 0},
+		{64, 0, 0, 0, -65, WEIR_ERR(URI_TOO_LONG)},
+		{0, 1024, 0, 0, 1024 - 32, 0},
+		{0, 1024, 0, 0, 1024 - 31, WEIR_ERR(HEADERS_TOO_LARGE)},
+		{0, 0, 2, 0, 1, 0},
+		{0, 0, 1, 0, 1, WEIR_ERR(HEADERS_TOO_LARGE)},
+		{0, 0, 0, 1000, 1000, 0},
+		{0, 0, 0, 999, 1000, WEIR_ERR(BODY_TOO_LARGE)},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct config_limits l = limits();
+		char s[4096];
+		size_t n;
+
+		l.uri_size = cases[i].uri ? cases[i].uri : l.uri_size;
+		l.header_size = cases[i].head ? cases[i].head : l.header_size;
+		l.headers = cases[i].headers ? cases[i].headers : l.headers;
+		l.body_size = cases[i].body ? cases[i].body : l.body_size;
+		if (cases[i].pad < 0) /* a target of that many bytes */
+			n = (size_t)snprintf(s, sizeof(s), "GET /%0*d HTTP/1.1\r\nHost: a\r\n\r\n", -cases[i].pad - 1, 0);
+		else if (cases[i].body)
+			n = (size_t)snprintf(s, sizeof(s), "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n",
+			                     cases[i].pad);
+		else
+			n = (size_t)snprintf(s, sizeof(s), "GET / HTTP/1.1\r\nHost: a\r\nX: %0*d\r\n\r\n", cases[i].pad, 0);
+		CU_ASSERT_EQUAL(parse_lim(s, n, &l), cases[i].want);
+		CU_ASSERT_EQUAL(fields_lim(s, n, 0, &l), cases[i].want);
+		if (!cases[i].want)
+			CU_ASSERT_EQUAL(req.head_len, n);
+	}
+}
+
 static const struct unit_test tests[] = {
 		{"a simple GET is parsed into spans of the buffer",
 		 test_simple_get_is_parsed_into_spans},
@@ -839,6 +1015,14 @@ static const struct unit_test tests[] = {
 		 test_expect_continue_needs_the_exact_value_and_http_1_1},
 		{"an error stays an error",
 		 test_an_error_stays_an_error},
+		{"a head given as fields makes the message its text does",
+		 test_a_head_given_as_fields_makes_the_message_its_text_does},
+		{"fields refuse what a field line cannot say",
+		 test_fields_refuse_what_a_field_line_cannot_say},
+		{"fields have no transfer coding, and an open body is chunked",
+		 test_fields_have_no_transfer_coding_and_an_open_body_is_chunked},
+		{"fields are held to the same limits",
+		 test_fields_are_held_to_the_same_limits},
 	};
 
 UNIT_MAIN("worker/http_request", tests)
