@@ -9,11 +9,13 @@
  * request has (routing, limits, auth, logs, counters): the stream's conn
  * is the codec's end (h2_stream.c). What the core reads from it is the
  * request head written anew as HTTP/1.1 from the HEADERS (Host from
- * :authority, cookie crumbs joined, chunked when no content-length);
- * what it writes to it is parsed back (the
- * strict HTTP/1 parser) into a HEADERS frame (names lower case, no
- * connection-specific field) and DATA frames. So the core keeps one
- * request path, and nothing it writes for a client is passed unread.
+ * :authority, cookie crumbs joined, chunked when no content-length).
+ * The response goes through the codec ops as a message: the proxied
+ * one's struct msg (response_head), weir's own struct answer (answer,
+ * interim), each made into HEADERS (names lower case, no
+ * connection-specific field) and DATA frames; only a WebSocket tunnel's
+ * bytes are written to the stream's conn. So the core keeps one request
+ * path, and no HTTP/1 text is written for a client and parsed back.
  *
  * Flow control and back-pressure: a stream's window is one buffer; the
  * request body is handed up in place through the codec ops (body_next),
