@@ -17,6 +17,7 @@ from harness import Client, build_request, free_port, render_config
 from h2util import H2Client
 from test_auth import API_KEY, Keys  # noqa: F401
 from test_breaker import block, breaker_weir, state
+from test_forward_auth import fa_weir
 
 RETURN = ('return = { status = 302; location = "https://new.example$request_uri"; body = "moved\\n"; '
           'content_type = "text/plain; charset=utf-8"; }; ')
@@ -191,3 +192,43 @@ def test_expect_100_continue_over_http2_gets_an_interim_headers(weir_factory, or
         k.send(b"hello")
         r = k.read_response("POST")
         assert r.status == 200
+
+
+def test_forward_auths_denials_over_http2_carry_the_services_fields_and_body(weir_factory, origin):
+    w = fa_weir(weir_factory, origin, auth_extra='cache = "10s"; ')
+    c = H2Client(w.port)
+    for _ in range(2):  # asked, then from the cache
+        r = c.get("/echo/x")
+        assert r["status"] == 401 and r["body"] == b"who are you?\n", r
+        assert h2_fields(r) == [("content-length", "13"), ("content-type", "text/plain"),
+                                ("www-authenticate", 'Bearer realm="svc"')], r
+        r = c.get("/echo/x", headers=[("authorization", "Bearer forbidden")])
+        assert r["status"] == 403 and r["body"] == b"not yours\n", r
+        assert h2_fields(r) == [("content-length", "10"), ("content-type", "text/plain")], r
+    r = c.get("/echo/x", method="HEAD")
+    assert r["status"] == 401 and r["body"] == b"" and dict(r["headers"])["content-length"] == "13", r
+    c.close()
+
+
+def test_http1_answers_keep_their_bytes(weir_factory, origin, tmp_path):
+    """The answers whose text is now written from a struct answer."""
+    w = own_weir(weir_factory, origin, tmp_path)
+    with Client(w.port) as c:
+        c.send(build_request("GET", "/key/x", "x", []))
+        r = c.read_response()
+        assert r.raw_head + r.body == (b'HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: ApiKey realm="weir"\r\n'
+                                       b"Content-Type: text/plain\r\nContent-Length: 17\r\n\r\n401 Unauthorized\n")
+        c.send(build_request("HEAD", "/rl/x", "x", []))
+        assert c.read_response("HEAD").status == 200
+        c.send(build_request("HEAD", "/rl/x", "x", [("Connection", "close")]))
+        r = c.read_response("HEAD")
+        assert re.fullmatch(rb'HTTP/1\.1 429 Too Many Requests\r\nContent-Type: text/plain\r\nContent-Length: 22\r\n'
+                            rb'Retry-After: (\d+)\r\nRateLimit-Policy: "one";q=1;w=60\r\nRateLimit: "one";r=0;t=\1\r\n'
+                            rb'X-RateLimit-Limit: 1\r\nX-RateLimit-Remaining: 0\r\nX-RateLimit-Reset: \1\r\n'
+                            rb'Connection: close\r\n\r\n', r.raw_head), r.raw_head
+    with Client(w.port) as c:  # its body unread: the connection closes after
+        c.send(build_request("POST", "/other.Svc/Call", "x", [("Content-Type", "application/grpc")], body=b"\0" * 5))
+        r = c.read_response("POST")
+        assert r.raw_head + r.body == (b"HTTP/1.1 200 OK\r\nContent-Type: application/grpc\r\ngrpc-status: 12\r\n"
+                                       b"grpc-message: no route for host and path\r\nContent-Length: 0\r\n"
+                                       b"Connection: close\r\n\r\n")
