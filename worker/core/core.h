@@ -1013,9 +1013,11 @@ void txn_upstream_begin(struct txn *t);
  * the access handler that waited (txn_resume). */
 void txn_continue(struct txn *t);
 
-/* Answers <t> with <status> from the complete head (and body) weir wrote
- * into t->down.head, then ends it as any answer ends (the access log, the
- * counters, keep-alive, or a lingering close while a body is unread). */
+/* Answers <t> with <status>: the answer the client's codec took from
+ * its answer op (HTTP/1: its text in t->down.head, queued here; HTTP/2:
+ * already submitted, t->down.head NULL), then ends it as any answer ends
+ * (the access log, the counters, keep-alive, or a lingering close while
+ * a body is unread). */
 void txn_answer_local(struct txn *t, int status);
 
 /* Moves data both ways as far as possible and arms the right watchers. */
