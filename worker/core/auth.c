@@ -34,11 +34,20 @@
 
 enum { ANS_MISSING, ANS_INVALID, ANS_FORBIDDEN, ANS_BUSY, ANS_STALE, ANS_COUNT };
 
+/* A refusal of a policy, made once: a challenge or a Retry-After, its
+ * text body; conn_answer_with() adds Connection and the request id. */
+struct auth_answer {
+	struct answer a;
+	struct answer_field f[3];
+	char extra[300]; /* the value of the first field, when it has one */
+	char body[64];
+};
+
 /* A policy of this worker's configuration, with what it needs at run time. */
 struct auth_rt {
 	const struct config_auth *p;
 	const struct config_route *route;
-	struct conn_answer_text ans[ANS_COUNT];
+	struct auth_answer ans[ANS_COUNT];
 	double tokens;    /* Basic: hashes left in the bucket */
 	ev_tstamp refill; /* when the bucket was last topped up */
 };
@@ -69,24 +78,25 @@ static struct {
 
 /* ---- answers --------------------------------------------------------- */
 
-static int answer_make(struct conn_answer_text *a, int status, const char *reason, const char *extra)
+/* <x> is the answer <status> <reason> with field <name>: <value> first
+ * (none when <name> is NULL), then its text body's type and length. */
+static int answer_make(struct auth_answer *x, int status, const char *reason, const char *name, const char *value)
 {
-	char body[64], buf[1024];
-	int blen = snprintf(body, sizeof body, "%d %s\n", status, reason);
+	struct answer *a = &x->a;
+	int blen = snprintf(x->body, sizeof x->body, "%d %s\n", status, reason);
 
-	for (int k = 0; k < 2; k++) {
-		int n = snprintf(buf, sizeof buf,
-		                 "HTTP/1.1 %d %s\r\n%sContent-Type: text/plain\r\nContent-Length: %d\r\n%s\r\n%s",
-		                 status, reason, extra, blen, k ? "Connection: close\r\n" : "", body);
-		char *p;
+	*a = (struct answer){.status = status, .reason = reason, .f = x->f, .cap = 3, .body = x->body};
+	a->body_len = (uint32_t)blen;
+	if (name) {
+		size_t n = strlen(value);
 
-		if (n < 0 || (size_t)n >= sizeof buf || !(p = malloc((size_t)n)))
+		if (n >= sizeof x->extra)
 			return -1;
-		memcpy(p, buf, (size_t)n);
-		a->text[k] = p;
-		a->len[k] = (uint32_t)n;
+		memcpy(x->extra, value, n + 1);
+		answer_add(a, name, x->extra, n);
 	}
-	return 0;
+	answer_add(a, "Content-Type", "text/plain", 10);
+	return answer_length(a, (uint64_t)blen);
 }
 
 static int rt_init(struct auth_rt *rt)
@@ -96,27 +106,25 @@ static int rt_init(struct auth_rt *rt)
 
 	switch (p->type) {
 	case AUTH_JWT:
-		snprintf(missing, sizeof missing, "WWW-Authenticate: Bearer realm=\"%s\"\r\n", p->realm);
-		snprintf(invalid, sizeof invalid, "WWW-Authenticate: Bearer realm=\"%s\", error=\"invalid_token\"\r\n",
-		         p->realm);
+		snprintf(missing, sizeof missing, "Bearer realm=\"%s\"", p->realm);
+		snprintf(invalid, sizeof invalid, "Bearer realm=\"%s\", error=\"invalid_token\"", p->realm);
 		break;
 	case AUTH_BASIC:
-		snprintf(missing, sizeof missing, "WWW-Authenticate: Basic realm=\"%s\", charset=\"UTF-8\"\r\n",
-		         p->realm);
+		snprintf(missing, sizeof missing, "Basic realm=\"%s\", charset=\"UTF-8\"", p->realm);
 		strcpy(invalid, missing);
 		break;
 	default:
 		/* no registered scheme for API keys: named as Kong and others do */
-		snprintf(missing, sizeof missing, "WWW-Authenticate: ApiKey realm=\"%s\"\r\n", p->realm);
+		snprintf(missing, sizeof missing, "ApiKey realm=\"%s\"", p->realm);
 		strcpy(invalid, missing);
 		break;
 	}
 	rt->tokens = p->hash_rate;
-	return answer_make(&rt->ans[ANS_MISSING], 401, "Unauthorized", missing) < 0 ||
-	               answer_make(&rt->ans[ANS_INVALID], 401, "Unauthorized", invalid) < 0 ||
-	               answer_make(&rt->ans[ANS_FORBIDDEN], 403, "Forbidden", "") < 0 ||
-	               answer_make(&rt->ans[ANS_BUSY], 503, "Service Unavailable", "Retry-After: 1\r\n") < 0 ||
-	               answer_make(&rt->ans[ANS_STALE], 503, "Service Unavailable", "")
+	return answer_make(&rt->ans[ANS_MISSING], 401, "Unauthorized", "WWW-Authenticate", missing) < 0 ||
+	               answer_make(&rt->ans[ANS_INVALID], 401, "Unauthorized", "WWW-Authenticate", invalid) < 0 ||
+	               answer_make(&rt->ans[ANS_FORBIDDEN], 403, "Forbidden", NULL, NULL) < 0 ||
+	               answer_make(&rt->ans[ANS_BUSY], 503, "Service Unavailable", "Retry-After", "1") < 0 ||
+	               answer_make(&rt->ans[ANS_STALE], 503, "Service Unavailable", NULL, NULL)
 	           ? -1
 	           : 0;
 }
@@ -489,6 +497,6 @@ int auth_check(struct txn *t)
 	}
 	st->extra_len = 0;
 	/* a body not read yet is not read at all: the connection closes */
-	conn_answer_with(t->c, rc, !t->req_body_done, &rt->ans[ans]);
+	conn_answer_with(t->c, rc, !t->req_body_done, &rt->ans[ans].a);
 	return -1;
 }

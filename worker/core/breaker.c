@@ -5,7 +5,7 @@
 #include "common/log.h"
 #include "shm/shm.h"
 
-/* seconds of Retry-After in the last refusal (breaker_canned) */
+/* seconds of Retry-After in the last refusal (breaker_retry_secs) */
 static uint32_t breaker_retry_after = 1;
 
 const struct route_upstream *breaker_upstream(const struct txn *t)
@@ -517,20 +517,7 @@ const char *breaker_acted(const struct txn *t)
 	return t->bk.acted ? t->bk.acted : t->rt.retries ? "retried" : NULL;
 }
 
-const char *breaker_canned(int close, uint32_t *len)
+uint32_t breaker_retry_secs(void)
 {
-	static char text[2][61][224];
-	static uint32_t n[2][61];
-	uint32_t s = breaker_retry_after > 60 ? 60 : breaker_retry_after;
-
-	if (!n[close][s]) {
-		static const char body[] = "503 Service Unavailable\n";
-
-		n[close][s] = (uint32_t)snprintf(text[close][s], sizeof(text[close][s]),
-		                                 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-		                                 "Content-Length: %zu\r\nRetry-After: %u\r\n%s\r\n%s",
-		                                 sizeof(body) - 1, s, close ? "Connection: close\r\n" : "", body);
-	}
-	*len = n[close][s];
-	return text[close][s];
+	return breaker_retry_after > 60 ? 60 : breaker_retry_after;
 }

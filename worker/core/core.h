@@ -531,12 +531,12 @@ struct txn;
 /* Answers <t>, whose route has a return, and pumps it out. */
 void respond_start(struct txn *t);
 
-/* Answers <t> with <status>: the status line, header lines <pre>, its
- * Content-Length, lines <post>, X-Request-Id and Connection as due, and
- * <body> (not to a HEAD); pumps it out. Returns 0, or -1 when it does not
- * fit a buffer (nothing sent: the caller answers otherwise). */
-int respond_send(struct txn *t, int status, const char *pre, size_t pl, const char *post, size_t ql,
-                 const char *body, size_t bl);
+/* Answers <t> with <a> (msg.h): its status, fields (Content-Length among
+ * them) and body, with X-Request-Id and Connection added as due (room
+ * for two more fields left in <a>) and the body left out for a HEAD;
+ * the client's codec sends it, and it is pumped out. Returns 0, or -1
+ * when it does not fit (nothing sent: the caller answers otherwise). */
+int respond_send(struct txn *t, struct answer *a);
 
 /* ==== hdrrules ==== */
 /*
@@ -725,9 +725,9 @@ static inline uint32_t breaker_server_cap(const struct route_upstream *up)
  * "retried"), or NULL when none did. */
 const char *breaker_acted(const struct txn *t);
 
-/* The canned 503 for an open breaker, with the Retry-After of the last
- * refusal made by this worker (conn.c writes it at once). */
-const char *breaker_canned(int close, uint32_t *len);
+/* The Retry-After of the last refusal made by this worker, in seconds
+ * (at most 60), for the 503 of an open breaker (conn.c answers it). */
+uint32_t breaker_retry_secs(void);
 
 /* ==== retry ==== */
 /*
@@ -1019,9 +1019,11 @@ void txn_upstream_begin(struct txn *t);
  * the access handler that waited (txn_resume). */
 void txn_continue(struct txn *t);
 
-/* Answers <t> with <status> from the complete head (and body) weir wrote
- * into t->down.head, then ends it as any answer ends (the access log, the
- * counters, keep-alive, or a lingering close while a body is unread). */
+/* Answers <t> with <status>: the answer the client's codec took from
+ * its answer op (HTTP/1: its text in t->down.head, queued here; HTTP/2:
+ * already submitted, t->down.head NULL), then ends it as any answer ends
+ * (the access log, the counters, keep-alive, or a lingering close while
+ * a body is unread). */
 void txn_answer_local(struct txn *t, int status);
 
 /* Moves data both ways as far as possible and arms the right watchers. */

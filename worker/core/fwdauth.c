@@ -154,8 +154,12 @@ static void fa_deny(struct txn *t, int status, const char *h, size_t hl, const c
 {
 	int rc = status == 401 ? WEIR_ERR(AUTH_REQUIRED) : WEIR_ERR(AUTH_FORBIDDEN);
 
+	/* the lines as weir picked them: each a field, in their order */
+	static struct answer_field f[64];
+	struct answer a = {.status = status, .f = f, .cap = 64, .body = body, .body_len = (uint32_t)bl};
+
 	worker_count_error(rc);
-	if (respond_send(t, status, h, hl, "", 0, body, bl) < 0)
+	if (answer_lines(&a, h, hl) < 0 || answer_length(&a, bl) < 0 || respond_send(t, &a) < 0)
 		txn_fail(t, rc);
 }
 

@@ -89,9 +89,11 @@ int grpc_code(int rc, int status)
 	}
 }
 
-int grpc_fields(char *out, size_t cap, int code, const char *msg)
+int grpc_answer(struct answer *a, int code, const char *msg)
 {
-	char enc[256];
+	/* the values need to last only until the codec's answer op returns:
+	 * one answer at a time in a worker */
+	static char enc[256], num[12];
 	size_t n = 0;
 
 	/* grpc-message is percent-encoded: printable ASCII but '%' as it is */
@@ -101,27 +103,11 @@ int grpc_fields(char *out, size_t cap, int code, const char *msg)
 		else
 			n += (size_t)snprintf(enc + n, sizeof enc - n, "%%%02X", *p);
 	enc[n] = '\0';
-	return snprintf(out, cap,
-	                "Content-Type: application/grpc\r\ngrpc-status: %d\r\ngrpc-message: %s\r\nContent-Length: 0\r\n",
-	                code, enc);
-}
-
-const char *grpc_canned(int rc, int status, int close, uint32_t *len)
-{
-	static char text[WEIR_ERR_COUNT + 1][2][320];
-	static uint32_t n[WEIR_ERR_COUNT + 1][2];
-	int i = weir_err_index(rc), k = close ? 1 : 0;
-
-	if (i < 0)
-		i = WEIR_ERR_COUNT; /* not a kind of the table: by its status alone */
-	if (!n[i][k]) {
-		int h = snprintf(text[i][k], sizeof text[i][k], "HTTP/1.1 200 OK\r\n");
-
-		h += grpc_fields(text[i][k] + h, sizeof text[i][k] - (size_t)h, grpc_code(rc, status),
-		                 i < WEIR_ERR_COUNT ? weir_err_text(rc) : "error");
-		h += snprintf(text[i][k] + h, sizeof text[i][k] - (size_t)h, "%s\r\n", close ? "Connection: close\r\n" : "");
-		n[i][k] = (uint32_t)h;
-	}
-	*len = n[i][k];
-	return text[i][k];
+	a->status = 200;
+	a->reason = NULL;
+	a->body = NULL;
+	a->body_len = 0;
+	return answer_add(a, "Content-Type", "application/grpc", 16) |
+	       answer_add(a, "grpc-status", num, (size_t)snprintf(num, sizeof num, "%d", code)) |
+	       answer_add(a, "grpc-message", enc, n) | answer_length(a, 0);
 }

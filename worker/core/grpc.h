@@ -12,15 +12,17 @@
  * RESOURCE_EXHAUSTED. The access log and the status counters keep the
  * HTTP status the error has (a 503 stays a 503 on dashboards), so an
  * operator sees refusals the same for gRPC and plain clients. Codec-free:
- * HTTP/1 uses it now, the HTTP/2 codec will reuse grpc_code() and
- * grpc_fields(). No allocation: the answers are formatted once per kind
- * and kept for the worker's life.
+ * grpc_answer() fills a struct answer (msg.h), which each server codec
+ * sends its way (HTTP/2: one HEADERS that ends the stream). No
+ * allocation.
  */
 #ifndef WEIR_WORKER_CORE_GRPC_H
 #define WEIR_WORKER_CORE_GRPC_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "worker/msg/msg.h"
 
 struct txn;
 
@@ -49,14 +51,12 @@ uint32_t grpc_deadline(const struct txn *t);
  * would be <status>. Pure. */
 int grpc_code(int rc, int status);
 
-/* Writes "content-type: application/grpc", grpc-status <code>,
- * grpc-message <msg> (percent-encoded as the spec asks) and
- * "content-length: 0" header lines into <out> (at most <cap> bytes, NUL
- * ended). Returns the length it wanted, as snprintf does. Pure. */
-int grpc_fields(char *out, size_t cap, int code, const char *msg);
-
-/* The whole HTTP/1.1 trailers-only answer for error <rc> (status
- * <status>), with "Connection: close" when <close>; kept per kind. */
-const char *grpc_canned(int rc, int status, int close, uint32_t *len);
+/* Makes <a> the trailers-only answer with gRPC status <code>: status
+ * 200, content-type application/grpc, grpc-status, grpc-message <msg>
+ * (percent-encoded as the spec asks, at most about 250 bytes) and
+ * Content-Length 0, no body; the codec adds nothing of its own. The
+ * values live until the next call. 0, or -1 when <a> had no room for
+ * them all. */
+int grpc_answer(struct answer *a, int code, const char *msg);
 
 #endif

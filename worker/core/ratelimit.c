@@ -229,7 +229,7 @@ static const char *rl_reason(int status)
 	}
 }
 
-/* Writes the refusal of <t> into t->down.head and answers it: Retry-After
+/* Answers the refusal of <t> through its client's codec: Retry-After
  * is the longest wait of the limits that refused (whole seconds, rounded
  * up: a client that waits that long is admitted, others permitting),
  * RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers)
@@ -238,16 +238,14 @@ static void rl_answer(struct txn *t, const struct limit_ask *a, struct config_ra
 {
 	const struct config_rate_limit *first = NULL;
 	uint64_t wait = 0;
-	int close = !t->req.keep_alive || !t->req_body_done || wk.draining, len = 0, cap, rated = 0;
-	char *p;
-	struct buf *b = buf_get_fit(1536);
+	int close = !t->req.keep_alive || !t->req_body_done || wk.draining, len = 0, rated = 0, over = 0;
+	/* the values, until the codec's answer op returns */
+	static char p[1536], body[64];
+	const int cap = (int)sizeof p;
+	struct answer_field f[16];
+	struct answer ans = {.f = f, .cap = 16};
+	struct buf *b = NULL;
 
-	if (!b) {
-		txn_fail(t, WEIR_ERR(NOMEM));
-		return;
-	}
-	p = b->data;
-	cap = 1536;
 	for (int i = 0; i < n; i++)
 		if (a[i].refused && !a[i].advisory) {
 			if (!first)
@@ -262,21 +260,30 @@ static void rl_answer(struct txn *t, const struct limit_ask *a, struct config_ra
 	int blen = (int)strlen(reason) + 5;
 
 #define PUT(...) len += snprintf(p + len, len < cap ? (size_t)(cap - len) : 0, __VA_ARGS__)
-	int grpc = grpc_request(t);
+	/* a field whose value is what PUT() wrote from <from> on */
+#define FIELD(name, from) over |= len >= cap || answer_add(&ans, name, p + (from), (size_t)(len - (from)))
+	int grpc = grpc_request(t), from;
 
 	if (grpc) { /* RESOURCE_EXHAUSTED, trailers-only, with the limit's headers */
-		PUT("HTTP/1.1 200 OK\r\n");
-		len += grpc_fields(p + len, len < cap ? (size_t)(cap - len) : 0, GRPC_RESOURCE_EXHAUSTED, "rate limited");
+		over |= grpc_answer(&ans, GRPC_RESOURCE_EXHAUSTED, "rate limited");
 	} else {
-		PUT("HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n", first->status, reason,
-		    blen);
+		ans.status = first->status;
+		ans.reason = reason;
+		over |= answer_add(&ans, "Content-Type", "text/plain", 10) | answer_length(&ans, (uint64_t)blen);
+		if (t->req.method_id != HTTP_HEAD) {
+			ans.body = body;
+			ans.body_len = (uint32_t)snprintf(body, sizeof body, "%d %s\n", first->status, reason);
+		}
 	}
-	if (rated)
-		PUT("Retry-After: %llu\r\n", (unsigned long long)((wait + 999999999u) / 1000000000u));
+	if (rated) {
+		from = len;
+		PUT("%llu", (unsigned long long)((wait + 999999999u) / 1000000000u));
+		FIELD("Retry-After", from);
+	}
 	for (int pass = 0; pass < 2; pass++) {
 		int k = 0;
 
-		PUT(pass ? "RateLimit: " : "RateLimit-Policy: ");
+		from = len;
 		for (int i = 0; i < n; i++) {
 			if (!a[i].refused || a[i].advisory)
 				continue;
@@ -291,33 +298,36 @@ static void rl_answer(struct txn *t, const struct limit_ask *a, struct config_ra
 				PUT("%s\"%s\";r=0", k ? ", " : "", lim[i]->name);
 			k++;
 		}
-		PUT("\r\n");
+		FIELD(pass ? "RateLimit" : "RateLimit-Policy", from);
 	}
 	for (int i = 0; i < n; i++)
 		if (a[i].refused && !a[i].advisory && lim[i]->legacy_headers) {
-			PUT("X-RateLimit-Limit: %u\r\nX-RateLimit-Remaining: 0\r\n",
-			    a[i].interval ? lim[i]->quota : (uint32_t)lim[i]->concurrent);
-			if (a[i].interval)
-				PUT("X-RateLimit-Reset: %llu\r\n",
-				    (unsigned long long)((a[i].wait + 999999999u) / 1000000000u));
+			from = len;
+			PUT("%u", a[i].interval ? lim[i]->quota : (uint32_t)lim[i]->concurrent);
+			FIELD("X-RateLimit-Limit", from);
+			over |= answer_add(&ans, "X-RateLimit-Remaining", "0", 1);
+			if (a[i].interval) {
+				from = len;
+				PUT("%llu", (unsigned long long)((a[i].wait + 999999999u) / 1000000000u));
+				FIELD("X-RateLimit-Reset", from);
+			}
 			break;
 		}
-	PUT("%s\r\n", close ? "Connection: close\r\n" : "");
-	if (t->req.method_id != HTTP_HEAD && !grpc)
-		PUT("%d %s\n", first->status, reason);
+	if (close)
+		over |= answer_add(&ans, "Connection", "close", 5);
+#undef FIELD
 #undef PUT
-	if (len >= cap) {
-		buf_put(b);
+	if (over || t->c->codec->answer(t->c, &ans, &b) < 0) {
 		txn_fail(t, WEIR_ERR(NOMEM));
 		return;
 	}
-	b->start = 0;
-	b->end = (uint32_t)len;
-	t->down.head = b;
+	t->down.head = b; /* HTTP/1's text; HTTP/2 framed it itself */
+	if (!b)
+		t->bytes_out += ans.body_len;
 	if (close)
 		t->client_close = 1;
 	worker_count_error(WEIR_ERR(RATE_LIMITED));
-	txn_answer_local(t, first->status);
+	txn_answer_local(t, first->status); /* gRPC too: the log keeps the HTTP status */
 }
 
 static void rl_delay_cb(struct ev_loop *loop, ev_timer *w, int revents)

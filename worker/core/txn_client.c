@@ -127,19 +127,15 @@ int txn_buffer_step(struct txn *t)
  * Returns 0, or -1 when the connection is gone. */
 int txn_send_continue(struct txn *t)
 {
-	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-	struct iovec v = {.iov_base = (void *)cont, .iov_len = sizeof(cont) - 1};
 	struct conn *c = t->c;
 
 	if (!t->req.expect_continue || t->req_body_done || t->continued || (c->in && buf_len(c->in) != 0))
 		return 0;
-	/* a fresh socket always takes these 25 bytes */
 	t->continued = 1;
-	if (conn_sendv(c, &v, 1, 0) != (ssize_t)sizeof(cont) - 1) {
+	if (c->codec->interim(c, 100) < 0) {
 		t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_CLOSED));
 		return -1;
 	}
-	SHM_ADD(wk.cnt, bytes_out, sizeof(cont) - 1);
 	return 0;
 }
 

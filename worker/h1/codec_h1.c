@@ -15,6 +15,7 @@
 #include "worker/h1/h1.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -478,9 +479,67 @@ static void h1_server_reset(struct side *s, int rc)
 	conn_close(c);
 }
 
+/* weir's own answer as HTTP/1.1 text: the status line, the fields in
+ * their order, the blank line, the body. */
+static int h1_server_answer(struct conn *c, const struct answer *a, struct buf **text)
+{
+	const char *reason = a->reason ? a->reason : head_reason(a->status);
+	size_t need = 16 + strlen(reason) + 2 + (size_t)a->body_len;
+	struct buf *b;
+	char *p;
+	(void)c;
+
+	for (uint32_t i = 0; i < a->n; i++)
+		need += a->f[i].name_len + 2 + a->f[i].value_len + 2;
+	*text = NULL;
+	if (need > UINT32_MAX || !(b = buf_get_fit((uint32_t)need)))
+		return WEIR_ERR(NOMEM);
+	p = b->data;
+	p += sprintf(p, "HTTP/1.1 %03d %s\r\n", a->status, reason);
+	for (uint32_t i = 0; i < a->n; i++) {
+		memcpy(p, a->f[i].name, a->f[i].name_len);
+		p += a->f[i].name_len;
+		*p++ = ':';
+		*p++ = ' ';
+		memcpy(p, a->f[i].value, a->f[i].value_len);
+		p += a->f[i].value_len;
+		*p++ = '\r';
+		*p++ = '\n';
+	}
+	*p++ = '\r';
+	*p++ = '\n';
+	if (a->body_len)
+		memcpy(p, a->body, a->body_len);
+	p += a->body_len;
+	b->start = 0;
+	b->end = (uint32_t)(p - b->data);
+	*text = b;
+	return 0;
+}
+
+/* The interim answer, written at once: a fresh socket always takes so
+ * few bytes. */
+static int h1_server_interim(struct conn *c, int status)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	char line[64];
+	struct iovec v = {.iov_base = (void *)cont, .iov_len = sizeof(cont) - 1};
+
+	if (status != 100) {
+		v.iov_base = line;
+		v.iov_len = (size_t)snprintf(line, sizeof(line), "HTTP/1.1 %03d %s\r\n\r\n", status, head_reason(status));
+	}
+	if (conn_sendv(c, &v, 1, 0) != (ssize_t)v.iov_len)
+		return -1;
+	SHM_ADD(wk.cnt, bytes_out, v.iov_len);
+	return 0;
+}
+
 const struct codec_ops h1_server_codec = {
 	.name = "http/1.1 server",
 	.response_head = h1_server_response_head,
+	.answer = h1_server_answer,
+	.interim = h1_server_interim,
 	.queue_head = h1_queue_head,
 	.send_body = h1_send_body,
 	.flush = h1_server_flush,

@@ -350,30 +350,52 @@ static const char *conn_reason(int status)
 	}
 }
 
-/* Canned answers, formatted once per status and closing flavour. */
-static const char *conn_canned(int status, int close, uint32_t *len)
+/* The body of a canned answer: "503 Service Unavailable\n". */
+static int conn_canned_body(char *out, size_t cap, int status)
+{
+	return snprintf(out, cap, "%d %s\n", status, conn_reason(status));
+}
+
+/* Canned answers, formatted once per status and closing flavour: the
+ * HTTP/1 codec's own texts of the answers conn_answer_fields() describes
+ * (an open breaker's 503, <retry> >= 0, with its Retry-After). */
+static const char *conn_canned(int status, int retry, int close, uint32_t *len)
 {
 	static struct {
 		int status;
 		uint32_t len[2];
 		char text[2][192];
 	} cache[16];
-	int i;
+	static uint32_t blen[2][61];
+	static char btext[2][61][224];
+	char body[64];
+	int i, n;
 
+	if (retry >= 0) {
+		retry = retry > 60 ? 60 : retry;
+		if (!blen[close][retry]) {
+			n = conn_canned_body(body, sizeof(body), 503);
+			blen[close][retry] = (uint32_t)snprintf(btext[close][retry], sizeof(btext[close][retry]),
+			                                        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+			                                        "Content-Length: %d\r\nRetry-After: %d\r\n%s\r\n%s",
+			                                        n, retry, close ? "Connection: close\r\n" : "", body);
+		}
+		*len = blen[close][retry];
+		return btext[close][retry];
+	}
 	for (i = 0; i < 16 && cache[i].status && cache[i].status != status; i++)
 		;
 	if (i == 16)
 		i = 15; /* cannot happen with the statuses in err.h */
 	if (cache[i].status != status) {
 		const char *r = conn_reason(status);
-		char body[64];
-		int blen = snprintf(body, sizeof(body), "%d %s\n", status, r);
 
+		n = conn_canned_body(body, sizeof(body), status);
 		for (int k = 0; k < 2; k++)
 			cache[i].len[k] = (uint32_t)snprintf(cache[i].text[k], sizeof(cache[i].text[k]),
 			                                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
 			                                     "Content-Length: %d\r\n%s\r\n%s",
-			                                     status, r, blen, k ? "Connection: close\r\n" : "", body);
+			                                     status, r, n, k ? "Connection: close\r\n" : "", body);
 		cache[i].status = status;
 	}
 	*len = cache[i].len[close];
@@ -404,12 +426,52 @@ static void conn_answer_id(struct conn *c, const struct txn *t)
 	c->answer_len = len;
 }
 
+/* The answer for error <rc> (status <status>) as fields into <a>, which
+ * has room for 16: <given>'s (auth's), a gRPC trailers-only one, the
+ * breaker's 503 or the canned one; then "Connection: close" with <close>
+ * and the request's X-Request-Id, as the canned texts have them. */
+static void conn_answer_fields(struct answer *a, const struct answer *given, const struct txn *t, int rc,
+                               int status, int close, char *body, size_t cap)
+{
+	uint32_t id_len = 0;
+	const char *id = t ? txn_request_id(t, &id_len) : NULL;
+
+	a->status = status;
+	if (t && grpc_request(t)) { /* a gRPC client reads grpc-status, not a text body */
+		grpc_answer(a, grpc_code(rc, status), weir_err_index(rc) >= 0 ? weir_err_text(rc) : "error");
+	} else if (given) {
+		a->status = given->status;
+		a->reason = given->reason;
+		for (uint32_t i = 0; i < given->n && a->n < a->cap; i++)
+			a->f[a->n++] = given->f[i];
+		a->body = given->body;
+		a->body_len = given->body_len;
+	} else {
+		int n = conn_canned_body(body, cap, status);
+
+		a->reason = conn_reason(status);
+		answer_add(a, "Content-Type", "text/plain", 10);
+		answer_length(a, (uint64_t)n);
+		if (rc == WEIR_ERR(BREAKER_OPEN) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY)) {
+			static char ra[12]; /* copied by the codec before the next answer */
+
+			answer_add(a, "Retry-After", ra, (size_t)snprintf(ra, sizeof(ra), "%u", breaker_retry_secs()));
+		}
+		a->body = body;
+		a->body_len = (uint32_t)n;
+	}
+	if (close)
+		answer_add(a, "Connection", "close", 5);
+	if (id_len)
+		answer_add(a, "X-Request-Id", id, id_len);
+}
+
 void conn_answer_error(struct conn *c, int rc, int close)
 {
 	conn_answer_with(c, rc, close, NULL);
 }
 
-void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answer_text *a)
+void conn_answer_with(struct conn *c, int rc, int close, const struct answer *a)
 {
 	int status = weir_err_status(rc);
 	struct txn *t = c->txn;
@@ -435,20 +497,33 @@ void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answe
 	if (wk.draining)
 		close = 1;
 	SHM_ADD(wk.cnt, responses[status / 100], 1);
-	if (grpc_request(t)) { /* a gRPC client reads grpc-status, not a text body */
-		c->answer = grpc_canned(rc, status, close, &c->answer_len);
-	} else if (a) {
-		c->answer = a->text[close];
-		c->answer_len = a->len[close];
-	} else if (rc == WEIR_ERR(BREAKER_OPEN) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY)) {
-		c->answer = breaker_canned(close, &c->answer_len);
-	} else {
-		c->answer = conn_canned(status, close, &c->answer_len);
+	if (c->codec != &h1_server_codec || a || grpc_request(t)) {
+		struct answer_field f[16];
+		struct answer x = {.f = f, .cap = 16};
+		char body[64];
+		struct buf *b = NULL;
+
+		conn_answer_fields(&x, a, t, rc, status, close, body, sizeof(body));
+		if (c->codec->answer(c, &x, &b) == 0) {
+			c->answer_buf = b;
+			c->answer = b ? b->data : NULL;
+			c->answer_len = b ? b->end : 0;
+		} else if (c->codec != &h1_server_codec) {
+			conn_close(c); /* nothing could be sent: the stream is reset */
+			return;
+		}
 	}
-	if (t) {
-		conn_answer_id(c, t);
+	if (!c->answer_buf && c->codec == &h1_server_codec) {
+		/* HTTP/1's fast path, and its answer without memory: its own
+		 * texts, formatted once */
+		int breaker = rc == WEIR_ERR(BREAKER_OPEN) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY);
+
+		c->answer = conn_canned(status, breaker ? (int)breaker_retry_secs() : -1, close, &c->answer_len);
+		if (t)
+			conn_answer_id(c, t);
+	}
+	if (t)
 		txn_free(t);
-	}
 	c->close_after = (uint8_t)close;
 	c->state = CONN_ANSWER;
 	conn_write_answer(c);

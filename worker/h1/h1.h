@@ -177,6 +177,18 @@ struct codec_ops {
 	 * the stream ends; WEIR_EAGAIN until it has come (a recv() first);
 	 * or WEIR_EUPSTREAM_BAD_RESPONSE. */
 	int (*head_next)(struct side *s, struct msg *m, const struct head_in *hi);
+	/* Server codecs: an answer weir made itself, <a> (msg.h), for the
+	 * client of <c>, which may carry no stream yet. HTTP/1 writes it as
+	 * text into *<text>, a buffer taken to fit, which the caller sends as
+	 * any head (conn.c writes it; the core queues it in t->down.head);
+	 * HTTP/2 submits HEADERS from it and its body as DATA itself (*<text>
+	 * NULL), a body-less one (a gRPC trailers-only answer) as one HEADERS
+	 * that ends the stream. 0, or an error (nothing was sent). */
+	int (*answer)(struct conn *c, const struct answer *a, struct buf **text);
+	/* Server codecs: the interim answer <status> (a 100 Continue) to the
+	 * client of <c>, at once (HTTP/2: a HEADERS of its own). 0, or -1
+	 * when the connection is gone. */
+	int (*interim)(struct conn *c, int status);
 	/* Queues s->head, first in an empty queue. */
 	void (*queue_head)(struct side *s);
 	/* Queues [data, data+len) of body, framed for the peer; <eos>: the
@@ -475,17 +487,12 @@ void conn_set_deadline(struct conn *c, ev_tstamp at);
  * <close> is set or the status requires it, closes after it. Counts it. */
 void conn_answer_error(struct conn *c, int rc, int close);
 
-/* An answer weir made itself other than a canned one (a 401 with its
- * WWW-Authenticate): the whole response, with and without "Connection:
- * close", kept by the caller for as long as the worker lives. */
-struct conn_answer_text {
-	const char *text[2]; /* [1]: the closing flavour */
-	uint32_t len[2];
-};
-
-/* As conn_answer_error(), answering with <a> (NULL: the canned answer) and
- * logging nothing when <a> is given: its caller logs. */
-void conn_answer_with(struct conn *c, int rc, int close, const struct conn_answer_text *a);
+/* As conn_answer_error(), answering with <a> (NULL: the canned answer)
+ * and logging nothing when <a> is given: its caller logs. <a> has its
+ * status, fields (at most 14) and body; "Connection: close" and the
+ * X-Request-Id are added here, and the client's codec sends it (its
+ * answer op; HTTP/1 has texts of its own for the canned ones). */
+void conn_answer_with(struct conn *c, int rc, int close, const struct answer *a);
 
 /* The request in flight has ended: with <keep> the connection waits for the
  * next request (which may already be buffered), otherwise it closes. */
@@ -626,7 +633,8 @@ void txn_abort(struct txn *t, int rc);
 int txn_answered(struct conn *c, int status);
 void txn_free(struct txn *t);
 const char *txn_request_id(const struct txn *t, uint32_t *len);
-/* the core's breaker: the 503 of an open breaker, with its Retry-After */
-const char *breaker_canned(int close, uint32_t *len);
+/* the core's breaker: the Retry-After of an open breaker's 503, in
+ * seconds (at most 60) */
+uint32_t breaker_retry_secs(void);
 
 #endif

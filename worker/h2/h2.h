@@ -11,11 +11,12 @@
  * message, filled from the HEADERS through the HTTP/1 reader's field
  * entry, so both codecs are held to one set of rules (Host from
  * :authority, cookie crumbs joined, chunked framing when no
- * content-length); the response leaves as a HEADERS frame (names lower
- * case, no connection-specific field) and DATA frames, from the core's
- * message, or parsed back by the strict HTTP/1 parser from weir's own
- * answers. So the core keeps one request path, and nothing it writes for
- * a client is passed unread.
+ * content-length). The response goes through the codec ops as a
+ * message: the proxied one's struct msg (response_head), weir's own
+ * struct answer (answer, interim), each made into HEADERS (names lower
+ * case, no connection-specific field) and DATA frames; only a WebSocket
+ * tunnel's bytes are written to the stream's conn. So the core keeps one
+ * request path, and no HTTP/1 text crosses between it and the codec.
  *
  * Flow control and back-pressure: a stream's window is one buffer; the
  * request body is handed up in place through the codec ops (body_next),

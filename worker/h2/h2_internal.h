@@ -56,7 +56,7 @@ struct h2_session {
 	uint8_t fatal;             /* a connection error: write what is queued, then close */
 };
 
-/* The response of weir's own answers, parsed back (h2_stream.c). */
+/* The response: no HEADERS yet, its body under way, all of it submitted. */
 enum { H2_RESP_HEAD, H2_RESP_BODY, H2_RESP_DONE };
 
 struct h2_stream {
@@ -99,17 +99,11 @@ struct h2_stream {
 	uint16_t cookies;          /* cookie crumbs, joined into one field */
 	struct buf *ck;            /* the joined value, when <hb> had no room */
 	struct buf *body;          /* DATA payload not yet read by the core */
-	struct buf *rh;            /* the response head being parsed */
-	struct buf *rx;            /* its header list and the nv array */
-	struct buf *dout;          /* response payload not yet framed */
+	struct buf *dout;          /* payload not yet framed: weir's own
+	                            * answer's body, a tunnel's bytes */
 	struct buf *qtr;           /* the client's trailer section, as HTTP/1 (h2_trailers.h) */
 	struct buf *rtr;           /* the response's, as the core wrote it */
 	uint8_t qtr_ended;         /* <qtr> has its final CRLF */
-	struct http_response rp;
-	struct msg rm;
-	struct arena ra;
-	struct http_chunked rch;
-	uint64_t resp_left;
 	char status[12];
 	/* RFC 8441 (h2_ws.c): an extended CONNECT made a WebSocket upgrade */
 	uint8_t ws;                /* H2_WS_* */

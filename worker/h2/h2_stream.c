@@ -2,8 +2,9 @@
  * h2_stream.c: one HTTP/2 stream as the stream core sees it (h2.h): a
  * struct conn with no socket and a transaction on it, whose request is
  * the core's message built from the header fields (the HTTP/1 reader's
- * field entry, its rules) and whose response goes out as HEADERS and
- * DATA from the core's message, or parsed back from weir's own answers.
+ * field entry, its rules), and a codec whose ops make the response's
+ * HEADERS and DATA from the core's messages (the proxied one's, weir's
+ * own answers); the conn's writes carry only a WebSocket tunnel's bytes.
  */
 #include "worker/h2/h2_internal.h"
 
@@ -26,6 +27,8 @@ static int h2_response_head(struct side *s, const struct msg *m, struct head_res
 static void h2_queue_head(struct side *s);
 static void h2_send_body(struct side *s, const char *data, size_t len, int eos);
 static ssize_t h2_flush(struct side *s, int more);
+static int h2_answer(struct conn *c, const struct answer *a, struct buf **text);
+static int h2_interim(struct conn *c, int status);
 static struct codec_ops h2_codec;
 
 void h2_stream_init_classes(void)
@@ -103,8 +106,6 @@ void h2_stream_free(struct h2_stream *st)
 	buf_drop(&st->hb);
 	buf_drop(&st->ck);
 	buf_drop(&st->body);
-	buf_drop(&st->rh);
-	buf_drop(&st->rx);
 	buf_drop(&st->dout);
 	buf_drop(&st->qtr);
 	buf_drop(&st->rtr);
@@ -596,12 +597,15 @@ static int h2_codec_recv(struct side *s)
 	return WEIR_EAGAIN;
 }
 
-/* The HTTP/1 server codec's output side (the response goes to the
- * stream's transport as HTTP/1, parsed back there), this input side. */
+/* HTTP/2's ops over the HTTP/1 server codec's: what is left of its own
+ * (attach, reset) and the tunnel's raw bytes, which its send_body and
+ * flush write to the stream's transport (h2_stream_sendv). */
 static void h2_codec_init(void)
 {
 	h2_codec = h1_server_codec;
 	h2_codec.name = "h2 server";
+	h2_codec.answer = h2_answer;
+	h2_codec.interim = h2_interim;
 	h2_codec.recv = h2_codec_recv;
 	h2_codec.body_start = h2_body_start;
 	h2_codec.body_next = h2_body_next;
@@ -629,7 +633,7 @@ void h2_stream_io_set(struct conn *c, int events)
 		h2_stream_wake(st, ready);
 }
 
-/* ---- the response, parsed back into frames ------------------------------ */
+/* ---- DATA from <dout>: weir's own answer's body, a tunnel's bytes ------- */
 
 static ssize_t h2_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
                             nghttp2_data_source *src, void *ud)
@@ -672,16 +676,14 @@ void h2_stream_more(struct h2_stream *st)
 	h2_session_kick(st->s);
 }
 
-/* Body bytes of the response as the core framed them for HTTP/1: the
- * payload goes into <dout>, as much as fits. Returns bytes taken, or -1
- * on framing the parser refuses. */
+/* The tunnel's bytes after a WebSocket's 200 (h2_ws.c), as the core
+ * writes them to any client: into <dout>, as much as fits, framed as DATA
+ * from there. Returns bytes taken. */
 static ssize_t h2_stream_body_in(struct h2_stream *st, const char *p, size_t len)
 {
 	struct buf *d;
-	size_t room, k = 0;
+	size_t k;
 
-	if (st->resp_state != H2_RESP_BODY)
-		return (ssize_t)len;
 	if (!st->dout && !(st->dout = buf_get()))
 		return 0;
 	d = st->dout;
@@ -690,57 +692,11 @@ static ssize_t h2_stream_body_in(struct h2_stream *st, const char *p, size_t len
 		d->end -= d->start;
 		d->start = 0;
 	}
-	room = wk.buf_size - d->end;
-	switch (st->rm.body) {
-	case HTTP_BODY_LENGTH:
-		k = len < room ? len : room;
-		if (k > st->resp_left)
-			k = (size_t)st->resp_left;
-		memcpy(d->data + d->end, p, k);
-		d->end += (uint32_t)k;
-		st->resp_left -= k;
-		if (st->resp_left == 0)
-			st->resp_eof = 1;
-		break;
-	case HTTP_BODY_CHUNKED: {
-		size_t feed = len < room ? len : room;
-
-		while (k < feed && !st->rch.done) {
-			size_t used = 0, dlen = 0;
-			const char *data = NULL;
-			uint32_t tb = st->rch.trailer_bytes;
-
-			if (http_chunked_feed(&st->rch, p + k, feed - k, &used, &data, &dlen) < 0)
-				return -1;
-			/* trailer bytes end what was used: kept for the HEADERS */
-			tb = st->rch.trailer_bytes - tb;
-			if (tb && h2_trailers_collect(st, p + k + used - tb, tb) < 0)
-				return -1;
-			if (dlen) {
-				memcpy(d->data + d->end, data, dlen);
-				d->end += (uint32_t)dlen;
-			}
-			k += used;
-			if (!used)
-				break;
-		}
-		if (st->rch.done) {
-			st->resp_eof = 1;
-			k = len; /* what follows the last chunk is not this stream's */
-		}
-		break;
-	}
-	case HTTP_BODY_CLOSE:
-		k = len < room ? len : room;
-		memcpy(d->data + d->end, p, k);
-		d->end += (uint32_t)k;
-		break;
-	default:
+	k = wk.buf_size - d->end;
+	if (k > len)
 		k = len;
-		break;
-	}
-	if (st->resp_eof)
-		st->resp_state = H2_RESP_DONE;
+	memcpy(d->data + d->end, p, k);
+	d->end += (uint32_t)k;
 	if (k < len)
 		SHM_ADD(wk.cnt, h2_stalls, 1); /* the client's window holds it */
 	h2_stream_more(st);
@@ -808,34 +764,8 @@ static int h2_submit_nv(struct h2_stream *st, const struct msg *m, nghttp2_nv *n
 	if (nghttp2_submit_response(st->s->ng, st->id, nv, n, has_body ? &prd : NULL) != 0)
 		return -1;
 	st->submitted = 1;
-	st->resp_left = m->content_length;
-	http_chunked_init(&st->rch);
 	st->resp_state = has_body ? H2_RESP_BODY : H2_RESP_DONE;
 	st->resp_eof = !has_body;
-	return 0;
-}
-
-/* The response head in <rh> is complete: HEADERS submitted. Returns 0,
- * 1 for an interim answer dropped (parse again), or -1. */
-static int h2_stream_submit(struct h2_stream *st)
-{
-	struct msg *m = &st->rm;
-	nghttp2_nv *nv = (nghttp2_nv *)(void *)(st->rx->data + st->ra.cap);
-	size_t nmax = (wk.buf_size - st->ra.cap) / sizeof(nghttp2_nv), n = 0;
-
-	if (m->status < 200 && !(m->status == 101 && st->ws)) {
-		if (m->status == 101)
-			return -1; /* no upgrade is asked for over HTTP/2 */
-		return 1;
-	}
-	/* a checked switch (h2_ws_accept_check) is RFC 8441's 200 */
-	snprintf(st->status, sizeof(st->status), "%03d", m->status == 101 ? 200 : m->status);
-	nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-	n = h2_nv_fields(st, m, nv, n, nmax, 0);
-	if (h2_submit_nv(st, m, nv, n, 0, h2_data_read) < 0)
-		return -1;
-	if (m->status == 101)
-		h2_ws_open(st);
 	return 0;
 }
 
@@ -848,9 +778,9 @@ static int h2_stream_submit(struct h2_stream *st)
  * copied once (NGHTTP2_DATA_FLAG_NO_COPY, h2_on_send_data); the queue
  * empties as nghttp2 frames it, and the stream's flush reports what was
  * framed, so the core consumes the upstream's input as from a socket.
- * weir's own answers (errors, returns, limits) and the WebSocket
- * handshake still come as HTTP/1 text and are parsed above: rare, and
- * written once by code the HTTP/1 codec shares.
+ * weir's own answers (errors, returns, limits) come as a struct answer
+ * through the answer op (below), a WebSocket's switch as the upstream's
+ * 101 message: no head ever crosses as text.
  */
 
 /* A payload too large for the gathered write with its frame header is
@@ -946,11 +876,14 @@ static int h2_response_head(struct side *s, const struct msg *m, struct head_res
 	struct h2_stream *st = s->c->h2s;
 	size_t n = 0;
 
-	if (st->ws || m->status < 200) /* RFC 8441's answer: the tunnel's text path (h2_ws.c) */
-		return h1_server_codec.response_head(s, m, hr);
+	int ws = st->ws && m->status == 101;
+
+	if (m->status < 200 && !ws)
+		return WEIR_ERR(UPSTREAM_BAD_RESPONSE); /* no upgrade is asked for over HTTP/2 */
 	hr->client_close = !hr->req->keep_alive || wk.draining;
 	hr->chunked = 0; /* DATA frames end where the body does */
-	snprintf(st->status, sizeof(st->status), "%03d", m->status);
+	/* a checked switch (h2_ws_accept_check) is RFC 8441's 200 */
+	snprintf(st->status, sizeof(st->status), "%03d", ws ? 200 : m->status);
 	nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
 	n = h2_nv_fields(st, m, nv, n, sizeof(nv) / sizeof(nv[0]), hr->request_id_len);
 	/* as HTTP/1 writes it, a field of its own after the upstream's Vias
@@ -960,19 +893,98 @@ static int h2_response_head(struct side *s, const struct msg *m, struct head_res
 	if (hr->request_id_len)
 		nv[n++] = (nghttp2_nv){(uint8_t *)"x-request-id", (uint8_t *)hr->request_id, 12, hr->request_id_len,
 		                       NGHTTP2_NV_FLAG_NONE};
-	if (h2_submit_nv(st, m, nv, n, hr->recoded, h2_side_read) < 0)
-		return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
-	st->direct = 1;
+	if (ws) {
+		/* the tunnel's bytes come through the stream's transport and
+		 * <dout> (h2_stream_sendv), as the tunnel writes any client */
+		if (h2_submit_nv(st, m, nv, n, 0, h2_data_read) < 0)
+			return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+		h2_ws_open(st);
+	} else {
+		if (h2_submit_nv(st, m, nv, n, hr->recoded, h2_side_read) < 0)
+			return WEIR_ERR(UPSTREAM_BAD_RESPONSE);
+		st->direct = 1;
+	}
 	h2_session_kick(st->s);
 	return 0;
 }
 
 static void h2_queue_head(struct side *s)
 {
-	if (s->c->h2s->direct)
-		outq_reset(&s->q); /* the HEADERS are submitted */
-	else
-		h1_server_codec.queue_head(s);
+	outq_reset(&s->q); /* the HEADERS are submitted: no head is text here */
+}
+
+/* weir's own answer, straight from <a>: HEADERS with :status and its
+ * fields (names lowered, connection-specific ones dropped), its body
+ * copied into <dout> and framed from there (the caller's bytes may go
+ * once this returns), or, without a body, one HEADERS that ends the
+ * stream (a gRPC trailers-only answer). A HEAD gets no body, its
+ * Content-Length kept. */
+static int h2_answer(struct conn *c, const struct answer *a, struct buf **text)
+{
+	static nghttp2_nv nv[72];
+	static char lowered[4096];
+	struct h2_stream *st = c->h2s;
+	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = h2_data_read};
+	int body = a->body_len && !st->is_head;
+	size_t n = 0, used = 0;
+
+	*text = NULL;
+	if (st->ng_closed)
+		return WEIR_ERR(CLIENT_CLOSED);
+	if (st->submitted || a->body_len > wk.buf_size)
+		return WEIR_ERR(NOMEM); /* cannot happen: an answer comes first, and fits */
+	snprintf(st->status, sizeof(st->status), "%03d", a->status);
+	nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+	for (uint32_t i = 0; i < a->n && n < sizeof(nv) / sizeof(nv[0]); i++) {
+		const struct answer_field *f = &a->f[i];
+		char *name = lowered + used;
+
+		if (used + f->name_len > sizeof(lowered))
+			return WEIR_ERR(NOMEM);
+		for (uint32_t k = 0; k < f->name_len; k++)
+			name[k] = (char)(f->name[k] >= 'A' && f->name[k] <= 'Z' ? f->name[k] | 0x20 : f->name[k]);
+		/* RFC 9113 8.2.2: no connection-specific field */
+		if ((f->name_len == 10 && memcmp(name, "connection", 10) == 0) ||
+		    (f->name_len == 10 && memcmp(name, "keep-alive", 10) == 0))
+			continue;
+		used += f->name_len;
+		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)f->value, f->name_len, f->value_len, NGHTTP2_NV_FLAG_NONE};
+	}
+	if (body) {
+		if (!st->dout && !(st->dout = buf_get()))
+			return WEIR_ERR(NOMEM);
+		memcpy(st->dout->data, a->body, a->body_len);
+		st->dout->start = 0;
+		st->dout->end = a->body_len;
+	}
+	/* nghttp2 copies the fields: what they point at may go at once */
+	if (nghttp2_submit_response(st->s->ng, st->id, nv, n, body ? &prd : NULL) != 0) {
+		buf_drop(&st->dout);
+		return WEIR_ERR(NOMEM);
+	}
+	st->submitted = 1;
+	st->resp_eof = 1; /* all of it is in <dout> */
+	st->resp_state = H2_RESP_DONE;
+	if (body)
+		SHM_ADD(wk.cnt, bytes_out, a->body_len);
+	h2_session_kick(st->s);
+	return 0;
+}
+
+/* An interim answer: a HEADERS of its own, the final one to follow. */
+static int h2_interim(struct conn *c, int status)
+{
+	struct h2_stream *st = c->h2s;
+	char code[4];
+	nghttp2_nv nv = {(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
+
+	if (st->ng_closed || st->submitted)
+		return -1;
+	snprintf(code, sizeof(code), "%03d", status);
+	if (nghttp2_submit_headers(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL) != 0)
+		return -1;
+	h2_session_kick(st->s);
+	return 0;
 }
 
 static void h2_send_body(struct side *s, const char *data, size_t len, int eos)
@@ -1013,62 +1025,9 @@ static ssize_t h2_flush(struct side *s, int more)
 	return n;
 }
 
-/* Head bytes of the response; returns bytes taken or -1. */
-static ssize_t h2_stream_head_in(struct h2_stream *st, const char *p, size_t len)
-{
-	size_t k;
-	int rc;
-
-	if (!st->rh) {
-		uint32_t cap = (wk.buf_size / 2) & ~7u, maxh;
-
-		if (!(st->rh = buf_get()) || !(st->rx = buf_get()))
-			return 0;
-		arena_init(&st->ra, st->rx->data, cap);
-		maxh = cap / (uint32_t)sizeof(struct hdr);
-		if (maxh > wk.cfg->limits.headers + 8)
-			maxh = wk.cfg->limits.headers + 8;
-		http_response_init(&st->rp, &st->rm, &st->ra, maxh, wk.buf_size, st->is_head ? HTTP_HEAD : HTTP_GET);
-	}
-	k = wk.buf_size - st->rh->end;
-	if (k > len)
-		k = len;
-	memcpy(st->rh->data + st->rh->end, p, k);
-	st->rh->end += (uint32_t)k;
-	for (;;) {
-		rc = http_response_parse(&st->rp, st->rh->data, st->rh->end);
-		if (rc == WEIR_EAGAIN)
-			return st->rh->end == wk.buf_size ? -1 : (ssize_t)k;
-		if (rc < 0)
-			return -1;
-		rc = h2_stream_submit(st);
-		if (rc < 0)
-			return -1;
-		if (rc == 0)
-			break;
-		/* an interim answer (100 Continue): the head after it */
-		memmove(st->rh->data, st->rh->data + st->rm.head_len, st->rh->end - st->rm.head_len);
-		st->rh->end -= (uint32_t)st->rm.head_len;
-		arena_reset(&st->ra);
-		http_response_init(&st->rp, &st->rm, &st->ra, st->rp.st.max_headers, wk.buf_size,
-		                   st->is_head ? HTTP_HEAD : HTTP_GET);
-		if (!st->rh->end)
-			return (ssize_t)k;
-	}
-	{
-		/* body bytes that came with the head: they fit, <dout> is empty */
-		size_t rest = st->rh->end - st->rm.head_len;
-		ssize_t b = rest ? h2_stream_body_in(st, st->rh->data + st->rm.head_len, rest) : 0;
-
-		buf_drop(&st->rh);
-		buf_drop(&st->rx);
-		if (b < 0)
-			return -1;
-		h2_stream_more(st);
-		return (ssize_t)k - (ssize_t)(rest - (size_t)b);
-	}
-}
-
+/* The stream's transport carries only a WebSocket tunnel's bytes, past
+ * its 200: every head, weir's own answers among them, crosses the codec
+ * ops as a message, never as text. */
 ssize_t h2_stream_sendv(struct conn *c, const struct iovec *iov, int cnt)
 {
 	struct h2_stream *st = c->h2s;
@@ -1078,28 +1037,18 @@ ssize_t h2_stream_sendv(struct conn *c, const struct iovec *iov, int cnt)
 		errno = EPIPE;
 		return -1;
 	}
-	for (int i = 0; i < cnt; i++) {
-		const char *p = iov[i].iov_base;
-		size_t len = iov[i].iov_len;
-
-		while (len) {
-			ssize_t k = st->resp_state == H2_RESP_HEAD ? h2_stream_head_in(st, p, len)
-			            : st->resp_state == H2_RESP_BODY ? h2_stream_body_in(st, p, len)
-			                                             : (ssize_t)len;
-
-			if (k < 0) {
-				worker_count_error(WEIR_ERR(UPSTREAM_BAD_RESPONSE));
-				errno = EPROTO;
-				return -1;
-			}
-			if (k == 0)
-				goto full;
-			total += k;
-			p += k;
-			len -= (size_t)k;
-		}
+	if (st->ws != H2_WS_OPEN) {
+		errno = EPROTO; /* not a tunnel: nothing may come this way */
+		return -1;
 	}
-full:
+	for (int i = 0; i < cnt; i++) {
+		size_t len = iov[i].iov_len;
+		ssize_t k = st->resp_state == H2_RESP_BODY ? h2_stream_body_in(st, iov[i].iov_base, len) : (ssize_t)len;
+
+		total += k;
+		if ((size_t)k < len)
+			break; /* <dout> is full */
+	}
 	if (total == 0) {
 		errno = EAGAIN;
 		return -1;
@@ -1126,8 +1075,6 @@ void h2_stream_close(struct conn *c)
 	/* the transaction is gone: the request's names and values with it */
 	buf_drop(&st->hb);
 	buf_drop(&st->ck);
-	buf_drop(&st->rh);
-	buf_drop(&st->rx);
 	if (st->body) {
 		/* unread body: given back to the window, as it is thrown away */
 		if (!st->ng_closed && !s->dead)
@@ -1135,11 +1082,7 @@ void h2_stream_close(struct conn *c)
 		buf_drop(&st->body);
 	}
 	if (!st->ng_closed && !s->dead) {
-		if (st->resp_state == H2_RESP_BODY && st->rm.body == HTTP_BODY_CLOSE && st->ws != H2_WS_OPEN) {
-			st->resp_eof = 1; /* the end of an until-close body */
-			st->resp_state = H2_RESP_DONE;
-			h2_stream_more(st);
-		} else if (st->resp_state != H2_RESP_DONE) {
+		if (st->resp_state != H2_RESP_DONE) {
 			/* cut: the client must not take it for a whole answer */
 			nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 			h2_session_kick(s);

@@ -164,8 +164,7 @@ int h2_ws_skip_resp(const struct h2_stream *st, const struct hdr *h)
 void h2_ws_open(struct h2_stream *st)
 {
 	/* the tunnel's bytes: as an until-close body, ended by the upstream's
-	 * EOF (h2_stream_shutdown) and never by the parser */
-	st->rm.body = HTTP_BODY_CLOSE;
+	 * EOF (h2_stream_shutdown) */
 	st->resp_state = H2_RESP_BODY;
 	st->resp_eof = 0;
 	st->ws = H2_WS_OPEN;

@@ -10,6 +10,7 @@
  */
 #include "worker/msg/msg.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -139,5 +140,36 @@ int hdr_set_value(struct arena *a, struct hdr *h, const char *p, uint32_t len)
 	memcpy(q, p, len);
 	h->value = q;
 	h->value_len = len;
+	return 0;
+}
+
+/* ---- answers weir makes itself ----------------------------------------- */
+
+int answer_length(struct answer *a, uint64_t len)
+{
+	int k = snprintf(a->length, sizeof(a->length), "%llu", (unsigned long long)len);
+
+	return answer_add(a, "Content-Length", a->length, (size_t)k);
+}
+
+int answer_lines(struct answer *a, const char *p, size_t n)
+{
+	const char *end = p + n;
+
+	while (p < end) {
+		const char *colon = memchr(p, ':', (size_t)(end - p)), *eol;
+
+		if (!colon || !(eol = memchr(colon, '\r', (size_t)(end - colon))))
+			return -1; /* not weir's lines: cannot happen */
+		if (a->n == a->cap)
+			return -1;
+		a->f[a->n].name = p;
+		a->f[a->n].name_len = (uint32_t)(colon - p);
+		colon += colon + 1 < eol && colon[1] == ' ' ? 2 : 1;
+		a->f[a->n].value = colon;
+		a->f[a->n].value_len = (uint32_t)(eol - colon);
+		a->n++;
+		p = eol + 2;
+	}
 	return 0;
 }

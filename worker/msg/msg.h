@@ -242,4 +242,45 @@ struct msg {
 	struct hlist hl;
 };
 
+/* An answer weir makes itself (an error, a refusal, a return or a
+ * redirect), as the core hands it to a server codec's answer op
+ * (worker/h1/h1.h): a status, its fields in the order HTTP/1 writes them
+ * (Content-Length among them, and Connection, which only HTTP/1 carries:
+ * HTTP/2 drops connection-specific fields) and a body. Nothing in it is
+ * wire text: HTTP/1 writes the text, HTTP/2 submits HEADERS and DATA.
+ * The fields point at the caller's bytes, and at <f> room for <cap>;
+ * they need to last only until the op returns. */
+struct answer_field {
+	const char *name, *value;
+	uint32_t name_len, value_len;
+};
+struct answer {
+	int status;
+	const char *reason;       /* HTTP/1's reason phrase; NULL: head_reason() */
+	struct answer_field *f;   /* <n> fields, room for <cap> */
+	uint32_t n, cap;
+	const char *body;         /* HTTP/1 writes it as given; HTTP/2 never to a HEAD */
+	uint32_t body_len;
+	char length[24];          /* the Content-Length value answer_length() wrote */
+};
+
+/* Adds field <name> (a NUL-ended literal) with value <v>[0..vlen) to <a>;
+ * 0, or -1 when <a> has no room left (the field is not added). */
+static inline int answer_add(struct answer *a, const char *name, const char *v, size_t vlen)
+{
+	if (a->n == a->cap)
+		return -1;
+	a->f[a->n++] = (struct answer_field){name, v, (uint32_t)__builtin_strlen(name), (uint32_t)vlen};
+	return 0;
+}
+
+/* Adds "Content-Length: <len>" to <a> where it stands in the order;
+ * 0 or -1 as answer_add(). */
+int answer_length(struct answer *a, uint64_t len);
+
+/* Adds the fields of <p>[0..n), whole "Name: value\r\n" lines weir wrote
+ * itself (forward auth's picks of its service's answer, kept so for the
+ * upstream's head too), to <a>; 0, or -1 when they do not all fit. */
+int answer_lines(struct answer *a, const char *p, size_t n);
+
 #endif

@@ -29,15 +29,27 @@ static void test_codes(void)
 
 static void test_fields(void)
 {
-	char out[512];
-	int n = grpc_fields(out, sizeof out, 8, "50% over\r\nX-Injected: 1");
+	struct answer_field f[4];
+	struct answer a = {.f = f, .cap = 4};
 
-	CU_ASSERT_EQUAL((size_t)n, strlen(out));
-	CU_ASSERT_STRING_EQUAL(out, "Content-Type: application/grpc\r\ngrpc-status: 8\r\n"
-	                            "grpc-message: 50%25 over%0D%0AX-Injected: 1\r\nContent-Length: 0\r\n");
-	/* too little room: cut, and the length wanted returned */
-	CU_ASSERT(grpc_fields(out, 10, 8, "x") > 10);
-	CU_ASSERT_EQUAL(strlen(out), 9);
+	CU_ASSERT_EQUAL(grpc_answer(&a, 8, "50% over\r\nX-Injected: 1"), 0);
+	CU_ASSERT_EQUAL(a.status, 200);
+	CU_ASSERT_EQUAL(a.body_len, 0);
+	CU_ASSERT_EQUAL(a.n, 4);
+	CU_ASSERT_STRING_EQUAL(f[0].name, "Content-Type");
+	CU_ASSERT(f[0].value_len == 16 && memcmp(f[0].value, "application/grpc", 16) == 0);
+	CU_ASSERT_STRING_EQUAL(f[1].name, "grpc-status");
+	CU_ASSERT(f[1].value_len == 1 && f[1].value[0] == '8');
+	CU_ASSERT_STRING_EQUAL(f[2].name, "grpc-message");
+	CU_ASSERT_EQUAL(f[2].value_len, strlen("50%25 over%0D%0AX-Injected: 1"));
+	CU_ASSERT(memcmp(f[2].value, "50%25 over%0D%0AX-Injected: 1", f[2].value_len) == 0);
+	CU_ASSERT_STRING_EQUAL(f[3].name, "Content-Length");
+	CU_ASSERT(f[3].value_len == 1 && f[3].value[0] == '0');
+	/* too little room: the fields that fit, and -1 */
+	a.n = 0;
+	a.cap = 2;
+	CU_ASSERT_EQUAL(grpc_answer(&a, 8, "x"), -1);
+	CU_ASSERT_EQUAL(a.n, 2);
 }
 
 static const struct unit_test tests[] = {
