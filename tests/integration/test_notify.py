@@ -105,12 +105,20 @@ def test_usr2_names_the_new_main_pid_before_the_old_master_exits(weir_factory, f
     pid, f = manager.next()
     assert pid == w.pid and f["READY"] == "1", f
 
+    # a head under way keeps an old worker, and so the old master, up
+    # (until client_header, 2 s) after the new one takes over: with no
+    # connection the old master exits within a millisecond, before this
+    # process may even have read the datagram sent ahead of it
+    held = socket.create_connection(("127.0.0.1", w.port), timeout=slack(5))
+    held.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+    wait_until(lambda: w.metrics()("weir_client_connections_active") >= 1, slack(5), what="the held connection")
     w.signal(signal.SIGUSR2)
     pid, f = manager.next(timeout=30)
     masters.append(pid)
     # the new master says it, of itself, while the old one still runs
     assert pid != w.pid and int(f["MAINPID"]) == pid and f["READY"] == "1", f
     assert pid_alive(w.pid), "the old master exited before systemd heard of the new one"
+    held.close()
     wait_until(lambda: read_pid(w.pid_file) == pid, slack(10), what="the new pid file")
     assert w.wait_exit(20) == 0
     # the old master stopped without a word: the service did not stop
