@@ -138,6 +138,36 @@ def config_seeds():
     return out
 
 
+def records(*pieces):
+    return b"".join(bytes([min(len(x), 255)]) + x[:255] for x in pieces)
+
+
+def field_seeds():
+    """fuzz_fields' input: a kind byte (0 request, 1 request with an open
+    body, 2 response), the start (method and target, or two status bytes),
+    then name and value records, from the text seeds' heads."""
+    out = {}
+    for name, raw in REQUESTS.items():
+        lines = raw.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+        start = lines[0].split(b" ")
+        if len(start) != 3:
+            continue
+        fields = [l.split(b":", 1) for l in lines[1:] if b":" in l]
+        rec = records(start[0], start[1], *[x.strip() for f in fields for x in f])
+        out["req_" + name] = b"\x00" + rec
+        out["req_open_" + name] = b"\x01" + rec
+    for name, raw in RESPONSES.items():
+        lines = raw.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+        try:
+            status = int(lines[0].split(b" ")[1]) - 100
+        except (IndexError, ValueError):
+            continue
+        fields = [l.split(b":", 1) for l in lines[1:] if b":" in l]
+        out["resp_" + name] = b"\x02" + bytes([status >> 8, status & 255]) + records(
+            *[x.strip() for f in fields for x in f])
+    return out
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -151,4 +181,5 @@ def write(target, seeds):
 write("request", REQUESTS)
 write("response", RESPONSES)
 write("chunked", CHUNKED)
+write("fields", field_seeds())
 write("config", config_seeds())
