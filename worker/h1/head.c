@@ -56,13 +56,9 @@ static void out_put(struct out *o, const char *s, size_t n)
 /* Decimal without printf: heads are written on every request. */
 static void out_u64(struct out *o, uint64_t v)
 {
-	char tmp[24], *p = tmp + sizeof(tmp);
+	char tmp[20];
 
-	do {
-		*--p = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	out_put(o, p, (size_t)(tmp + sizeof(tmp) - p));
+	out_put(o, tmp, worker_u64_text(tmp, v));
 }
 
 static void out_header(struct out *o, const struct hdr *h)

@@ -197,7 +197,7 @@ static void h2_stream_answer_local(struct h2_stream *st, int rc)
 	else
 		log_info("%s: stream %d: %s -> %d", st->sc.peer, st->id, weir_err_text(rc), status);
 	txn_log_access_raw(&st->sc, status);
-	snprintf(st->status, sizeof(st->status), "%03d", status);
+	worker_status_text(st->status, status);
 	nv[0] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
 	nv[1] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)"0", 14, 1, NGHTTP2_NV_FLAG_NONE};
 	nghttp2_submit_response(st->s->ng, st->id, nv, 2, NULL);
@@ -754,9 +754,9 @@ static int h2_submit_nv(struct h2_stream *st, const struct msg *m, nghttp2_nv *n
 	int has_body;
 
 	if (!recoded && (m->body == HTTP_BODY_LENGTH || m->length_info)) {
-		int l = snprintf(clen, sizeof(clen), "%llu", (unsigned long long)m->content_length);
+		size_t l = worker_u64_text(clen, m->content_length);
 
-		nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)clen, 14, (size_t)l, NGHTTP2_NV_FLAG_NONE};
+		nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)clen, 14, l, NGHTTP2_NV_FLAG_NONE};
 	}
 	has_body = (m->body != HTTP_BODY_NONE && !(m->body == HTTP_BODY_LENGTH && m->content_length == 0)) ||
 	           m->status == 101;
@@ -883,7 +883,7 @@ static int h2_response_head(struct side *s, const struct msg *m, struct head_res
 	hr->client_close = !hr->req->keep_alive || wk.draining;
 	hr->chunked = 0; /* DATA frames end where the body does */
 	/* a checked switch (h2_ws_accept_check) is RFC 8441's 200 */
-	snprintf(st->status, sizeof(st->status), "%03d", ws ? 200 : m->status);
+	worker_status_text(st->status, ws ? 200 : m->status);
 	nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
 	n = h2_nv_fields(st, m, nv, n, sizeof(nv) / sizeof(nv[0]), hr->request_id_len);
 	/* as HTTP/1 writes it, a field of its own after the upstream's Vias
@@ -933,7 +933,7 @@ static int h2_answer(struct conn *c, const struct answer *a, struct buf **text)
 		return WEIR_ERR(CLIENT_CLOSED);
 	if (st->submitted || a->body_len > wk.buf_size)
 		return WEIR_ERR(NOMEM); /* cannot happen: an answer comes first, and fits */
-	snprintf(st->status, sizeof(st->status), "%03d", a->status);
+	worker_status_text(st->status, a->status);
 	nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st->status, 7, 3, NGHTTP2_NV_FLAG_NONE};
 	for (uint32_t i = 0; i < a->n && n < sizeof(nv) / sizeof(nv[0]); i++) {
 		const struct answer_field *f = &a->f[i];
@@ -980,7 +980,7 @@ static int h2_interim(struct conn *c, int status)
 
 	if (st->ng_closed || st->submitted)
 		return -1;
-	snprintf(code, sizeof(code), "%03d", status);
+	worker_status_text(code, status);
 	if (nghttp2_submit_headers(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL) != 0)
 		return -1;
 	h2_session_kick(st->s);
