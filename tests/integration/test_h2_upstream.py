@@ -323,6 +323,41 @@ def test_trailers_cross_both_ways_between_http1_chunked_and_h2(weir_factory, h2o
     h.close()
 
 
+def test_refused_trailer_fields_from_an_h2_server_are_dropped_and_counted_for_both_clients(weir_factory, h2o):
+    # the HTTP/2 client codec filters the server's trailing HEADERS once,
+    # on the list it hands up: neither an HTTP/1 chunked client nor an
+    # HTTP/2 one gets the refused fields, each response counts its own
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    target = "/trailers?t=set-cookie:a%3Db&t=x-after:1&t=cache-control:no-store"
+    before = fetch_metrics(w.stats_port).error("trailer_dropped")
+    c = Client(w.port, timeout=slack(10))
+    r = c.request("GET", target)
+    c.close()
+    assert r.status == 200 and r.chunked, r
+    assert [n.lower() for n, _ in r.trailers] == ["x-checksum", "x-more", "x-after"], r.trailers
+    assert fetch_metrics(w.stats_port).error("trailer_dropped") == before + 2
+    h = H2Client(w.port)
+    rs = h.wait([h.request(target)], slack(10))
+    h.close()
+    assert [n for n, _ in rs[0]["trailers"]] == ["x-checksum", "x-more", "x-after"], rs[0]
+    assert fetch_metrics(w.stats_port).error("trailer_dropped") == before + 4
+
+
+def test_trailer_fields_past_64_from_an_h2_server_are_dropped_and_counted(weir_factory, h2o):
+    # the HTTP/2 client codec keeps a trailing HEADERS as a list of at
+    # most 64 fields: x-checksum, x-more and 62 of the 70 asked for
+    o = h2o()
+    w = h2c_weir(weir_factory, o, workers=1)
+    before = fetch_metrics(w.stats_port).error("trailer_dropped")
+    c = Client(w.port, timeout=slack(10))
+    r = c.request("GET", "/trailers?" + "&".join("t=x-f%d:%d" % (i, i) for i in range(70)))
+    c.close()
+    assert r.status == 200 and r.chunked, r
+    assert [n.lower() for n, _ in r.trailers] == ["x-checksum", "x-more"] + ["x-f%d" % i for i in range(62)]
+    assert fetch_metrics(w.stats_port).error("trailer_dropped") == before + 8
+
+
 @pytest.mark.normal_only
 def test_an_upload_the_server_stops_taking_waits_without_spinning(weir_factory, h2o):
     """The server gives no window back: weir stops framing the body (the

@@ -80,6 +80,23 @@ def test_refused_trailer_fields_are_dropped_and_counted_both_ways(weir_factory, 
     assert dropped(weir) == before + 6
 
 
+@pytest.mark.parametrize("body_buffer", [65536, 0])
+def test_trailer_fields_past_64_are_dropped_and_counted(weir_factory, origin, body_buffer):
+    # a trailer section crosses as a header list of at most 64 fields
+    # (worker/h1/trailers.h): the fields past it are dropped as refused
+    # ones are, the first 64 kept in their order
+    weir = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                        routes=[{"path": "/", "upstream": "a"}], limits={"body_buffer": body_buffer})
+    before = dropped(weir)
+    lines = [b"X-F%d: %d\r\n" % (i, i) for i in range(70)]
+    with weir.client() as c:
+        c.send(chunked_post("/trailers", b"".join(lines)))
+        r = c.read_response()
+        assert r.status == 200 and r.trailer_raw == b"".join(lines[:64])
+    assert origin.requests("/trailers")[0]["trailer_raw"] == b"".join(lines[:64]).decode()
+    assert dropped(weir) == before + 6
+
+
 def test_a_trailer_section_past_16_kib_is_still_a_400(weir, origin):
     before = fetch_metrics(weir.stats_port).error("bad_framing")
     with weir.client() as c:
@@ -159,6 +176,22 @@ def test_http2_request_trailers_reach_the_origin_and_response_trailers_come_back
     assert header_values(e, "te") == ["trailers"]
     assert dropped(weir) == before + 1  # Set-Cookie
     c.close()
+
+
+def test_http2_request_trailer_fields_past_64_are_dropped_and_counted(weir, origin):
+    # the HTTP/2 server codec keeps a client's trailing HEADERS as a list
+    # of at most 64 fields, as HTTP/1's reader does
+    before = dropped(weir)
+    c = H2Client(weir.port)
+    sid = c.request("/trailers", method="POST", body=b"hello", end=False, headers=[("te", "trailers")])
+    c.conn.send_headers(sid, [("x-f%d" % i, str(i)) for i in range(70)], end_stream=True)
+    c.flush()
+    r = c.wait([sid])[0]
+    c.close()
+    assert r["status"] == 200 and r["ended"]
+    e = origin.requests("/trailers")[0]
+    assert e["trailer_raw"] == "".join("x-f%d: %d\r\n" % (i, i) for i in range(64))
+    assert dropped(weir) == before + 6
 
 
 def test_http2_response_trailers_follow_data_that_does_not_end_the_stream(weir, origin):

@@ -7,7 +7,8 @@ Endpoints: /echo (JSON: method, path, authority, headers, body length and
 sha256), /bytes/N (N bytes of a fixed pattern), /slow/MS/... (answers
 after MS ms), /early (413 at the head, then RST_STREAM NO_ERROR), /stall (never gives back window: an upload stalls), /trailers
 (as /echo, with the request's trailers, no content-length, and a
-trailing HEADERS: x-checksum, the body's sha256), /rst (RST_STREAM INTERNAL_ERROR, no answer), anything else
+trailing HEADERS: x-checksum, the body's sha256, x-more, then a field per
+t=NAME:VALUE of the query), /rst (RST_STREAM INTERNAL_ERROR, no answer), anything else
 as /echo. With goaway_after=N, the Nth stream of the first connection gets a
 GOAWAY naming it the last: the streams after it are never processed."""
 
@@ -18,6 +19,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
 
 import h2.config
 import h2.connection
@@ -261,7 +263,9 @@ class Conn:
             self.reqs.pop(sid, None)
             self.c.send_headers(sid, [(":status", "200"), ("content-type", "application/json")])
             self.c.send_data(sid, body)
-            self.c.send_headers(sid, [("x-checksum", hashlib.sha256(body).hexdigest()), ("x-more", "yes")],
+            extra = [tuple(t.split(":", 1))
+                     for k, t in urllib.parse.parse_qsl(path.partition("?")[2]) if k == "t"]
+            self.c.send_headers(sid, [("x-checksum", hashlib.sha256(body).hexdigest()), ("x-more", "yes")] + extra,
                                 end_stream=True)
             self.open -= 1
             return

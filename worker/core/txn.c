@@ -74,6 +74,10 @@ void txn_free(struct txn *t)
 	buf_drop(&t->mirror_head);
 	if (t->down.head)
 		buf_put(t->down.head);
+	buf_drop(&t->up.trl);
+	buf_drop(&t->down.trl);
+	buf_drop(&t->up.in.tr);
+	buf_drop(&t->down.in.tr);
 	txn_body_put(t);
 	t->c->txn = NULL;
 	slab_free(&wk.slab, wk.cls_txn, t);
@@ -498,8 +502,8 @@ void txn_upstream_begin(struct txn *t)
 static inline __attribute__((always_inline)) void txn_relay(struct side *from, struct side *to,
                                                            const struct body_span *sp)
 {
-	to->trailers = sp->trailers; /* the end's trailer section, if any (trailers.h) */
-	to->trailers_len = sp->trailers_len;
+	to->trailers = sp->trailers; /* the end's trailer fields, if any (trailers.h) */
+	to->ntrailers = sp->ntrailers;
 	to->ops->send_body(to, sp->data, sp->len, sp->eos);
 	if (to->q.count) {
 		to->owes = 1;

@@ -68,6 +68,40 @@ static int txn_body_room(struct txn *t, uint64_t need)
 	return 0;
 }
 
+/* The trailer fields of span <sp>, the end of a body buffered whole: their
+ * bytes copied behind the body's (room kept by the caller, their size as
+ * a section; not part of the body) and the fields pointed there, for the
+ * upstream side's end (worker/h1/trailers.h): the input they were in goes
+ * now. HTTP/1 lines are copied whole, then the final CRLF, so they still
+ * lie as a section (trailers_in_place). */
+static __attribute__((noinline)) void txn_trailers_keep(struct txn *t, struct body_span *sp)
+{
+	char *o = t->body->data + t->body->end;
+
+	for (uint32_t i = 0; i < sp->ntrailers; i++) {
+		struct hdr *h = &sp->trailers[i];
+
+		if (h->flags & TRAILER_LINE) { /* the line whole, as it came */
+			size_t len = trailers_line_len(h), at = (size_t)(h->value - h->name);
+
+			memcpy(o, h->name, len);
+			h->value = o + at;
+			h->name = o;
+			o += len;
+			continue;
+		}
+		memcpy(o, h->name, h->name_len);
+		h->name = o;
+		o += h->name_len;
+		memcpy(o, h->value, h->value_len);
+		h->value = o;
+		o += h->value_len;
+	}
+	memcpy(o, "\r\n", 2);
+	t->up.trailers = sp->trailers;
+	t->up.ntrailers = sp->ntrailers;
+}
+
 /* Moves what the client's codec has of the body into the buffer (or
  * leaves it in place, when all of it lies in the input buffer). Returns 1
  * when the body is complete, or when it must stream after all (past
@@ -77,6 +111,7 @@ int txn_buffer_step(struct txn *t)
 {
 	uint64_t limit = TXN_SET(t)->limits.body_size;
 	struct body_span sp;
+	size_t tlen;
 	int rc;
 
 	if (!t->body) {
@@ -98,7 +133,8 @@ int txn_buffer_step(struct txn *t)
 			return rc;
 		if (limit && t->down.in.total > limit)
 			return WEIR_ERR(BODY_TOO_LARGE);
-		if ((sp.len || sp.trailers_len) && txn_body_room(t, sp.len + sp.trailers_len) < 0) {
+		tlen = sp.ntrailers ? trailers_size(sp.trailers, sp.ntrailers) : 0;
+		if ((sp.len || tlen) && txn_body_room(t, sp.len + tlen) < 0) {
 			/* past body_buffer: what is held goes first, the rest
 			 * streams from this span on (the codec holds it) */
 			t->replayable = 0;
@@ -108,13 +144,8 @@ int txn_buffer_step(struct txn *t)
 			memcpy(t->body->data + t->body->end, sp.data, sp.len);
 			t->body->end += (uint32_t)sp.len;
 		}
-		if (sp.trailers_len) {
-			/* the trailer section behind the data, for the last chunk
-			 * (worker/h1/trailers.h): the input it was in goes now */
-			memcpy(t->body->data + t->body->end, sp.trailers, sp.trailers_len);
-			t->up.trailers = t->body->data + t->body->end;
-			t->up.trailers_len = sp.trailers_len;
-		}
+		if (sp.ntrailers)
+			txn_trailers_keep(t, &sp);
 		t->down.ops->consumed(&t->down, sp.len);
 		if (sp.eos) {
 			t->req_body_done = t->body_buffered = 1;

@@ -183,17 +183,42 @@ static void h1_queue_head(struct side *s)
 	outq_append(&s->q, s->head->data, s->head->end);
 }
 
+/* The other side's trailer fields as HTTP/1 text into *<p>, *<n>: where
+ * they lie when they are the lines read from HTTP/1, one after the other
+ * and their final CRLF (nothing dropped: no copy), else written into
+ * s->trl (got to fit, freed with the stream; a replay writes them
+ * again). 0, or -1 (out of memory: the body ends without them). */
+static __attribute__((noinline)) int h1_trailers_text(struct side *s, const char **p, size_t *n)
+{
+	if ((*n = trailers_in_place(s->trailers, s->ntrailers))) {
+		*p = s->trailers[0].name;
+		return 0;
+	}
+	buf_drop(&s->trl); /* a replay's: the same size */
+	if (!(s->trl = buf_get_fit((uint32_t)trailers_size(s->trailers, s->ntrailers)))) {
+		worker_count_error(WEIR_ERR(NOMEM)); /* or past a buffer: cannot be */
+		return -1;
+	}
+	s->trl->end = (uint32_t)trailers_write(s->trl->data, s->trailers, s->ntrailers);
+	*p = s->trl->data;
+	*n = s->trl->end;
+	return 0;
+}
+
 static void h1_send_body(struct side *s, const char *data, size_t len, int eos)
 {
 	if (len == 0 && !(eos && s->chunked))
 		return;
 	outq_span(&s->q, NULL, 0, data, len, s->chunked);
 	if (eos && s->chunked) {
-		if (s->trailers_len) {
-			/* the last chunk carries the other side's trailer section
-			 * where it lies (trailers.h); its final CRLF ends the body */
+		const char *tp;
+		size_t tn;
+
+		if (s->ntrailers && h1_trailers_text(s, &tp, &tn) == 0) {
+			/* the last chunk carries the other side's trailer fields
+			 * (trailers.h); their final CRLF ends the body */
 			outq_append(&s->q, chunk_end, 3);
-			outq_append(&s->q, s->trailers, s->trailers_len);
+			outq_append(&s->q, tp, tn);
 		} else {
 			outq_append(&s->q, chunk_end, sizeof(chunk_end) - 1);
 		}
@@ -223,7 +248,7 @@ static inline int h1_hand(struct side_in *bi, struct body_span *sp, const char *
 	bi->span.len = n;
 	bi->span.eos = (uint8_t)eos;
 	bi->span.more = (uint8_t)more;
-	bi->span.trailers_len = 0;
+	bi->span.ntrailers = 0;
 	bi->used = used;
 	bi->holding = 1;
 	bi->total += n;
@@ -234,26 +259,28 @@ static inline int h1_hand(struct side_in *bi, struct body_span *sp, const char *
 }
 
 /* The trailer section <p>[0..len) of a chunked body that ended, in the
- * input buffer behind the data: the refused fields dropped in place, and
- * what is left handed up with the span's end for the other side's last
- * chunk (sent only if that side is chunked too). */
-static __attribute__((noinline)) void h1_trailers_take(struct side_in *bi, struct body_span *sp, char *p,
+ * input buffer behind the data: its fields, the refused ones dropped,
+ * handed up with the span's end for the other side's codec (HTTP/1
+ * sends them only if that side is chunked too). */
+static __attribute__((noinline)) void h1_trailers_take(struct side_in *bi, struct body_span *sp, const char *p,
                                                        uint32_t len)
 {
+	struct hdr *v;
 	uint32_t dropped;
-	size_t n;
 
 	if (len <= 2)
 		return; /* the final CRLF alone: no field */
-	n = trailers_filter(p, len, &dropped);
+	if (!(v = side_trailers(bi))) {
+		worker_count_error(WEIR_ERR(NOMEM)); /* the body ends without them */
+		return;
+	}
+	bi->span.ntrailers = trailers_list(p, len, v, &dropped);
 	if (dropped) {
 		SHM_ADD(wk.cnt, errors[weir_err_index(WEIR_ERR(TRAILER_DROPPED))], dropped);
-		bi->moved = 1; /* the input is no longer as received: no replay */
+		bi->moved = 1; /* counted once: no replay reads them again */
 	}
-	if (n <= 2)
-		return;
-	bi->span.trailers = p;
-	bi->span.trailers_len = (uint32_t)n;
+	if (bi->span.ntrailers)
+		bi->span.trailers = v;
 	*sp = bi->span;
 }
 

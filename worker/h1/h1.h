@@ -20,6 +20,7 @@
 
 #include "common/config.h"
 #include "worker/base/base.h"
+#include "worker/h1/trailers.h"
 #include "worker/msg/msg.h"
 #include "worker/net/net.h"
 #include "worker/up/up.h"
@@ -97,10 +98,11 @@ struct body_span {
 	size_t len;
 	uint8_t eos;
 	uint8_t more; /* more was ready than the side's budget let through */
-	uint32_t trailers_len; /* with <eos>: the trailer section at <trailers>,
-	                        * checked HTTP/1 field lines and the final CRLF,
-	                        * in the input it stands for (0: none) */
-	const char *trailers;
+	uint32_t ntrailers;    /* with <eos>: the fields of the trailer section
+	                        * at <trailers> (0: none), the refused ones out
+	                        * (worker/h1/trailers.h); the core may point them
+	                        * at a copy of their bytes (a body buffered whole) */
+	struct hdr *trailers;
 };
 
 /* What a side's codec keeps of the body coming from its peer (the
@@ -111,6 +113,9 @@ struct side_in {
 	uint64_t left;           /* HTTP/1 length framing: bytes still to come */
 	struct http_chunked chunks; /* HTTP/1 chunked framing */
 	struct body_span span;   /* the span handed up and not yet consumed */
+	struct buf *tr;          /* room for the trailer fields its end hands up
+	                          * (side_trailers(): got with the first, freed
+	                          * with the stream) */
 	uint32_t used;           /* bytes of the input buffer it stands for */
 	uint32_t budget;         /* a span is at most this (the stream's pipe
 	                          * budget: payload handed up, not yet consumed) */
@@ -123,15 +128,27 @@ struct side_in {
 	                          * cannot read them again where they were */
 };
 
+/* Room for TRAILERS_FIELDS trailer fields in <bi> (got when first
+ * needed: a body without trailers costs nothing), or NULL when the slab
+ * is out. */
+static inline struct hdr *side_trailers(struct side_in *bi)
+{
+	if (!bi->tr && !(bi->tr = buf_get_fit(TRAILERS_FIELDS * (uint32_t)sizeof(struct hdr))))
+		return NULL;
+	return (struct hdr *)(void *)bi->tr->data;
+}
+
 /* One side of a stream, as its codec sees it. */
 struct side {
 	struct outq q;           /* towards this side's peer */
 	struct buf *head;        /* the head written for the peer */
 	uint8_t chunked;         /* the body goes chunk-encoded to the peer */
-	uint32_t trailers_len;   /* the trailer section the last chunk carries
-	                          * (the other side's span's, set by the core
-	                          * with its end; 0: none) */
-	const char *trailers;
+	uint32_t ntrailers;      /* the trailer fields the end carries (the other
+	                          * side's span's, set by the core with its end;
+	                          * 0: none) */
+	const struct hdr *trailers;
+	struct buf *trl;         /* HTTP/1: those fields as the text after the
+	                          * last chunk (freed with the stream) */
 	uint8_t owes;            /* q holds a span of the other side's input:
 	                          * the core consumes it there once q is written */
 	size_t owed;             /* its payload bytes */

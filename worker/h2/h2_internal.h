@@ -101,9 +101,9 @@ struct h2_stream {
 	struct buf *body;          /* DATA payload not yet read by the core */
 	struct buf *dout;          /* payload not yet framed: weir's own
 	                            * answer's body, a tunnel's bytes */
-	struct buf *qtr;           /* the client's trailer section, as HTTP/1 (h2_trailers.h) */
-	struct buf *rtr;           /* the response's, as the core wrote it */
-	uint8_t qtr_ended;         /* <qtr> has its final CRLF */
+	struct buf *qtr;           /* the client's trailer fields, recorded (h2_trailers.h) */
+	struct buf *rtr;           /* the response's, names lowered */
+	uint8_t qtr_n;             /* fields in <qtr> */
 	char status[12];
 	/* RFC 8441 (h2_ws.c): an extended CONNECT made a WebSocket upgrade */
 	uint8_t ws;                /* H2_WS_* */

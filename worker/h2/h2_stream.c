@@ -509,9 +509,9 @@ static int h2_body_next(struct side *s, struct body_span *sp, int whole)
 	bi->span.data = avail ? st->body->data + st->body->start : "";
 	bi->span.len = avail;
 	bi->span.eos = st->in_eos && !bi->span.more;
-	bi->span.trailers_len = 0;
+	bi->span.ntrailers = 0;
 	if (bi->span.eos)
-		h2_trailers_span(st, &bi->span);
+		h2_trailers_span(st, bi);
 	bi->holding = 1;
 	bi->total += avail;
 	if (bi->span.eos)
@@ -1000,10 +1000,10 @@ static void h2_send_body(struct side *s, const char *data, size_t len, int eos)
 	if (len)
 		outq_add(&s->q, data, len);
 	if (eos) {
-		/* the upstream's trailer section, checked HTTP/1 field lines
-		 * where they lie: kept for the trailing HEADERS */
-		if (s->trailers_len && h2_trailers_collect(st, s->trailers, s->trailers_len) < 0)
-			worker_count_error(WEIR_ERR(TRAILER_DROPPED));
+		/* the upstream's trailer fields, which may lie in its input:
+		 * recorded for the trailing HEADERS */
+		if (s->ntrailers)
+			h2_trailers_collect(st, s->trailers, s->ntrailers);
 		st->resp_eof = 1;
 		st->resp_state = H2_RESP_DONE;
 	}

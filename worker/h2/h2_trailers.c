@@ -8,91 +8,82 @@
 #include "worker/h1/trailers.h"
 #include "worker/h2/h2_internal.h"
 
-/* Appends <p>[0..n) to *<b> (got when first needed), the whole of it
- * within TRAILERS_MAX; 0, or -1. */
-static int h2_trailers_put(struct buf **b, const void *p, size_t n)
+/* Appends field <name>, <value> to record *<b> (got when first needed),
+ * the whole of it within an HTTP/1 section's bound (its final CRLF in)
+ * and one buffer; 0, or -1. */
+static int h2_trailers_put(struct buf **b, const char *name, size_t nlen, const char *value, size_t vlen,
+                           int lower)
 {
+	size_t n = nlen + vlen + 4;
+
 	if (!*b && !(*b = buf_get()))
 		return -1;
-	if ((*b)->end + n > TRAILERS_MAX || (*b)->end + n > wk.buf_size)
+	if ((*b)->end + n + 2 > TRAILERS_MAX || (*b)->end + n > wk.buf_size)
 		return -1;
-	memcpy((*b)->data + (*b)->end, p, n);
-	(*b)->end += (uint32_t)n;
+	(*b)->end += (uint32_t)trailers_rec_add((*b)->data + (*b)->end, name, nlen, value, vlen, lower);
 	return 0;
 }
 
 int h2_trailers_field(struct h2_stream *st, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
 {
 	/* nghttp2 checked the field (lower-case tchar name, no pseudo
-	 * header, no CR, LF or NUL in the value): HTTP/1 text as it is */
-	if (trailers_forbidden((const char *)name, nlen)) {
+	 * header, no CR, LF or NUL in the value): kept as it is */
+	if (trailers_forbidden((const char *)name, nlen) || st->qtr_n == TRAILERS_FIELDS) {
 		worker_count_error(WEIR_ERR(TRAILER_DROPPED));
 		return 0;
 	}
-	if (h2_trailers_put(&st->qtr, name, nlen) < 0 || h2_trailers_put(&st->qtr, ": ", 2) < 0 ||
-	    h2_trailers_put(&st->qtr, value, vlen) < 0 || h2_trailers_put(&st->qtr, "\r\n", 2) < 0 ||
-	    st->qtr->end + 2 > TRAILERS_MAX) {
-		/* the bound of an HTTP/1 trailer section, its final CRLF in */
+	if (h2_trailers_put(&st->qtr, (const char *)name, nlen, (const char *)value, vlen, 0) < 0) {
 		worker_count_error(st->qtr ? WEIR_ERR(HEADERS_TOO_LARGE) : WEIR_ERR(NOMEM));
 		buf_drop(&st->qtr);
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	}
+	st->qtr_n++;
 	return 0;
 }
 
-void h2_trailers_span(struct h2_stream *st, struct body_span *sp)
+void h2_trailers_span(struct h2_stream *st, struct side_in *bi)
 {
 	struct buf *b = st->qtr;
+	struct hdr *v;
 
 	/* with a content-length the upstream's body is not chunked: no
 	 * section can go with it */
 	if (!b || !b->end || !st->in_chunked)
 		return;
-	if (!st->qtr_ended) {
-		memcpy(b->data + b->end, "\r\n", 2); /* room kept by h2_trailers_field */
-		b->end += 2;
-		st->qtr_ended = 1;
+	if (!(v = side_trailers(bi))) {
+		worker_count_error(WEIR_ERR(NOMEM)); /* the body ends without them */
+		return;
 	}
-	sp->trailers = b->data;
-	sp->trailers_len = b->end;
+	bi->span.ntrailers = trailers_rec_list(b->data, b->end, v);
+	bi->span.trailers = v;
 }
 
-int h2_trailers_collect(struct h2_stream *st, const char *p, size_t n)
+void h2_trailers_collect(struct h2_stream *st, const struct hdr *v, uint32_t n)
 {
-	return h2_trailers_put(&st->rtr, p, n);
+	for (uint32_t i = 0; i < n; i++)
+		if (h2_trailers_put(&st->rtr, v[i].name, v[i].name_len, v[i].value, v[i].value_len, 1) < 0) {
+			worker_count_error(WEIR_ERR(TRAILER_DROPPED));
+			return;
+		}
 }
 
 int h2_trailers_submit(struct h2_stream *st)
 {
-	struct buf *b = st->rtr, *nb;
-	nghttp2_nv *nv;
-	size_t off = 0, n = 0, nmax, nlen, vlen;
-	const char *name, *value;
+	struct hdr v[TRAILERS_FIELDS];
+	nghttp2_nv nv[TRAILERS_FIELDS];
+	uint32_t n;
 	int rc;
 
-	if (!b || b->end <= 2)
+	if (!st->rtr || !st->rtr->end)
 		return 0;
-	if (!(nb = buf_get()))
-		return 0; /* out of memory: the stream ends without them */
-	nv = (nghttp2_nv *)(void *)nb->data;
-	nmax = wk.buf_size / sizeof(nghttp2_nv);
-	while (n < nmax && trailers_next(b->data, b->end, &off, &name, &nlen, &value, &vlen)) {
-		char *lower = (char *)name;
-
-		/* connection-specific fields never cross (RFC 9113 8.2.2), nor
-		 * what RFC 9110 6.5.1 keeps out of trailers */
-		if (trailers_forbidden(name, nlen)) {
-			worker_count_error(WEIR_ERR(TRAILER_DROPPED));
-			continue;
-		}
-		for (size_t k = 0; k < nlen; k++)
-			if (lower[k] >= 'A' && lower[k] <= 'Z')
-				lower[k] = (char)(lower[k] - 'A' + 'a');
-		nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE};
-	}
-	/* nghttp2 copies the fields: both buffers go back at once */
+	/* the fields the upstream side's codec kept (the refused ones out),
+	 * names lowered as they were recorded */
+	n = trailers_rec_list(st->rtr->data, st->rtr->end, v);
+	for (uint32_t i = 0; i < n; i++)
+		nv[i] = (nghttp2_nv){(uint8_t *)(uintptr_t)v[i].name, (uint8_t *)(uintptr_t)v[i].value, v[i].name_len,
+		                     v[i].value_len, NGHTTP2_NV_FLAG_NONE};
+	/* nghttp2 copies the fields: the record goes back at once */
 	rc = n ? nghttp2_submit_trailer(st->s->ng, st->id, nv, n) : -1;
-	buf_put(nb);
 	buf_drop(&st->rtr);
 	return rc == 0;
 }

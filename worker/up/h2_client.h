@@ -15,9 +15,9 @@
  * as an HTTP/1 head's are (no content-length: the body ends with the
  * stream), and its DATA is handed up in place through the codec's body
  * ops (no chunked text is made or decoded). Trailers go as
- * the core carries them (worker/h1/trailers.h): a trailing HEADERS from
- * the server is the trailer section of the body's last span, and the
- * request's section a trailing HEADERS from the data source.
+ * the core carries them (worker/h1/trailers.h), a header list: a
+ * trailing HEADERS from the server is the trailer list of the body's last
+ * span, and the request's list a trailing HEADERS from the data source.
  *
  * Sessions (h2_client.c): per worker per server, a list of sessions in
  * the server's state (up_server.h2). A stream goes to the first session
@@ -108,9 +108,10 @@ struct h2c_stream {
 	struct buf *rh;            /* the response head's fields (head.c's records),
 	                            * the msg's spans while the stream lives */
 	struct buf *body;          /* DATA payload not yet handed up */
-	struct buf *tr;            /* the response's trailing HEADERS as an HTTP/1
-	                            * trailer section (worker/h1/trailers.h) */
-	uint8_t tr_ended;          /* its final CRLF is in */
+	struct buf *tr;            /* the response's trailing HEADERS, recorded
+	                            * (worker/h1/trailers.h) */
+	uint8_t tr_n;              /* fields in <tr> */
+	uint8_t tr_ended;          /* the trailing HEADERS has ended */
 };
 
 /* Worker start: the stream class and nghttp2's callbacks. */

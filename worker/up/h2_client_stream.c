@@ -160,23 +160,14 @@ void h2_client_stream_end(struct upconn *u)
 
 /* ---- the response, from nghttp2 ----------------------------------------- */
 
-static int h2c_put_bytes(struct buf *b, const void *p, size_t n)
-{
-	if (wk.buf_size - b->end < n)
-		return -1;
-	memcpy(b->data + b->end, p, n);
-	b->end += (uint32_t)n;
-	return 0;
-}
-
-/* A field of the trailing HEADERS, as a line of the HTTP/1 trailer
- * section the core passes on (worker/h1/trailers.h): the refused fields
- * dropped, the section bounded as HTTP/1's; 0 or -1 (the stream is
- * reset). */
+/* A field of the trailing HEADERS, recorded for the list the core
+ * passes on (worker/h1/trailers.h): the refused fields (and those past
+ * the cap) dropped, the record bounded as an HTTP/1 section; 0 or -1 (the
+ * stream is reset). */
 static int h2c_stream_trailer(struct h2c_stream *st, const uint8_t *name, size_t nlen, const uint8_t *value,
                               size_t vlen)
 {
-	if (trailers_forbidden((const char *)name, nlen)) {
+	if (trailers_forbidden((const char *)name, nlen) || st->tr_n == TRAILERS_FIELDS) {
 		worker_count_error(WEIR_ERR(TRAILER_DROPPED));
 		return 0;
 	}
@@ -186,10 +177,23 @@ static int h2c_stream_trailer(struct h2c_stream *st, const uint8_t *name, size_t
 		st->status = -1; /* too large: a 502, or the response cut */
 		return -1;
 	}
-	h2c_put_bytes(st->tr, name, nlen);
-	h2c_put_bytes(st->tr, ": ", 2);
-	h2c_put_bytes(st->tr, value, vlen);
-	return h2c_put_bytes(st->tr, "\r\n", 2);
+	st->tr->end += (uint32_t)trailers_rec_add(st->tr->data + st->tr->end, (const char *)name, nlen,
+	                                          (const char *)value, vlen, 0);
+	st->tr_n++;
+	return 0;
+}
+
+/* The trailing HEADERS recorded, as the list of the body's last span. */
+static __attribute__((noinline)) void h2c_stream_trailers_span(struct h2c_stream *st, struct side_in *bi)
+{
+	struct hdr *v = side_trailers(bi);
+
+	if (!v) {
+		worker_count_error(WEIR_ERR(NOMEM)); /* the body ends without them */
+		return;
+	}
+	bi->span.ntrailers = trailers_rec_list(st->tr->data, st->tr->end, v);
+	bi->span.trailers = v;
 }
 
 /* A response field, kept as it came in <rh> for the life of the response
@@ -225,10 +229,8 @@ int h2c_stream_header(struct h2c_stream *st, const nghttp2_frame *f, const uint8
 void h2c_stream_head_end(struct h2c_stream *st, int eos)
 {
 	if (st->head_done || st->status < 0) {
-		if (eos && st->tr && !st->tr_ended) {
-			h2c_put_bytes(st->tr, "\r\n", 2); /* room kept by h2c_stream_trailer */
+		if (eos && st->tr)
 			st->tr_ended = 1;
-		}
 		if (eos && !st->eos_in) {
 			st->eos_in = 1; /* the last DATA, or trailers */
 			h2c_stream_wake(st, EV_READ);
@@ -288,29 +290,28 @@ static int h2c_is_eos(const struct iovec *v)
 	return v->iov_base == (void *)h2c_eos_mark;
 }
 
-/* The request's trailer section (the core's, with the body's end) as a
+/* The request's trailer fields (the core's, with the body's end) as a
  * trailing HEADERS: 0 when submitted. */
 static int h2c_stream_submit_trailers(struct h2c_stream *st, struct side *sd)
 {
-	static nghttp2_nv nv[TRAILERS_MAX / 4];
-	/* names lowered into a copy: the section is the client's input, which
-	 * a replay sends again as it came */
+	static nghttp2_nv nv[TRAILERS_FIELDS];
+	/* names lowered into a copy: the fields may lie in the client's
+	 * input, which a replay sends again as it came */
 	static char lowered[TRAILERS_MAX];
-	const char *name, *value;
-	size_t off = 0, n = 0, used = 0, nlen, vlen;
+	size_t used = 0;
+	uint32_t n;
 
-	while (n < sizeof(nv) / sizeof(nv[0]) &&
-	       trailers_next(sd->trailers, sd->trailers_len, &off, &name, &nlen, &value, &vlen)) {
+	for (n = 0; n < sd->ntrailers && n < TRAILERS_FIELDS; n++) {
+		const struct hdr *h = &sd->trailers[n];
 		char *lower = lowered + used;
 
-		if (trailers_forbidden(name, nlen))
-			continue; /* the core dropped and counted them already */
-		if (used + nlen > sizeof(lowered))
+		if (used + h->name_len > sizeof(lowered))
 			break; /* cannot be: the section is at most this */
-		for (size_t k = 0; k < nlen; k++)
-			lower[k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] | 0x20 : name[k]);
-		used += nlen;
-		nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE};
+		for (size_t k = 0; k < h->name_len; k++)
+			lower[k] = (char)(h->name[k] >= 'A' && h->name[k] <= 'Z' ? h->name[k] | 0x20 : h->name[k]);
+		used += h->name_len;
+		nv[n] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)(uintptr_t)h->value, h->name_len, h->value_len,
+		                     NGHTTP2_NV_FLAG_NONE};
 	}
 	/* nghttp2 copies the fields */
 	return n ? nghttp2_submit_trailer(st->s->ng, st->id, nv, n) : -1;
@@ -352,7 +353,7 @@ ssize_t h2c_stream_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size
 	if (!left && eos) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		st->out_eos = 1;
-		if (st->side->trailers_len && h2c_stream_submit_trailers(st, st->side) == 0)
+		if (st->side->ntrailers && h2c_stream_submit_trailers(st, st->side) == 0)
 			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM; /* the HEADERS end it */
 	} else if (!got) {
 		st->deferred = 1;
@@ -605,11 +606,9 @@ static int h2c_body_next(struct side *sd, struct body_span *sp, int whole)
 	bi->span.data = avail ? st->body->data + st->body->start : "";
 	bi->span.len = avail;
 	bi->span.eos = st->eos_in && !bi->span.more;
-	bi->span.trailers_len = 0;
-	if (bi->span.eos && st->tr && st->tr_ended) { /* the trailing HEADERS go with the end */
-		bi->span.trailers = st->tr->data;
-		bi->span.trailers_len = st->tr->end;
-	}
+	bi->span.ntrailers = 0;
+	if (bi->span.eos && st->tr && st->tr_ended) /* the trailing HEADERS go with the end */
+		h2c_stream_trailers_span(st, bi);
 	bi->holding = 1;
 	bi->total += avail;
 	if (bi->span.eos)

@@ -1,10 +1,12 @@
 /*
  * Unit tests for worker/h1/trailers.c (the trailer section's checks and
- * iteration) and the chunked decoder's restart of a section begun
+ * iteration, its header list, its text, the HTTP/2 codecs' record) and
+ * the chunked decoder's restart of a section begun
  * (http_chunked_trailer_restart), which the HTTP/1 codec relies on to
  * find a whole section in one piece.
  */
 #include <CUnit/CUnit.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "worker/h1/h1.h"
@@ -25,26 +27,92 @@ static void test_refused_names_are_found_in_any_case(void)
 		CU_ASSERT(!trailers_forbidden(kept[i], strlen(kept[i])));
 }
 
-static void test_filter_drops_refused_fields_in_place(void)
+static void test_list_leaves_refused_fields_out(void)
 {
-	char s[] = "Content-Length: 5\r\nX-A: 1\r\nHost:x\r\nX-B:  two \r\nTE: trailers\r\n\r\n";
-	uint32_t dropped;
-	size_t n = trailers_filter(s, strlen(s), &dropped);
+	const char s[] = "Content-Length: 5\r\nX-A: 1\r\nHost:x\r\nX-B:  two \r\nTE: trailers\r\n\r\n";
+	struct hdr v[TRAILERS_FIELDS];
+	uint32_t dropped, n = trailers_list(s, strlen(s), v, &dropped);
 
 	CU_ASSERT_EQUAL(dropped, 3);
-	CU_ASSERT_EQUAL(n, strlen("X-A: 1\r\nX-B:  two \r\n\r\n"));
-	CU_ASSERT(memcmp(s, "X-A: 1\r\nX-B:  two \r\n\r\n", n) == 0);
-
-	char k[] = "X-A: 1\r\n\r\n";
-	n = trailers_filter(k, strlen(k), &dropped);
-	CU_ASSERT_EQUAL(dropped, 0);
-	CU_ASSERT_EQUAL(n, strlen(k));
-
-	char all[] = "Host: a\r\nConnection: close\r\n\r\n";
-	n = trailers_filter(all, strlen(all), &dropped);
-	CU_ASSERT_EQUAL(dropped, 2);
 	CU_ASSERT_EQUAL(n, 2);
-	CU_ASSERT(memcmp(all, "\r\n", 2) == 0);
+	CU_ASSERT(v[0].name == s + 19 && v[0].name_len == 3 && v[0].value_len == 1 && v[0].value[0] == '1');
+	CU_ASSERT(v[1].name_len == 3 && memcmp(v[1].name, "X-B", 3) == 0 && v[1].value_len == 3 &&
+	          memcmp(v[1].value, "two", 3) == 0);
+	CU_ASSERT_EQUAL(v[0].tok, HT_OTHER);
+
+	const char all[] = "Host: a\r\nConnection: close\r\n\r\n";
+	CU_ASSERT_EQUAL(trailers_list(all, strlen(all), v, &dropped), 0);
+	CU_ASSERT_EQUAL(dropped, 2);
+}
+
+static void test_list_past_the_cap_is_dropped_and_counted(void)
+{
+	static char s[(TRAILERS_FIELDS + 3) * 8 + 3]; /* "Xnn: v\r\n" each */
+	struct hdr v[TRAILERS_FIELDS];
+	uint32_t dropped, n;
+	size_t o = 0;
+
+	for (int i = 0; i < TRAILERS_FIELDS + 3; i++)
+		o += (size_t)snprintf(s + o, sizeof(s) - o, "X%02d: v\r\n", i % 100);
+	memcpy(s + o, "\r\n", 3);
+	n = trailers_list(s, o + 2, v, &dropped);
+	CU_ASSERT_EQUAL(n, TRAILERS_FIELDS);
+	CU_ASSERT_EQUAL(dropped, 3);
+}
+
+static void test_write_gives_the_section_and_its_size(void)
+{
+	/* HTTP/1 lines go back as they came; other fields as "name: value" */
+	const char s[] = "grpc-status:0\r\nX-Sp: \t a b \t\r\n\r\n";
+	const char want[] = "grpc-status:0\r\nX-Sp: \t a b \t\r\nX-H: 2\r\n\r\n";
+	struct hdr v[TRAILERS_FIELDS];
+	char out[64], rec[16];
+	uint32_t dropped, n = trailers_list(s, strlen(s), v, &dropped);
+
+	CU_ASSERT(v[1].value_len == 3 && memcmp(v[1].value, "a b", 3) == 0);
+	CU_ASSERT_EQUAL(trailers_line_len(&v[1]), strlen("X-Sp: \t a b \t\r\n"));
+	trailers_rec_add(rec, "X-H", 3, "2", 1, 0);
+	n += trailers_rec_list(rec, 8, v + n);
+	CU_ASSERT_EQUAL(n, 3);
+	CU_ASSERT_EQUAL(trailers_size(v, n), strlen(want));
+	CU_ASSERT_EQUAL(trailers_write(out, v, n), strlen(want));
+	CU_ASSERT(memcmp(out, want, strlen(want)) == 0);
+	CU_ASSERT_EQUAL(trailers_size(v, 0), 2);
+}
+
+static void test_lines_read_whole_are_written_where_they_lie(void)
+{
+	const char s[] = "X-A:1\r\nX-B:  2 \r\n\r\n";
+	const char gap[] = "X-A:1\r\nHost: h\r\nX-B: 2\r\n\r\n";
+	const char last[] = "X-A:1\r\nHost: h\r\n\r\n";
+	struct hdr v[TRAILERS_FIELDS];
+	char rec[16];
+	uint32_t dropped, n = trailers_list(s, strlen(s), v, &dropped);
+
+	CU_ASSERT_EQUAL(trailers_in_place(v, n), strlen(s));
+	CU_ASSERT_EQUAL(trailers_in_place(v, 0), 0);
+	n = trailers_list(gap, strlen(gap), v, &dropped); /* a field dropped between */
+	CU_ASSERT(n == 2 && trailers_in_place(v, n) == 0);
+	n = trailers_list(last, strlen(last), v, &dropped); /* one after the last */
+	CU_ASSERT(n == 1 && trailers_in_place(v, n) == 0);
+	trailers_rec_add(rec, "x-a", 3, "1", 1, 0); /* not read from HTTP/1 */
+	CU_ASSERT_EQUAL(trailers_in_place(v, trailers_rec_list(rec, 8, v)), 0);
+}
+
+static void test_a_record_gives_its_fields_back(void)
+{
+	char rec[64];
+	struct hdr v[TRAILERS_FIELDS];
+	size_t n = 0;
+
+	n += trailers_rec_add(rec + n, "Grpc-Status", 11, "0", 1, 1);
+	CU_ASSERT_EQUAL(n, strlen("grpc-status: 0\r\n"));
+	n += trailers_rec_add(rec + n, "X-E", 3, "", 0, 0);
+	CU_ASSERT_EQUAL(trailers_rec_list(rec, n, v), 2);
+	CU_ASSERT(v[0].name_len == 11 && memcmp(v[0].name, "grpc-status", 11) == 0);
+	CU_ASSERT(v[0].value_len == 1 && v[0].value[0] == '0');
+	CU_ASSERT(v[1].name_len == 3 && memcmp(v[1].name, "X-E", 3) == 0 && v[1].value_len == 0);
+	CU_ASSERT_EQUAL(trailers_rec_list(rec, 0, v), 0);
 }
 
 static void test_next_gives_names_and_trimmed_values(void)
@@ -138,7 +206,11 @@ static void test_a_section_at_the_bound_unfinished_is_refused_at_once(void)
 
 static const struct unit_test tests[] = {
 	{"refused names are found in any case", test_refused_names_are_found_in_any_case},
-	{"the filter drops refused fields in place", test_filter_drops_refused_fields_in_place},
+	{"the list leaves refused fields out", test_list_leaves_refused_fields_out},
+	{"the list past the cap is dropped and counted", test_list_past_the_cap_is_dropped_and_counted},
+	{"write gives the section and its size", test_write_gives_the_section_and_its_size},
+	{"lines read whole are written where they lie", test_lines_read_whole_are_written_where_they_lie},
+	{"a record gives its fields back", test_a_record_gives_its_fields_back},
 	{"trailers_next gives names and trimmed values", test_next_gives_names_and_trimmed_values},
 	{"TE lists trailers as a member only", test_te_lists_trailers_as_a_member_only},
 	{"a section begun restarts and is fed again whole", test_a_section_begun_restarts_and_is_fed_again_whole},
