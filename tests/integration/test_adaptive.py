@@ -16,6 +16,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from harness import Client, WEIR_BIN, slack, wait_until
 from test_rate_limit import start
 
@@ -118,6 +120,12 @@ def phase(w, want, floor_want, clean=False):
     return r, rf
 
 
+# a healthy phase needs the upstream's p99 under 100 ms throughout: under
+# the sanitizers, with the suites running beside it, weir's own latency
+# passed that for moments (the factor dipped between the checks around a
+# measurement: twice this stop); the code is the ASan suite's in the
+# tests below
+@pytest.mark.normal_only
 def test_adaptive_follows_health(weir_factory, origin):
     w = start(weir_factory, origin, LIMITS, ROUTES)
     mode_set(origin, "ok")

@@ -293,9 +293,14 @@ def test_delay_spaces_requests_exactly_and_refuses_past_the_queue(weir_factory, 
     assert len(times) == ok
     gaps = [b - a for a, b in zip(times, times[1:])]
     # the origin sees them a turn apart (its clock, with the jitter of a
-    # loaded machine: on average exactly, each never in a burst)
+    # loaded machine: on average exactly, never in a burst). One release
+    # late makes one short gap after a long one: a fifth of them may be
+    # short, never three in a row (four requests inside 30 ms), where an
+    # unspaced load of 8 clients has nearly every gap near 0
     assert (times[-1] - times[0]) / len(gaps) >= 0.025 * 0.97, gaps[:20]
-    assert sum(1 for g in gaps if g < 0.010) <= len(gaps) // 10, gaps[:40]
+    short = [g < 0.010 for g in gaps]
+    assert sum(short) <= len(gaps) // 5, gaps[:40]
+    assert not any(short[i] and short[i + 1] and short[i + 2] for i in range(len(short) - 2)), gaps[:40]
 
 
 @pytest.mark.parametrize("workers", [2, 4])
