@@ -197,7 +197,7 @@ static void one_response(const uint8_t *d, size_t left)
 	arena_init(&arena_f, hdrs_f, sizeof(hdrs_f));
 	http_response_init(&rs_t, &mt, &arena_t, limits.headers, limits.header_size, HTTP_GET);
 	http_response_init(&rs_f, &mf, &arena_f, limits.headers, limits.header_size, HTTP_GET);
-	len = snprintf(text, sizeof(text), "HTTP/1.1 %d X\r\n", status);
+	len = snprintf(text, sizeof(text), "HTTP/1.1 %d \r\n", status); /* no reason, as HTTP/2 */
 	at = (size_t)len;
 	while (next_piece(&d, &left, &n) && next_piece(&d, &left, &v)) {
 		int one = !has_any(&n, ":\r\n") && !has_any(&v, "\r\n") && !has_nul(&n) && !has_nul(&v);

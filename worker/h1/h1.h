@@ -332,8 +332,9 @@ struct http_head_state {
 	uint8_t leading_crlf;     /* empty lines before the start line allowed */
 	uint8_t head_method;      /* responses: the request was HEAD */
 	uint8_t is_request;
-	uint8_t fields;           /* requests: the head came as fields
-	                           * (http_request_begin_fields): HTTP/2 */
+	uint8_t fields;           /* the head came as fields (HTTP/2):
+	                           * http_request_begin_fields, or a response's
+	                           * first http_response_field */
 	uint8_t method_id;        /* requests: enum http_method */
 	uint8_t version_minor;    /* requests: HTTP/1.<this> */
 };

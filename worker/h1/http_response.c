@@ -109,7 +109,15 @@ static int response_finish(struct http_response *r, const char *buf)
 
 int http_response_field(struct http_response *r, const char *name, size_t nlen, const char *value, size_t vlen)
 {
-	int rc = r->st.error ? r->st.error : http_head_field(&r->st, name, nlen, value, vlen);
+	int rc;
+
+	if (!r->st.fields) {
+		/* held to the size limit as the text head would be, its status
+		 * line without a reason ("HTTP/1.1 200 \r\n") counted in */
+		r->st.fields = 1;
+		r->st.head_end = 15;
+	}
+	rc = r->st.error ? r->st.error : http_head_field(&r->st, name, nlen, value, vlen);
 
 	r->m->hl.n = r->st.nhdrs;
 	if (rc)
