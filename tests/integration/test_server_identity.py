@@ -14,7 +14,7 @@ import signal
 import socket
 import time
 
-from harness import Client, render_config, slack, wait_until
+from harness import Client, render_config, slack, unread_by_server, wait_until
 
 
 def write_atomic(path, text):
@@ -69,6 +69,10 @@ def partial_head(w, target):
     CRLF: weir is reading it, so a drain does not close it."""
     c = Client(w.port, timeout=10)
     c.send("GET %s HTTP/1.1\r\nHost: localhost\r\n" % target)
+    # read by a worker, not still in the accept queue, where a reload
+    # would leave it for the new workers
+    wait_until(lambda: unread_by_server(w.port, c.sock) == 0, slack(5), interval=0.001,
+               what="the head read by a worker")
     return c
 
 
