@@ -1,4 +1,4 @@
-"""Trailers end to end (worker/h1/trailers.h, worker/h2/h2_trailers.h): a
+"""Trailers end to end (worker/h1/h1.h, its trailers section; worker/h2/h2_trailers.h): a
 chunked body's trailer section goes to the other side when that side's
 body is chunked too (HTTP/1 both ways, and HTTP/2 as a trailing HEADERS),
 with the fields RFC 9110 6.5.1 keeps out of trailers dropped and counted;
@@ -83,7 +83,7 @@ def test_refused_trailer_fields_are_dropped_and_counted_both_ways(weir_factory, 
 @pytest.mark.parametrize("body_buffer", [65536, 0])
 def test_trailer_fields_past_64_are_dropped_and_counted(weir_factory, origin, body_buffer):
     # a trailer section crosses as a header list of at most 64 fields
-    # (worker/h1/trailers.h): the fields past it are dropped as refused
+    # (worker/h1/h1.h, trailers): the fields past it are dropped as refused
     # ones are, the first 64 kept in their order
     weir = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
                         routes=[{"path": "/", "upstream": "a"}], limits={"body_buffer": body_buffer})

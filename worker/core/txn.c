@@ -502,7 +502,7 @@ void txn_upstream_begin(struct txn *t)
 static inline __attribute__((always_inline)) void txn_relay(struct side *from, struct side *to,
                                                            const struct body_span *sp)
 {
-	to->trailers = sp->trailers; /* the end's trailer fields, if any (trailers.h) */
+	to->trailers = sp->trailers; /* the end's trailer fields, if any (h1.h, trailers) */
 	to->ntrailers = sp->ntrailers;
 	to->ops->send_body(to, sp->data, sp->len, sp->eos);
 	if (to->q.count) {

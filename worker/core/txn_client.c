@@ -71,7 +71,7 @@ static int txn_body_room(struct txn *t, uint64_t need)
 /* The trailer fields of span <sp>, the end of a body buffered whole: their
  * bytes copied behind the body's (room kept by the caller, their size as
  * a section; not part of the body) and the fields pointed there, for the
- * upstream side's end (worker/h1/trailers.h): the input they were in goes
+ * upstream side's end (worker/h1/h1.h, trailers): the input they were in goes
  * now. HTTP/1 lines are copied whole, then the final CRLF, so they still
  * lie as a section (trailers_in_place). */
 static __attribute__((noinline)) void txn_trailers_keep(struct txn *t, struct body_span *sp)

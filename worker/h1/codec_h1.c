@@ -20,7 +20,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "worker/h1/trailers.h"
 #include "worker/net/net.h"
 #include "worker/up/up.h"
 
@@ -216,7 +215,7 @@ static void h1_send_body(struct side *s, const char *data, size_t len, int eos)
 
 		if (s->ntrailers && h1_trailers_text(s, &tp, &tn) == 0) {
 			/* the last chunk carries the other side's trailer fields
-			 * (trailers.h); their final CRLF ends the body */
+			 * (h1.h, trailers); their final CRLF ends the body */
 			outq_append(&s->q, chunk_end, 3);
 			outq_append(&s->q, tp, tn);
 		} else {

@@ -32,7 +32,6 @@
 
 #include "common/log.h"
 #include "worker/h1/h1.h"
-#include "worker/h1/trailers.h"
 #include "worker/net/net.h"
 
 struct out {

@@ -5,7 +5,7 @@
  * anywhere. Nothing loose is accepted: a size is 1*HEXDIG, extensions
  * follow the grammar and are dropped, every line ends in CRLF, the data is
  * followed by CRLF and nothing else, and trailer fields are checked like
- * header fields (the codec forwards them: worker/h1/trailers.h). Anything
+ * header fields (the codec forwards them: worker/h1/h1.h, trailers). Anything
  * else is a framing error, since two parsers that differ here see
  * different request boundaries.
  */
@@ -14,7 +14,6 @@
 #include "common/err.h"
 #include "worker/h1/h1.h"
 #include "worker/h1/http_internal.h"
-#include "worker/h1/trailers.h"
 
 #define CHUNK_LINE_MAX 4096            /* one chunk-size line with its extensions, CRLF excluded */
 #define CHUNK_TRAILER_MAX TRAILERS_MAX /* the trailer section, final CRLF included */

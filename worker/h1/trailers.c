@@ -1,7 +1,6 @@
 /*
- * trailers.c: the trailer section's checks and iteration (trailers.h).
+ * trailers.c: the trailer section's checks and iteration (h1.h, trailers).
  */
-#include "worker/h1/trailers.h"
 
 #include <string.h>
 

@@ -5,7 +5,6 @@
 
 #include <string.h>
 
-#include "worker/h1/trailers.h"
 #include "worker/h2/h2_internal.h"
 
 /* Appends field <name>, <value> to record *<b> (got when first needed),

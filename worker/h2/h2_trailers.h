@@ -1,6 +1,6 @@
 /*
  * h2_trailers.h: trailers on an HTTP/2 stream (h2_trailers.c), as the
- * header list the core carries (worker/h1/trailers.h).
+ * header list the core carries (worker/h1/h1.h, trailers).
  *
  * A client's trailing HEADERS is recorded (trailers_rec_add(), the
  * refused fields dropped and counted) and becomes the trailer list of the

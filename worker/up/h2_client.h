@@ -15,7 +15,7 @@
  * as an HTTP/1 head's are (no content-length: the body ends with the
  * stream), and its DATA is handed up in place through the codec's body
  * ops (no chunked text is made or decoded). Trailers go as
- * the core carries them (worker/h1/trailers.h), a header list: a
+ * the core carries them (worker/h1/h1.h, trailers), a header list: a
  * trailing HEADERS from the server is the trailer list of the body's last
  * span, and the request's list a trailing HEADERS from the data source.
  *
@@ -109,7 +109,7 @@ struct h2c_stream {
 	                            * the msg's spans while the stream lives */
 	struct buf *body;          /* DATA payload not yet handed up */
 	struct buf *tr;            /* the response's trailing HEADERS, recorded
-	                            * (worker/h1/trailers.h) */
+	                            * (worker/h1/h1.h, trailers) */
 	uint8_t tr_n;              /* fields in <tr> */
 	uint8_t tr_ended;          /* the trailing HEADERS has ended */
 };

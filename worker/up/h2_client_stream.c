@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "worker/h1/trailers.h"
+#include "worker/h1/h1.h"
 
 /* A held span never moves, and what came after it may fill a window:
  * two windows' room. */
@@ -161,7 +161,7 @@ void h2_client_stream_end(struct upconn *u)
 /* ---- the response, from nghttp2 ----------------------------------------- */
 
 /* A field of the trailing HEADERS, recorded for the list the core
- * passes on (worker/h1/trailers.h): the refused fields (and those past
+ * passes on (worker/h1/h1.h, trailers): the refused fields (and those past
  * the cap) dropped, the record bounded as an HTTP/1 section; 0 or -1 (the
  * stream is reset). */
 static int h2c_stream_trailer(struct h2c_stream *st, const uint8_t *name, size_t nlen, const uint8_t *value,

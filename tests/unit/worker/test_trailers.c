@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "worker/h1/h1.h"
-#include "worker/h1/trailers.h"
 #include "tests/unit/unit.h"
 
 static void test_refused_names_are_found_in_any_case(void)
