@@ -82,6 +82,21 @@ static int text_put(size_t *at, const char *p, size_t n)
 	return 0;
 }
 
+/* Field <n>: <v> written as its text line at *<at>; notes a
+ * Transfer-Encoding in *<te>. Returns whether text carries it as it is
+ * (no ':' in the name, no CR, LF or NUL in either); clears *<faithful>
+ * when it does not, or the text is full. */
+static int text_field(const struct piece *n, const struct piece *v, size_t *at, int *te, int *faithful)
+{
+	int one = !has_any(n, ":\r\n") && !has_any(v, "\r\n") && !has_nul(n) && !has_nul(v);
+
+	*faithful &= one;
+	*te |= n->n == 17 && http_span_ieq(n->p, 17, "transfer-encoding");
+	if (text_put(at, n->p, n->n) || text_put(at, ": ", 2) || text_put(at, v->p, v->n) || text_put(at, "\r\n", 2))
+		*faithful = 0;
+	return one;
+}
+
 static void differ(const char *what, int rt, int rf)
 {
 	fprintf(stderr, "fields: %s: text %d (%s), fields %d (%s)\n", what, rt, rt < 0 ? weir_err_text(rt) : "ok", rf,
@@ -139,18 +154,12 @@ static void one_request(const uint8_t *d, size_t left, int open_body)
 	            text_put(&at, " HTTP/1.1\r\n", 11) == 0;
 	rf = http_request_begin_fields(&rq_f, m.p, m.n, t.p, t.n);
 	while (next_piece(&d, &left, &n) && next_piece(&d, &left, &v)) {
-		int one = !has_any(&n, ":\r\n") && !has_any(&v, "\r\n") && !has_nul(&n) && !has_nul(&v);
-
 		/* a value's leading whitespace would be an obs-fold's in text
 		 * only after a line end; inside a line it is trimmed alike */
-		faithful &= one;
-		te |= n.n == 17 && http_span_ieq(n.p, 17, "transfer-encoding");
-		if (text_put(&at, n.p, n.n) || text_put(&at, ": ", 2) || text_put(&at, v.p, v.n) || text_put(&at, "\r\n", 2))
-			faithful = 0;
+		int one = text_field(&n, &v, &at, &te, &faithful);
+
 		if (!rf)
 			rf = http_request_add_field(&rq_f, n.p, n.n, v.p, v.n);
-		else
-			(void)0;
 		if (!one && !rf)
 			differ("a field text cannot carry was taken", 0, rf);
 	}
@@ -200,12 +209,8 @@ static void one_response(const uint8_t *d, size_t left)
 	len = snprintf(text, sizeof(text), "HTTP/1.1 %d \r\n", status); /* no reason, as HTTP/2 */
 	at = (size_t)len;
 	while (next_piece(&d, &left, &n) && next_piece(&d, &left, &v)) {
-		int one = !has_any(&n, ":\r\n") && !has_any(&v, "\r\n") && !has_nul(&n) && !has_nul(&v);
+		int one = text_field(&n, &v, &at, &te, &faithful);
 
-		faithful &= one;
-		te |= n.n == 17 && http_span_ieq(n.p, 17, "transfer-encoding");
-		if (text_put(&at, n.p, n.n) || text_put(&at, ": ", 2) || text_put(&at, v.p, v.n) || text_put(&at, "\r\n", 2))
-			faithful = 0;
 		rf = http_response_field(&rs_f, n.p, n.n, v.p, v.n);
 		if (!one && !rf)
 			differ("a response field text cannot carry was taken", 0, rf);
