@@ -19,7 +19,9 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 class H2Client:
     """One HTTP/2 connection with prior knowledge (or over <sock>)."""
 
-    def __init__(self, port, sock=None, settings=None, past_goaway=False):
+    def __init__(self, port, sock=None, settings=None, past_goaway=False, sent=0):
+        """<sent>: the first bytes of the preface were already written on
+        <sock> by the caller."""
         self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=slack(5))
         cfg = h2.config.H2Configuration(client_side=True, header_encoding=None,
                                         validate_outbound_headers=False,
@@ -29,7 +31,7 @@ class H2Client:
         self.conn.initiate_connection()
         if settings:
             self.conn.update_settings(settings)
-        self.flush()
+        self.sock.sendall(self.conn.data_to_send()[sent:])
         self.responses = {}   # stream id -> {"status", "headers", "body", "ended", "reset"}
         self.goaway = None    # the error code of a GOAWAY received
         self.last_stream_id = None  # and its last stream id

@@ -9,11 +9,12 @@ python3-h2 alone (it refuses frames after one): h2util's past_goaway
 client does."""
 
 import signal
+import socket
 import threading
 import time
 
-from harness import fetch_metrics, slack, wait_until
-from h2util import H2Client
+from harness import fetch_metrics, slack, unread_by_server, wait_until
+from h2util import PREFACE, H2Client
 from test_upgrade import masters, private_binary, read_pid, start_weir  # noqa: F401 (fixtures)
 
 
@@ -115,3 +116,41 @@ def test_a_binary_upgrade_under_h2_load_loses_no_stream(weir_factory, origin, ma
     assert tally["lost"] == [], tally["lost"][:3]
     assert tally["goaways"] >= 1, tally
     assert tally["ok"] > 50 and tally["after"] > 0, tally
+
+
+def draining_lines(w):
+    return sum(1 for line in w.error_lines() if "draining" in line and "connection(s)" in line)
+
+
+def test_a_connection_whose_preface_comes_after_the_drain_gets_a_goaway(weir_factory, origin):
+    """A connection a worker accepted before its drain, whose preface it
+    reads only after: the drain found no session there to send a GOAWAY
+    to, so the session sends its own at start. Without one the client
+    would go on opening streams on the draining worker until
+    timeouts.drain cut them unanswered."""
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}],
+                     workers=1, timeouts={"drain": "20s", "client_header": "20s"})
+    sock = socket.create_connection(("127.0.0.1", w.port), timeout=slack(5))
+    try:
+        sock.sendall(PREFACE[:16])  # not an idle connection: the drain keeps it
+        wait_until(lambda: unread_by_server(w.port, sock) == 0, slack(5), interval=0.001,
+                   what="the first bytes read by the worker")
+        before = draining_lines(w)
+        w.signal(signal.SIGHUP)
+        wait_until(lambda: draining_lines(w) > before, slack(10), interval=0.005, what="the old worker draining")
+        c = H2Client(w.port, sock=sock, sent=16, past_goaway=True)
+        sid = c.request("/echo/late")
+        r = c.responses[sid]
+        deadline = time.monotonic() + slack(3)
+        while time.monotonic() < deadline and not c.closed and not (
+                c.goaway is not None and (c.last_stream_id < sid or r["ended"] or r["reset"] is not None)):
+            c.read_some(0.2)
+        assert c.goaway == 0, (c.goaway, c.closed, r)  # NO_ERROR
+        if c.last_stream_id >= sid:  # a stream taken before the GOAWAY is answered in full
+            assert r["status"] == 200 and r["ended"] and b"/echo/late" in r["body"], r
+        else:  # one above it was never started: the client may send it again
+            assert r["status"] is None and r["reset"] is None, r
+    finally:
+        sock.close()
+    m = fetch_metrics(w.stats_port)
+    assert m("weir_h2_goaways_total", code="NO_ERROR") >= 1

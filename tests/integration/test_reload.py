@@ -631,3 +631,27 @@ def test_an_idle_keepalive_connection_across_a_reload_gets_its_next_request_answ
     half_body.close()
     # new connections see the new routes
     assert which_origin(w) == "B"
+
+
+def test_an_answer_begun_before_a_drain_keeps_its_promise_of_keep_alive(weir_factory, origin):
+    """An answer whose head went out before the drain, without
+    "Connection: close", and whose body ends after it: the client, told it
+    may, sends its next request at once. That request is answered (with
+    "Connection: close"), not met with a close."""
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}],
+                     workers=1, timeouts={"drain": "20s", "client_keepalive": "60s"})
+    c = Client(w.port, timeout=10)
+    c.send(build_request("GET", "/drip/6/150", "localhost", (), None, "1.1"))
+    assert select.select([c.sock], [], [], slack(5))[0], "no answer head"  # the head is out
+    before = sum(1 for line in w.error_lines() if "draining" in line)
+    w.signal(signal.SIGHUP)
+    wait_until(lambda: sum(1 for line in w.error_lines() if "draining" in line) > before, slack(10),
+               interval=0.005, what="the old worker draining")
+    r = c.read_response(timeout=10)
+    assert r.status == 200 and r.body.count(b"tick") == 6, r
+    assert "close" not in r.connection_tokens(), r  # begun before the drain
+    r = c.request("GET", "/bytes/3", timeout=5)
+    assert r.status == 200 and r.body == b"xxx", r
+    assert "close" in r.connection_tokens(), r
+    assert c.closed_by_peer(2)
+    c.close()

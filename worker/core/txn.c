@@ -186,7 +186,9 @@ static void txn_finish(struct txn *t)
 		up_keep = 0;
 	}
 	txn_detach_upstream(t, up_keep);
-	keep = t->req.keep_alive && t->req_body_done && !t->client_close && !wk.draining;
+	/* not !wk.draining: an answer begun before the drain promised
+	 * keep-alive, and conn_next_request() gives that connection a grace */
+	keep = t->req.keep_alive && t->req_body_done && !t->client_close;
 	SHM_ADD(wk.cnt, responses[t->status / 100], 1);
 	txn_log_phase(t, t->status, t->status);
 	if (!t->req_body_done && !c->eof) {

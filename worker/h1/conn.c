@@ -212,12 +212,12 @@ static void conn_next_request(struct conn *c)
 {
 	c->state = CONN_IDLE;
 	c->close_after = 0;
-	if (wk.draining && (!c->in || buf_len(c->in) == 0)) {
-		conn_close(c);
-		return;
-	}
 	conn_release_input(c);
-	conn_set_deadline(c, worker_after(c->in ? wk.cfg->timeouts.client_header : wk.cfg->timeouts.client_keepalive));
+	/* draining: the answer just sent promised keep-alive (it was begun
+	 * before the drain), so the client may already be sending its next
+	 * request; it gets the same grace as conn_drain() gives */
+	conn_set_deadline(c, wk.draining && !c->in ? ev_now(wk.loop) + DRAIN_IDLE_GRACE
+	                     : worker_after(c->in ? wk.cfg->timeouts.client_header : wk.cfg->timeouts.client_keepalive));
 	conn_io_set(c, EV_READ);
 	if ((c->in && buf_len(c->in)) || c->readable) {
 		/* answers weir makes itself finish within this call, so a buffer

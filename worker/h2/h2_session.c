@@ -470,6 +470,11 @@ void h2_session_start(struct conn *c)
 		buf_put(c->in);
 		c->in = NULL;
 	}
+	/* accepted before the drain, its preface read after: conn_drain()
+	 * saw no session, so the GOAWAY is sent now, or the client would go
+	 * on opening streams here until timeouts.drain cut them */
+	if (wk.draining)
+		h2_session_drain(c);
 	conn_io_set(c, EV_READ);
 	h2_session_io(c, 0);
 }
