@@ -14,7 +14,9 @@
 # request was due, not when it went out. For each proxy and round it
 # prints rate.c's line; then, per proxy, the median over the rounds of
 # p99 and p99.9 in microseconds, and weir's p99 as a ratio to the better
-# peer's.
+# peer's. "direct" is the same load straight to the origin: what a proxy
+# adds is its p99 less direct's, and the last line gives that as a ratio
+# too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/bench/peerconf.sh
@@ -52,13 +54,14 @@ bench_haproxy "$W/haproxy.cfg" 4000 "127.0.0.1:18082" 127.0.0.1:19000 "  option 
 setsid nginx -c "$W/origin.conf" & PIDS+=($!)
 sleep 0.3
 declare -A P99 P999
-for p in weir nginx haproxy; do
+for p in direct weir nginx haproxy; do
 	case $p in
+	direct) PP=; PORT=19000 ;;
 	weir) setsid build/weir -c tests/bench/peers.conf >"$W/weir.out" 2>&1 & PP=$!; PORT=18080 ;;
 	nginx) setsid nginx -c "$W/nginx.conf" & PP=$!; PORT=18081 ;;
 	haproxy) setsid haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.out" 2>&1 & PP=$!; PORT=18082 ;;
 	esac
-	PIDS+=($PP)
+	[ -n "$PP" ] && PIDS+=($PP)
 	for _ in $(seq 1 50); do curl -sf -o /dev/null "http://127.0.0.1:$PORT$PATH_" && break; sleep 0.1; done
 	for r in $(seq 1 "$ROUNDS"); do
 		line=$(build/bench/rate -p "$PORT" -r "$RATE" -c "$CONNS" -d "$DUR" -u "$PATH_")
@@ -66,14 +69,14 @@ for p in weir nginx haproxy; do
 		P99[$p]="${P99[$p]:-} $(echo "$line" | sed 's/.*p99_us=\([0-9]*\).*/\1/')"
 		P999[$p]="${P999[$p]:-} $(echo "$line" | sed 's/.*p999_us=\([0-9]*\).*/\1/')"
 	done
-	kill "$PP" 2>/dev/null || true
-	sleep 0.5
+	[ -n "$PP" ] && { kill "$PP" 2>/dev/null || true; sleep 0.5; }
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 declare -A M
-for p in weir nginx haproxy; do
+for p in direct weir nginx haproxy; do
 	M[$p]=$(echo ${P99[$p]} | median)
 	echo "$p p99_us=${M[$p]} p999_us=$(echo ${P999[$p]} | median) (median of $ROUNDS at $RATE/s, $CONNS conns, $PATH_)"
 done
 best=$(( M[nginx] < M[haproxy] ? M[nginx] : M[haproxy] ))
-awk -v w="${M[weir]}" -v b="$best" 'BEGIN { printf "p99_ratio weir/best_peer=%.3f\n", w / b }'
+awk -v w="${M[weir]}" -v b="$best" -v d="${M[direct]}" \
+	'BEGIN { printf "p99_ratio weir/best_peer=%.3f added_by_proxy weir/best_peer=%.3f\n", w / b, (w - d) / (b - d) }'
