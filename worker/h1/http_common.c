@@ -168,9 +168,8 @@ static inline int field_take(struct http_head_state *st, const char *n, size_t n
 {
 	struct hdr *h;
 
-	for (const char *p = v; p < e; p++)
-		if (!http_is((unsigned char)*p, HTTP_C_VCHAR | HTTP_C_WS))
-			return WEIR_ERR(BAD_REQUEST);
+	if (!http_value_ok(v, e))
+		return WEIR_ERR(BAD_REQUEST);
 	h = &st->hdrs[st->nhdrs++];
 	h->name = n;
 	h->name_len = (uint32_t)nlen;

@@ -34,6 +34,41 @@ static inline int http_is(unsigned char c, uint8_t cls)
 	return (http_ctype[c] & cls) != 0;
 }
 
+/* 1 when none of the eight bytes at <p> is below SP or is DEL: the word
+ * tests of "Bit Twiddling Hacks" (a byte below n, for n <= 128, and a
+ * zero byte), each exact for the word as a whole. */
+static inline int http_word_plain(const char *p)
+{
+	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+	uint64_t x, d;
+
+	__builtin_memcpy(&x, p, 8);
+	d = x ^ (0x7f * ones);
+	return ((((x - 0x20 * ones) & ~x) | ((d - ones) & ~d)) & highs) == 0;
+}
+
+/*
+ * 1 when [p, e) is field-vchar and whitespace only (RFC 9110 5.5): no CTL
+ * but HTAB, no DEL. Every value of every head passes here, and a byte loop
+ * by the table costs some 5 instructions a byte, so a value of eight bytes
+ * or more goes a word at a time, its last few bytes as the word that ends
+ * at <e>. From the first word with a byte below SP (often an HTAB, which
+ * is allowed) on, the table judges a byte at a time.
+ */
+static inline int http_value_ok(const char *p, const char *e)
+{
+	if (e - p >= 8) {
+		while (e - p >= 8 && http_word_plain(p))
+			p += 8;
+		if (p == e || (e - p < 8 && http_word_plain(e - 8)))
+			return 1;
+	}
+	for (; p < e; p++)
+		if (!http_is((unsigned char)*p, HTTP_C_VCHAR | HTTP_C_WS))
+			return 0;
+	return 1;
+}
+
 /* Bytes of a request target: VCHAR (no SP, no CTL, no obs-text). */
 static inline int http_target_char(unsigned char c)
 {

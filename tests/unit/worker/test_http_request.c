@@ -509,6 +509,52 @@ static void test_bare_lf_and_bare_cr_are_refused(void)
 	CU_ASSERT_EQUAL(parse("GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n"), BAD);
 }
 
+/* A field value may hold VCHAR, obs-text, SP and HTAB, and no other byte
+ * (RFC 9110 5.5): <v>[0..len) in "X: <v>", whether the head is taken. */
+static int value_taken(const unsigned char *v, size_t len)
+{
+	char head[128];
+	size_t n = (size_t)snprintf(head, sizeof(head), "GET / HTTP/1.1\r\nHost: a\r\nX: ");
+
+	memcpy(head + n, v, len);
+	memcpy(head + n + len, "\r\n\r\n", 4);
+	return parse_n(head, n + len + 4) == 0;
+}
+
+static int value_byte_allowed(unsigned b)
+{
+	return b == '\t' || (b >= 0x20 && b != 0x7f);
+}
+
+/* The value check takes eight bytes at a time: every byte, at every place
+ * in a word and past the words, alone and after an allowed byte that
+ * sends the check to its byte loop (HTAB) or sits near a word test's
+ * edges (SP, '~', obs-text). */
+static void test_every_value_byte_is_judged_alone_and_in_company(void)
+{
+	static const unsigned char company[] = {'\t', ' ', '~', 0x80, 0xff};
+	unsigned char v[32];
+	int wrong = 0;
+
+	for (size_t len = 1; len <= 24; len++)
+		for (size_t k = 0; k < len; k++)
+			for (unsigned b = 0; b < 256; b++) {
+				memset(v, 'a', len);
+				v[k] = (unsigned char)b;
+				wrong += value_taken(v, len) != value_byte_allowed(b);
+			}
+	for (size_t k1 = 0; k1 < 16; k1++)
+		for (size_t k2 = 0; k2 < 16; k2++)
+			for (size_t c = 0; c < sizeof(company) && k1 != k2; c++)
+				for (unsigned b = 0; b < 256; b++) {
+					memset(v, 'a', 16);
+					v[k1] = company[c];
+					v[k2] = (unsigned char)b;
+					wrong += value_taken(v, 16) != value_byte_allowed(b);
+				}
+	CU_ASSERT_EQUAL(wrong, 0);
+}
+
 /* ---- Host ---------------------------------------------------------------- */
 
 static void test_http_1_1_needs_exactly_one_host(void)
@@ -987,6 +1033,8 @@ static const struct unit_test tests[] = {
 		 test_whitespace_before_the_colon_is_refused},
 		{"bare LF and bare CR are refused",
 		 test_bare_lf_and_bare_cr_are_refused},
+		{"every value byte is judged alone and in company",
+		 test_every_value_byte_is_judged_alone_and_in_company},
 		{"HTTP/1.1 needs exactly one Host",
 		 test_http_1_1_needs_exactly_one_host},
 		{"HTTP/1.0 may omit Host",
