@@ -102,6 +102,9 @@ struct config_listener {
 	 * early data, with "Early-Data: 1" upstream (RFC 8470); any other
 	 * request that arrives in early data is answered 425 Too Early */
 	int early_data;
+	/* session_tickets = N (0..8, default 1): tickets sent after each TLS
+	 * 1.3 handshake; 0 sends none and resumes none (TLS 1.2 too) */
+	int session_tickets;
 	/* proxy_protocol = true: every connection starts with a PROXY protocol
 	 * header (v1 or v2, worker/proxy_proto.h) from an L4 balancer, whose
 	 * source address becomes the client's; one without it is closed.

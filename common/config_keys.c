@@ -257,6 +257,8 @@ static const struct config_key listener_tls_keys[] = {
      .doc = "header that carries the client's subject upstream; needs `client_ca`"},
     {.name = "early_data", .type = CONFIG_KEY_BOOL, AT(struct config_listener, early_data), .def = "false",
      .doc = "accept TLS 1.3 0-RTT for bodiless GET, HEAD and OPTIONS"},
+    {.name = "session_tickets", .type = CONFIG_KEY_INT, AT(struct config_listener, session_tickets), .min = 0,
+     .max = 8, .def = "1", .doc = "session tickets sent after each TLS 1.3 handshake; 0: none, and no resumption"},
     {.name = "alpn", .type = CONFIG_KEY_STRING, AT(struct config_listener, alpn), FITS(struct config_listener, alpn),
      .def = "h2,http/1.1", .check = alpn_check,
      .doc = "protocols offered by ALPN, preferred first: `\"h2,http/1.1\"`, `\"http/1.1,h2\"`, `\"http/1.1\"`"},

@@ -908,6 +908,8 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	family(o, "weir_tls_handshakes_total", "counter",
 	       "TLS handshakes completed, by whether they resumed a session (a ticket).");
 	by_resumed(o, "weir_tls_handshakes_total", c.tls_handshakes, c.tls_resumed);
+	metric(o, "weir_tls_tickets_total", "counter",
+	       "Session tickets sealed for clients (tls.session_tickets after each TLS 1.3 handshake).", c.tls_tickets);
 	family(o, "weir_tls_handshake_failures_total", "counter", "Client TLS handshakes that failed, by reason.");
 	by_label(o, "weir_tls_handshake_failures_total", "reason", tls_fail_labels, c.tls_failures, TLS_FAIL_COUNT);
 	family(o, "weir_upstream_tls_handshakes_total", "counter",

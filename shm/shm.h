@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 27u
+#define SHM_LAYOUT_VERSION 28u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -130,6 +130,7 @@ struct shm_counters {
 	uint64_t errors[WEIR_ERR_COUNT];
 	uint64_t tls_handshakes;    /* TLS handshakes completed, resumed or not */
 	uint64_t tls_resumed;       /* of which resumed a session (ticket) */
+	uint64_t tls_tickets;       /* session tickets sealed for clients */
 	uint64_t tls_failures[TLS_FAIL_COUNT]; /* client handshakes failed, by enum tls_fail */
 	uint64_t upstream_tls_handshakes; /* TLS handshakes with upstreams completed */
 	uint64_t upstream_tls_resumed;    /* of which resumed the session offered */

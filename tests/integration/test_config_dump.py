@@ -52,7 +52,7 @@ listeners = (
   { address = "[::1]:18443"; proxy_protocol = true;
     tls = { certificates = ( { cert = "%(c)s"; key = "%(k)s"; }, { cert = "%(c2)s"; key = "%(k2)s"; } );
             client_ca = "%(d)s/ca.pem"; client_verify = "optional"; client_header = "X-Client-Subject";
-            early_data = true; }; }
+            early_data = true; session_tickets = 3; }; }
 );
 upstreams = (
   { name = "a"; keepalive = 0; servers = ( { address = "127.0.0.1:9001"; weight = 3; }, { address = "127.0.0.1:9002"; } ); },
@@ -103,7 +103,7 @@ def test_dump_is_accepted_by_t_and_is_a_fixed_point(tmp_path):
         return [l for l in text.splitlines()[1:] if "admin_token" not in l]
     assert body(again) == body(out)
     for want in ('client_header = "1500ms";', 'drain = "2m";', 'upstream_read = "90s";', 'body_size = "0";',
-                 'uri_size = "1k";', "headers = 50;", 'client_verify = "optional";', "early_data = true;",
+                 'uri_size = "1k";', "headers = 50;", 'client_verify = "optional";', "early_data = true;", "session_tickets = 3;",
                  'host = "*.example.com"; path = "/api"; upstream = "b";', 'host = "exact.example.com";',
                  '{ host = "*"; path = "/"; upstream = "a"; log = true; log_sample = "1"; upgrade = [ "websocket" ]; }',
                  'upgrade = [ "websocket", "x-chat/2" ];', 'upgrade = []; }', 'tunnel = "90m";',

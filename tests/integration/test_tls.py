@@ -244,6 +244,41 @@ def test_a_ticket_from_before_a_rotation_still_resumes(weir_factory, origin, cer
         https_get(s, "/")
 
 
+def tickets_seen(port, *args):
+    """NewSessionTicket messages one s_client connection with a request
+    receives (they come after the handshake; -ign_eof waits for the
+    answer), and whether it resumed."""
+    out = s_client(port, "-servername", "app.test", "-msg", "-ign_eof", *args,
+                   stdin=b"GET / HTTP/1.0\r\nHost: app.test\r\n\r\n")
+    assert "hello from origin" in out, out
+    return out.count(", NewSessionTicket"), "Reused, TLS" in out
+
+
+@pytest.mark.parametrize("setting, per_handshake", [("", 1), ("session_tickets = 3;", 3),
+                                                    ("session_tickets = 0;", 0)])
+def test_session_tickets_sets_the_tickets_sent_after_each_handshake(weir_factory, origin, certs, setting,
+                                                                     per_handshake):
+    w = start_tls_weir(weir_factory, origin, [certs["ec"]], workers=1, tls_extra=setting)
+    sess = os.path.join(certs["dir"], "sess.pem")
+    assert tickets_seen(w.port, "-sess_out", sess) == (per_handshake, False)
+    # a resumed handshake gets as many again; with none, s_client has no
+    # session to offer (it saves only a resumable one)
+    assert os.path.exists(sess) == (per_handshake > 0)
+    for _ in range(3):
+        assert tickets_seen(w.port, *(("-sess_in", sess) if per_handshake else ())) == \
+            (per_handshake, per_handshake > 0)
+    settle()
+    m = w.metrics()
+    assert m("weir_tls_tickets_total") == 4 * per_handshake
+    assert m("weir_tls_handshakes_total", resumed="true") == (3 if per_handshake else 0)
+    if per_handshake == 0:
+        # nor does TLS 1.2 get a ticket, or a session to resume
+        out = s_client(w.port, "-servername", "app.test", "-tls1_2", "-sess_out", sess, stdin=b"")
+        assert "TLS session ticket:" not in out, out
+        assert "Reused, TLS" not in s_client(w.port, "-servername", "app.test", "-tls1_2", "-sess_in", sess,
+                                             stdin=b"")
+
+
 def test_a_plain_listener_beside_a_tls_one_keeps_working(weir_factory, origin, certs):
     from harness import free_port, get
     plain = free_port()
