@@ -96,6 +96,7 @@ class Load:
 
     def __enter__(self):
         self.t0 = time.monotonic()
+        self.wall0 = time.time()  # the origin's log clock
         for t in self.threads:
             t.start()
         return self
@@ -292,15 +293,17 @@ def test_delay_spaces_requests_exactly_and_refuses_past_the_queue(weir_factory, 
     times = sorted(e["t"] for e in origin.requests())
     assert len(times) == ok
     gaps = [b - a for a, b in zip(times, times[1:])]
-    # the origin sees them a turn apart (its clock, with the jitter of a
-    # loaded machine: on average exactly, never in a burst). One release
-    # late makes one short gap after a long one: a fifth of them may be
-    # short, never three in a row (four requests inside 30 ms), where an
-    # unspaced load of 8 clients has nearly every gap near 0
-    assert (times[-1] - times[0]) / len(gaps) >= 0.025 * 0.97, gaps[:20]
-    short = [g < 0.010 for g in gaps]
-    assert sum(short) <= len(gaps) // 5, gaps[:40]
-    assert not any(short[i] and short[i + 1] and short[i + 2] for i in range(len(short) - 2)), gaps[:40]
+    # never ahead of the schedule: by any moment, at most one request per
+    # 25 ms since the load began, plus the burst and one for the clocks.
+    # A worker that stalls releases the requests that came due meanwhile
+    # together, as it should (the origin got nothing during the stall), so
+    # the gaps alone cannot judge a loaded machine's run
+    ahead = [(k, round(t - load.wall0, 4)) for k, t in enumerate(times) if k > 1 + 3 + 1 + (t - load.wall0) / 0.025]
+    assert not ahead, ahead[:10]
+    # and a turn apart as a rule, where an unspaced load of 8 clients has
+    # nearly every gap near 0 and a limit kept per worker half of 25 ms
+    median = sorted(gaps)[len(gaps) // 2]
+    assert 0.020 <= median <= 0.030, gaps[:40]
 
 
 @pytest.mark.parametrize("workers", [2, 4])
