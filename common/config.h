@@ -155,6 +155,10 @@ struct config_limits {
 	uint32_t header_size;  /* request line + headers, bytes: 16384 (1024..65536), 431 past it */
 	uint32_t headers;      /* header count: 100 (1..1000), 431 past it */
 	uint32_t uri_size;     /* request target: 8192 (64..header_size), 414 past it */
+	uint32_t stream_buffer; /* read buffer of a long upstream response body: 65536 (0 = the I/O
+	                         * buffer); global only. It fills the hole before body_size, so the
+	                         * route table in the shared segment (shm/route_types.h) keeps its
+	                         * layout */
 	uint64_t body_size;    /* request body: 104857600 (0 = unlimited), 413 past it */
 	uint32_t connections;  /* client connections per worker: 16384 */
 	uint32_t response_header_size; /* upstream status line + headers: 16384, 502 past it */
@@ -164,6 +168,9 @@ struct config_limits {
 	uint32_t pipe_budget;  /* body bytes a stream holds read from one side, not yet written to the
 	                        * other, per direction: 65536 (1024..16777216) */
 };
+/* route tables in the shared segment hold this struct: a change of its size
+ * is a change of the segment's layout (SHM_LAYOUT_VERSION) */
+_Static_assert(sizeof(struct config_limits) == 48, "struct config_limits keeps its layout");
 
 /*
  * timeouts = { ... } and request_limits = { ... } on an upstream group,

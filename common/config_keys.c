@@ -632,6 +632,10 @@ static const struct config_key limit_keys[] = {
      .max = UINT32_MAX, .def = "512", .doc = "bytes per second a client must take the response at; 0: no minimum"},
     {.name = "pipe_budget", .type = CONFIG_KEY_SIZE, AT(struct config_limits, pipe_budget), .min = 1024,
      .max = 16777216, .def = "64k", .doc = "body bytes a stream holds read and not yet written on, each way"},
+    /* one slab object per body streaming: 1 MiB keeps that sane */
+    {.name = "stream_buffer", .type = CONFIG_KEY_SIZE, AT(struct config_limits, stream_buffer), .min = 0,
+     .max = 1048576, .def = "64k",
+     .doc = "read buffer of an HTTP/1 upstream's response body longer than the I/O buffer; 0 or not above the I/O buffer: the I/O buffer"},
 };
 KEYSET(config_keys_limits, "limits", "in limits", limit_keys);
 

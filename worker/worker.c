@@ -296,6 +296,16 @@ static int worker_setup(const struct worker_start *ws)
 	wk.cls_body = cfg->limits.body_buffer > wk.buf_size
 	                      ? slab_add_class(&wk.slab, sizeof(struct buf) + cfg->limits.body_buffer)
 	                      : -1;
+	/* a long response body from an HTTP/1 upstream reads into this class
+	 * (held only while such a body streams, as an I/O buffer would be);
+	 * buffered request bodies of the same size share it */
+	wk.stream_size = cfg->limits.stream_buffer;
+	if (wk.stream_size <= wk.buf_size)
+		wk.cls_stream = -1;
+	else if (wk.stream_size == cfg->limits.body_buffer)
+		wk.cls_stream = wk.cls_body;
+	else
+		wk.cls_stream = slab_add_class(&wk.slab, sizeof(struct buf) + wk.stream_size);
 	h2_init(cfg);
 	h2_client_init(cfg);
 

@@ -194,6 +194,7 @@ def test_weir_refuses_to_start_on_a_bad_config_and_binds_nothing(tmp_path):
 
 @pytest.mark.parametrize("group,key,value", [
     ("limits", "body_buffer", "2m"),          # past the 1 MiB bound
+    ("limits", "stream_buffer", "2m"),        # past the 1 MiB bound
     ("limits", "client_body_rate", "fast"),
     ("limits", "client_send_rate", -1),
     ("timeouts", "rate_window", "20 parsecs"),
@@ -210,6 +211,7 @@ def test_a_bad_buffering_or_rate_value_is_reported(tmp_path, group, key, value):
 @pytest.mark.parametrize("group,key,value", [
     ("limits", "body_buffer", 0), ("limits", "client_body_rate", 0), ("timeouts", "rate_window", 0),
     ("timeouts", "request", "off"), ("timeouts", "request", "30s"), ("limits", "body_buffer", "1m"),
+    ("limits", "stream_buffer", 0), ("limits", "stream_buffer", "1m"),
 ])
 def test_buffering_and_rate_keys_take_their_off_and_edge_values(tmp_path, group, key, value):
     rc, out, err, p = check(tmp_path, good_text(tmp_path, **{group: {key: value}}))

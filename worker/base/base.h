@@ -99,7 +99,9 @@ struct worker {
 	int cls_conn, cls_txn, cls_upconn, cls_buf;
 	int cls_small[WORKER_SMALL_CLASSES]; /* buffers for heads, by size */
 	int cls_body;      /* buffered request bodies past buf_size, -1 when none */
+	int cls_stream;    /* stream buffers (limits.stream_buffer), -1 when none */
 	uint32_t buf_size; /* data bytes of one buffer */
+	uint32_t stream_size; /* data bytes of one stream buffer */
 
 	ev_io accept_io[CONFIG_MAX_LISTENERS];
 	int nlisten;
@@ -166,7 +168,8 @@ struct buf {
 	uint32_t start;
 	uint32_t end;
 	uint32_t cls; /* slab class it came from, where buf_put gives it back */
-	uint32_t pad; /* data stays 16-byte aligned, as string functions like */
+	uint32_t cap; /* data bytes it holds (the header stays 16 bytes, so data
+	               * is 16-byte aligned, as string functions like) */
 	char data[];
 };
 
@@ -191,6 +194,15 @@ int worker_deadline_early(ev_timer *tm, ev_tstamp dl);
 
 /* An I/O buffer of wk.buf_size data bytes, or NULL when the slab is out. */
 struct buf *buf_get(void);
+
+/* An empty buffer of slab class <cls>, whose objects hold <cap> data
+ * bytes, or NULL when the slab is out. */
+struct buf *buf_get_class(int cls, uint32_t cap);
+
+/* A buffer for reading a body of which <left> bytes are still to come:
+ * a stream buffer (limits.stream_buffer) when more than an I/O buffer is
+ * left and the slab has one, else an I/O buffer. NULL when the slab is out. */
+struct buf *buf_get_stream(uint64_t left);
 
 /* The smallest buffer with room for <len> data bytes (an I/O buffer when
  * no smaller class fits, NULL above wk.buf_size or when the slab is out). */

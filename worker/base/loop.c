@@ -45,27 +45,40 @@ ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags)
 	return sendmsg(fd, &mh, flags);
 }
 
-static struct buf *buf_get_class(int cls)
+struct buf *buf_get_class(int cls, uint32_t cap)
 {
 	struct buf *b = slab_alloc(&wk.slab, cls);
 	if (b) {
 		b->start = b->end = 0;
 		b->cls = (uint32_t)cls;
+		b->cap = cap;
 	}
 	return b;
 }
 
 struct buf *buf_get(void)
 {
-	return buf_get_class(wk.cls_buf);
+	return buf_get_class(wk.cls_buf, wk.buf_size);
+}
+
+struct buf *buf_get_stream(uint64_t left)
+{
+	struct buf *b;
+
+	/* held only while a long body streams, as the I/O buffer would be
+	 * (the core gives an empty one back between reads); when the slab is
+	 * out, the I/O buffer serves */
+	if (left > wk.buf_size && wk.cls_stream >= 0 && (b = buf_get_class(wk.cls_stream, wk.stream_size)))
+		return b;
+	return buf_get();
 }
 
 struct buf *buf_get_fit(uint32_t len)
 {
 	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
 		if (len <= (WORKER_SMALL_MIN << i) - sizeof(struct buf))
-			return buf_get_class(wk.cls_small[i]);
-	return len <= wk.buf_size ? buf_get_class(wk.cls_buf) : NULL;
+			return buf_get_class(wk.cls_small[i], (WORKER_SMALL_MIN << i) - (uint32_t)sizeof(struct buf));
+	return len <= wk.buf_size ? buf_get() : NULL;
 }
 
 void buf_put(struct buf *b)

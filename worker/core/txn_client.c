@@ -55,7 +55,7 @@ static int txn_body_room(struct txn *t, uint64_t need)
 		return -1;
 	if (t->body && total <= t->body_cap)
 		return 0;
-	b = !big ? buf_get() : wk.cls_body >= 0 ? slab_alloc(&wk.slab, wk.cls_body) : NULL;
+	b = !big ? buf_get() : wk.cls_body >= 0 ? buf_get_class(wk.cls_body, TXN_SET(t)->limits.body_buffer) : NULL;
 	if (!b)
 		return -1;
 	b->start = 0;

@@ -359,7 +359,7 @@ static __attribute__((noinline)) int h1_body_next_rest(struct side *s, struct bu
 
 		if (whole) {
 			/* in place: all of it fits behind what precedes it */
-			if (!in || in->start + bi->left > wk.buf_size)
+			if (!in || in->start + bi->left > in->cap)
 				return CODEC_SPLIT;
 			if (avail < bi->left)
 				return 0;
@@ -448,7 +448,7 @@ static void h1_discard(struct side_in *bi, struct buf *in)
  * moves its bytes down (what a replay would read is then gone). */
 static void h1_body_room(struct side_in *bi, struct buf *in)
 {
-	if (in && in->end == wk.buf_size && in->start > 0 && !bi->holding) {
+	if (in && in->end == in->cap && in->start > 0 && !bi->holding) {
 		buf_compact(in);
 		bi->moved = 1;
 	}
@@ -606,19 +606,41 @@ static int h1_client_recv_tls(struct upconn *u, size_t room)
 	return n == 0 ? 0 : WEIR_ERR(UPSTREAM_CLOSED);
 }
 
+/* The input buffer for the next read. A Content-Length body with more to
+ * come than an I/O buffer holds reads into a stream buffer: a 64 KiB body
+ * then moves in two reads and two writes, not five of each. It is taken
+ * when nothing of the body is buffered or handed up, so no byte moves and
+ * nothing points into the buffer it replaces (the response head's bytes
+ * in it are done with by the first body read, as when a compaction writes
+ * over them). */
+static int h1_client_in(struct side *s, struct upconn *u)
+{
+	uint64_t left = s->in.framing == HTTP_BODY_LENGTH && !s->in.eos ? s->in.left : 0;
+	struct buf *b;
+
+	if (!u->in)
+		return (u->in = buf_get_stream(left)) ? 0 : WEIR_ERR(NOMEM);
+	if (wk.cls_stream >= 0 && u->in->cap == wk.buf_size && left > wk.buf_size && !buf_len(u->in) &&
+	    !s->in.holding && (b = buf_get_stream(left))) {
+		buf_put(u->in); /* an I/O buffer again when the slab is out */
+		u->in = b;
+	}
+	return 0;
+}
+
 static int h1_client_recv(struct side *s)
 {
 	struct upconn *u = s->u;
 	ssize_t n;
 	size_t room;
 
-	if (!u->in && !(u->in = buf_get()))
+	if (h1_client_in(s, u) < 0)
 		return WEIR_ERR(NOMEM);
 	/* what the other side still has queued may point into u->in: moved
 	 * down only when nothing handed up is (a response head being parsed
 	 * starts at 0, so it never moves) */
 	h1_body_room(&s->in, u->in);
-	room = wk.buf_size - u->in->end;
+	room = u->in->cap - u->in->end;
 	if (room == 0)
 		return WEIR_EAGAIN;
 	if (u->ssl) {
@@ -718,7 +740,7 @@ static int h1_client_head_next(struct side *s, struct msg *m, const struct head_
 		http_response_init(rp, m, hi->arena, hi->max_headers, hi->max_head, (enum http_method)hi->method);
 	}
 	rc = http_response_parse(rp, u->in->data, u->in->end);
-	if (rc == WEIR_EAGAIN && u->in->end == wk.buf_size)
+	if (rc == WEIR_EAGAIN && u->in->end == u->in->cap)
 		return WEIR_ERR(UPSTREAM_BAD_RESPONSE); /* a head larger than any we take */
 	if (rc < 0)
 		return rc;

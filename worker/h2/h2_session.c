@@ -619,10 +619,8 @@ void h2_gather(nghttp2_session *ng, struct buf *out, uint32_t cap, const uint8_t
 static void h2_session_gather(struct h2_session *s)
 {
 	if (!s->out) {
-		if (!(s->out = slab_alloc(&wk.slab, cls_out)))
+		if (!(s->out = buf_get_class(cls_out, h2_out_size)))
 			return;
-		s->out->start = s->out->end = 0;
-		s->out->cls = (uint32_t)cls_out;
 	}
 	h2_gather(s->ng, s->out, h2_out_size, &s->pend, &s->pend_len, &s->in_ng);
 }

@@ -39,13 +39,7 @@ void h2_stream_init_classes(void)
 
 static struct buf *h2_in_get(void)
 {
-	struct buf *b = slab_alloc(&wk.slab, cls_in);
-
-	if (b) {
-		b->start = b->end = 0;
-		b->cls = (uint32_t)cls_in;
-	}
-	return b;
+	return buf_get_class(cls_in, H2_IN_CAP);
 }
 
 void h2_stream_wake(struct h2_stream *st, int ev)

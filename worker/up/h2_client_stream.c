@@ -25,13 +25,7 @@ void h2c_stream_init(void)
 
 static struct buf *h2c_in_get(void)
 {
-	struct buf *b = slab_alloc(&wk.slab, cls_in);
-
-	if (b) {
-		b->start = b->end = 0;
-		b->cls = (uint32_t)cls_in;
-	}
-	return b;
+	return buf_get_class(cls_in, H2C_IN_CAP);
 }
 
 void h2c_stream_wake(struct h2c_stream *st, int ev)

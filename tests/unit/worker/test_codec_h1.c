@@ -30,8 +30,12 @@ static struct upconn up;
 static int suite_init(void)
 {
 	wk.buf_size = BUFSZ;
+	wk.cls_stream = -1; /* no slab here: every body reads into inbuf */
 	inbuf = malloc(sizeof(struct buf) + BUFSZ);
-	return inbuf ? 0 : -1;
+	if (!inbuf)
+		return -1;
+	inbuf->cap = BUFSZ;
+	return 0;
 }
 
 static int suite_clean(void)

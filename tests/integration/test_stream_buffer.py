@@ -1,0 +1,139 @@
+"""limits.stream_buffer: a response body from an HTTP/1 upstream with more
+still to come than an I/O buffer holds reads into a larger buffer of its
+own slab class, swapped in when nothing of the body is in the I/O buffer,
+and given back when the body ends. Bodies are checked byte for byte, to a
+fast, a slow and an HTTP/2 client; the class's gauges show it was taken
+and given back, and that a short body never takes it."""
+
+import hashlib
+import random
+import shutil
+import subprocess
+import time
+
+from harness import Client, build_request, simple, slack, wait_until
+
+CURL = shutil.which("curl") or "/usr/bin/curl"
+STREAM = 96 * 1024  # not the body class's 64 KiB, so the class is its own
+STREAM_CLASS = STREAM + 16  # its objects: the data and the struct buf
+
+
+def body_of(n):
+    """What the origin sends for /text/N?rand=1."""
+    return random.Random(n).randbytes(n)
+
+
+def stream_class(w):
+    """{kind: bytes} of the stream buffers' slab class, once published."""
+    def got():
+        m = w.metrics()
+        g = {dict(l)["kind"]: v for (n, l), v in m.samples.items()
+             if n == "weir_slab_class_bytes" and dict(l)["size"] == str(STREAM_CLASS)}
+        return g if len(g) == 4 else None
+
+    return wait_until(got, slack(5), what="the stream class's gauges")
+
+
+def stream_weir(weir_factory, origin, **kw):
+    limits = dict({"stream_buffer": "96k"}, **kw.pop("limits", {}))
+    return simple(weir_factory, origin, workers=1, limits=limits, **kw)
+
+
+def test_a_long_body_reads_into_a_stream_buffer_and_gives_it_back(weir_factory, origin):
+    w = stream_weir(weir_factory, origin)
+    with Client(w.port, timeout=20) as c:
+        for n in (300000, 65536, 1000000):
+            r = c.request("GET", "/text/%d?rand=1" % n)
+            assert r.status == 200, r
+            assert r.get("Content-Length") == str(n)
+            assert r.body == body_of(n), n
+        # the connection is still good, and a short body follows
+        assert c.request("GET", "/bytes/3").body == b"xxx"
+
+    def taken_and_back():
+        g = stream_class(w)
+        return g if g["high_water"] >= STREAM_CLASS and g["in_use"] == 0 else None
+
+    wait_until(taken_and_back, slack(5), what="a stream buffer taken, then given back")
+
+
+def test_a_body_an_io_buffer_holds_takes_no_stream_buffer(weir_factory, origin):
+    w = stream_weir(weir_factory, origin)
+    with Client(w.port, timeout=20) as c:
+        for n in (3, 12000, 16000):
+            r = c.request("GET", "/text/%d?rand=1" % n)
+            assert r.body == body_of(n), n
+        # chunked and close-framed bodies keep the I/O buffer too
+        assert c.request("GET", "/chunked/200000").body == b"x" * 200000
+    with Client(w.port, timeout=20) as c:
+        assert c.request("GET", "/close/200000").body == b"x" * 200000
+    time.sleep(1.2)  # a tick, so the gauges are fresh
+    g = stream_class(w)
+    assert g["high_water"] == 0 and g["held"] == 0, g
+
+
+def test_a_slow_reader_gets_every_byte_from_a_stream_buffer(weir_factory, origin):
+    w = stream_weir(weir_factory, origin)
+    n = 400000
+    got = bytearray()
+    with Client(w.port, timeout=30, rcvbuf=4096) as c:
+        c.send(build_request("GET", "/text/%d?rand=1" % n))
+        time.sleep(0.3)  # weir fills what the client's window takes, then waits
+        r = c.read_response(sink=got.extend, timeout=30)
+        assert r.status == 200
+    assert bytes(got) == body_of(n)
+    g = stream_class(w)
+    assert g["high_water"] >= STREAM_CLASS, g
+
+
+def test_an_http2_client_gets_a_stream_buffered_body_byte_for_byte(weir_factory, origin):
+    w = stream_weir(weir_factory, origin)
+    n = 500000
+    p = subprocess.run([CURL, "-s", "--http2-prior-knowledge", "-w", "%{http_version}",
+                        "-o", "-", "http://127.0.0.1:%d/text/%d?rand=1" % (w.port, n)],
+                       capture_output=True, timeout=slack(30))
+    assert p.stdout[-1:] == b"2", p.stdout[-20:]
+    assert hashlib.sha256(p.stdout[:-1]).hexdigest() == hashlib.sha256(body_of(n)).hexdigest()
+    assert stream_class(w)["high_water"] >= STREAM_CLASS
+
+
+def test_stream_buffer_0_keeps_every_body_in_the_io_buffer(weir_factory, origin):
+    w = stream_weir(weir_factory, origin, limits={"stream_buffer": 0})
+    with Client(w.port, timeout=20) as c:
+        assert c.request("GET", "/text/300000?rand=1").body == body_of(300000)
+    time.sleep(1.2)
+    sizes = {dict(l)["size"] for (n, l) in w.metrics().samples if n == "weir_slab_class_bytes"}
+    assert str(STREAM_CLASS) not in sizes, sizes
+
+
+def worker_reads(w):
+    """read() calls the worker has made (/proc/PID/io syscr)."""
+    pid = w.worker_pids()[0]
+    with open("/proc/%d/io" % pid) as f:
+        return int(dict(l.split(": ") for l in f.read().splitlines())["syscr"])
+
+
+def test_a_long_body_moves_in_reads_larger_than_an_io_buffer(weir_factory, origin):
+    """Each read into a 16 KiB I/O buffer takes at most 16 KiB, so 8 MiB of
+    bodies need at least 512 reads through it (the binary before the stream
+    buffer made 519; with it taken only when the I/O buffer had been given
+    back, 310). Through the stream buffer they need 86 at the least (about
+    110 are seen); a read takes what has arrived, so allow half the I/O
+    buffer's minimum."""
+    w = stream_weir(weir_factory, origin)
+    n, count = 1 << 20, 8
+    with Client(w.port, timeout=30) as c:
+        assert c.request("GET", "/bytes/3").body == b"xxx"  # connected, pooled
+        before = worker_reads(w)
+        for _ in range(count):
+            got = [0, 0]
+
+            def sink(b):
+                got[0] += len(b)
+                got[1] += len(b) - bytes(b).count(b"x")
+
+            c.send(build_request("GET", "/big/%d" % n))
+            r = c.read_response(sink=sink, timeout=30)
+            assert r.status == 200 and got == [n, 0], (r, got)
+        reads = worker_reads(w) - before
+    assert reads < count * n // 16384 // 2, reads
