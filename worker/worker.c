@@ -248,6 +248,26 @@ static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		worker_drain_tick(ev_now(loop));
 }
 
+/* The largest limits.body_buffer a request can be given: the global one,
+ * or a group's or a route's over it. Each resolves to one of these, so
+ * their maximum bounds them all. */
+static uint32_t worker_body_buffer_max(const struct config *cfg)
+{
+	uint32_t max = cfg->limits.body_buffer;
+	struct config_timeouts tm;
+	struct config_limits l;
+
+	for (int i = 0; i < cfg->nupstreams + cfg->nroutes; i++) {
+		tm = cfg->timeouts;
+		l = cfg->limits;
+		config_overrides_apply(i < cfg->nupstreams ? &cfg->upstreams[i].over : &cfg->routes[i - cfg->nupstreams].over,
+		                       &tm, &l);
+		if (l.body_buffer > max)
+			max = l.body_buffer;
+	}
+	return max;
+}
+
 static int worker_setup(const struct worker_start *ws)
 {
 	const struct config *cfg = ws->cfg;
@@ -292,17 +312,19 @@ static int worker_setup(const struct worker_start *ws)
 		wk.cls_small[i] = slab_add_class(&wk.slab, (size_t)WORKER_SMALL_MIN << i);
 	/* a request body buffered before connecting fits in one object: a
 	 * plain buffer when it is small, this class (taken only while such a
-	 * body is held) when limits.body_buffer is larger */
-	wk.cls_body = cfg->limits.body_buffer > wk.buf_size
-	                      ? slab_add_class(&wk.slab, sizeof(struct buf) + cfg->limits.body_buffer)
-	                      : -1;
+	 * body is held) when a body_buffer is larger: the largest of the
+	 * global one and those of groups and routes */
+	wk.body_size = worker_body_buffer_max(cfg);
+	wk.cls_body = wk.body_size > wk.buf_size ? slab_add_class(&wk.slab, sizeof(struct buf) + wk.body_size) : -1;
+	if (wk.cls_body < 0)
+		wk.body_size = 0; /* every body past an I/O buffer streams */
 	/* a long response body from an HTTP/1 upstream reads into this class
 	 * (held only while such a body streams, as an I/O buffer would be);
 	 * buffered request bodies of the same size share it */
 	wk.stream_size = cfg->limits.stream_buffer;
 	if (wk.stream_size <= wk.buf_size)
 		wk.cls_stream = -1;
-	else if (wk.stream_size == cfg->limits.body_buffer)
+	else if (wk.stream_size == wk.body_size)
 		wk.cls_stream = wk.cls_body;
 	else
 		wk.cls_stream = slab_add_class(&wk.slab, sizeof(struct buf) + wk.stream_size);

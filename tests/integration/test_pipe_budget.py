@@ -8,8 +8,8 @@ import hashlib
 import os
 import subprocess
 
-from harness import WEIR_BIN, Client, chunked, render_config, slack
-from test_route_settings import with_overrides
+from harness import WEIR_BIN, Client, chunked, slack
+from test_route_settings import weir_with_override
 
 
 def sha(b):
@@ -68,19 +68,16 @@ def test_the_default_budget_never_binds_over_http1(weir_factory, origin):
 
 def test_a_route_sets_its_own_budget_and_bad_values_are_refused(weir_factory, origin):
     ups = [{"name": "a", "servers": [origin.addr]}]
-    routes = [{"host": h, "path": "/", "upstream": "a"} for h in ("big.test", "small.test")]
-    kw = dict(upstreams=ups, routes=routes, workers=1)
-    w = weir_factory(start=False, **kw)
-    w.write_raw_config(with_overrides(render_config(w.dir, w.port, w.stats_port, **kw), {
-        '{ host = "small.test"; path = "/";': 'limits = { pipe_budget = "1k"; };'}))
-    w.start()
+    w = weir_with_override(weir_factory, ups, ("big.test", "small.test"), "small.test",
+                           'limits = { pipe_budget = "1k"; };')
     with Client(w.port) as c:
         assert c.request("GET", "/bytes/50000", host="big.test").body == b"x" * 50000
         assert stalls(w, "client") == 0
         assert c.request("GET", "/bytes/50000", host="small.test").body == b"x" * 50000
         assert stalls(w, "client") >= 50000 // 1024 // 2
     # below the floor: refused by weir -t, naming the file and line
-    bad = weir_factory(start=False, limits={"pipe_budget": "512"}, **kw)
+    bad = weir_factory(start=False, limits={"pipe_budget": "512"}, upstreams=ups,
+                       routes=[{"path": "/", "upstream": "a"}])
     r = subprocess.run([WEIR_BIN, "-t", "-c", bad.conf], capture_output=True, text=True, timeout=slack(10))
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "pipe_budget" in out and "%s:" % bad.conf in out, out

@@ -5,7 +5,10 @@ its own generation's, and a request a draining worker takes after a reload
 reads the new generation's, never its fork-time config beside the new
 routes."""
 
+import hashlib
+import json
 import shutil
+import time
 
 from harness import Client, render_config, slack, unread_by_server, wait_until
 from test_server_identity import hup_counted, reloads, write_atomic
@@ -21,6 +24,18 @@ def with_overrides(text, overrides):
         assert start in text, (start, text)
         text = text.replace(start, start + " " + blocks + " ", 1)
     return text
+
+
+def weir_with_override(weir_factory, ups, hosts, host, blocks):
+    """weir with one route per host of <hosts> to group ups[0], the one for
+    <host> given <blocks> ("limits = {...};"), started."""
+    routes = [{"host": h, "path": "/", "upstream": ups[0]["name"]} for h in hosts]
+    kw = dict(upstreams=ups, routes=routes, workers=1)
+    w = weir_factory(start=False, **kw)
+    w.write_raw_config(with_overrides(render_config(w.dir, w.port, w.stats_port, **kw), {
+        '{ host = "%s"; path = "/";' % host: blocks}))
+    w.start()
+    return w
 
 
 def get_on(port, host, target, timeout=10):
@@ -133,3 +148,37 @@ def test_a_draining_worker_never_uses_a_tls_context_its_generation_does_not_desc
     # the worker writes its log lines out after the answer, as its loop turns
     wait_until(lambda: any("started before the reload" in line for line in w.error_lines()), slack(5),
                what="the old worker's 'started before the reload' line")
+
+
+def conns_to(port):
+    """Established connections whose far end is 127.0.0.1:<port>."""
+    want = "0100007F:%04X" % port
+    with open("/proc/net/tcp") as f:
+        next(f)
+        return sum(1 for line in f if line.split()[2] == want and line.split()[3] == "01")
+
+
+def test_a_route_body_buffer_above_the_global_one_holds_its_body_whole(weir_factory, origin):
+    """A route's limits.body_buffer of 1m over the global 64k: a 600,000-byte
+    body is read whole before any upstream connection is made, and arrives
+    byte for byte (the worker's body class used to be sized by the global
+    key alone, and the body overran it). A route with the global size
+    streams the same body: its upstream connection exists mid-body."""
+    ups = [{"name": "a", "servers": [origin.addr], "keepalive": 0}]  # no pooled connection to count
+    w = weir_with_override(weir_factory, ups, ("r.test", "g.test"), "r.test", 'limits = { body_buffer = "1m"; };')
+    body = bytes(range(256)) * 2343 + b"end"  # 600,011 bytes
+    for host, buffered in (("r.test", True), ("g.test", False)):
+        wait_until(lambda: conns_to(origin.port) == 0, slack(5), what="no upstream connection")
+        with Client(w.port, timeout=20) as c:
+            c.send(("POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n"
+                    % (host, len(body))).encode() + body[:400000])
+            if buffered:
+                time.sleep(0.5)
+                assert conns_to(origin.port) == 0, host
+            else:
+                wait_until(lambda: conns_to(origin.port) == 1, slack(5), what="a streaming upstream connection")
+            c.send(body[400000:])
+            r = c.read_response(timeout=20)
+        assert r.status == 200, (host, r)
+        got = json.loads(r.body)
+        assert got["body_len"] == len(body) and got["body_sha256"] == hashlib.sha256(body).hexdigest(), host

@@ -99,6 +99,7 @@ struct worker {
 	int cls_conn, cls_txn, cls_upconn, cls_buf;
 	int cls_small[WORKER_SMALL_CLASSES]; /* buffers for heads, by size */
 	int cls_body;      /* buffered request bodies past buf_size, -1 when none */
+	uint32_t body_size; /* data bytes of one such body buffer */
 	int cls_stream;    /* stream buffers (limits.stream_buffer), -1 when none */
 	uint32_t buf_size; /* data bytes of one buffer */
 	uint32_t stream_size; /* data bytes of one stream buffer */

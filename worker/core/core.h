@@ -892,7 +892,6 @@ struct txn {
 	uint32_t req_head_start; /* offset of the request head in c->in */
 	struct buf *body;        /* buffered body that did not fit behind the head
 	                          * in c->in (decoded if it came chunked) */
-	uint32_t body_cap;       /* data bytes t->body holds at most */
 	uint64_t body_in;        /* request body bytes read from the client */
 	uint64_t discarded;      /* body bytes dropped after body_discard */
 	struct txn_rate rate_in; /* the request body (limits.client_body_rate) */

@@ -16,13 +16,7 @@
 /* Gives back the buffered body. */
 void txn_body_put(struct txn *t)
 {
-	if (!t->body)
-		return;
-	if (t->body_cap > wk.buf_size)
-		slab_free(&wk.slab, wk.cls_body, t->body);
-	else
-		buf_put(t->body);
-	t->body = NULL;
+	buf_drop(&t->body);
 }
 
 /* Whether the body of <t> is to be read whole before connecting: every
@@ -53,9 +47,13 @@ static int txn_body_room(struct txn *t, uint64_t need)
 
 	if (total > TXN_SET(t)->limits.body_buffer)
 		return -1;
-	if (t->body && total <= t->body_cap)
+	if (t->body && total <= t->body->cap)
 		return 0;
-	b = !big ? buf_get() : wk.cls_body >= 0 ? buf_get_class(wk.cls_body, TXN_SET(t)->limits.body_buffer) : NULL;
+	/* a limit above any this worker's configuration set (a newer route
+	 * generation's, met while it drains) is bounded by its class */
+	if (big && total > wk.body_size)
+		return -1;
+	b = big ? buf_get_class(wk.cls_body, wk.body_size) : buf_get();
 	if (!b)
 		return -1;
 	b->start = 0;
@@ -64,7 +62,6 @@ static int txn_body_room(struct txn *t, uint64_t need)
 		memcpy(b->data, t->body->data, have);
 	txn_body_put(t);
 	t->body = b;
-	t->body_cap = big ? TXN_SET(t)->limits.body_buffer : wk.buf_size;
 	return 0;
 }
 
