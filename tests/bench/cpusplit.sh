@@ -42,6 +42,9 @@
 # instead (taskset -c I wrk -tT -c C/ncpus), their requests and CPU
 # summed, so each CPU receives its share of the connections as a NIC with
 # one queue per core would spread them. --only weir,floor runs only those.
+# floorsplice, run only when --only names it, is the floor moving response
+# bodies through a pipe with splice(2) (floor --splice): with --path /64k
+# it shows what splicing plain bodies could save on this kernel.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/bench/peerconf.sh
@@ -118,11 +121,12 @@ hz=$(getconf CLK_TCK)
 setsid nginx -c "$W/origin.conf" & OP=$!; PIDS+=($OP)
 sleep 0.3
 FLOOR=""
-for p in floor weir nginx haproxy; do
+for p in floor floorsplice weir nginx haproxy; do
 	case ",$ONLY," in *",$p,"*) ;; *) continue ;; esac
 	S=$SCHEME
 	case $p in
 	floor) setsid build/bench/floor 18083 19000 & PP=$!; PORT=18083; S=http ;;
+	floorsplice) setsid build/bench/floor --splice 18084 19000 & PP=$!; PORT=18084; S=http ;;
 	weir) setsid build/weir -c $WEIR_CONF >"$W/weir.out" 2>&1 & PP=$!; PORT=18080 ;;
 	nginx) setsid nginx -c "$W/nginx.conf" & PP=$!; PORT=18081 ;;
 	haproxy) setsid haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.out" 2>&1 & PP=$!; PORT=18082 ;;

@@ -2,7 +2,7 @@
  * floor.c: the least a keep-alive HTTP/1 proxy can do on this kernel, as a
  * yardstick for weir, nginx and HAProxy (tests/bench/cpusplit.sh).
  *
- *   floor LISTEN_PORT ORIGIN_PORT      (both on 127.0.0.1)
+ *   floor [--splice] LISTEN_PORT ORIGIN_PORT      (both on 127.0.0.1)
  *
  * Principle: one thread, one level-triggered epoll set, and for every client
  * connection one upstream connection opened when the client arrives and
@@ -12,6 +12,11 @@
  * of its head, then a count. A direction whose destination cannot take more
  * stops reading its source until it can (back-pressure), which is the one
  * piece of bookkeeping every real proxy shares.
+ *
+ * --splice moves response bodies from the origin to the client through a
+ * pipe with splice(2), never through user space: the head is read alone
+ * (its end found with MSG_PEEK), the body spliced. It shows what a proxy
+ * could save on large plain bodies by the same means.
  *
  * What it leaves out on purpose, so that it stays a floor: routing, header
  * checks and rewriting, chunked bodies, timeouts, logs, counters, TLS. A
@@ -28,11 +33,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #define BUF_SIZE (256 * 1024)
+#define PIPE_SIZE (256 * 1024)
+
+static int use_splice;
 
 struct side {
 	int fd;
@@ -53,6 +63,8 @@ struct pair {
 	int head_done;        /* the current response's head has been seen */
 	uint64_t body_left;   /* its body bytes still to come */
 	uint32_t cl_ev, up_ev; /* events armed on each side */
+	int pfd[2];            /* --splice: the body's pipe, origin to client */
+	size_t in_pipe;        /* bytes in it not yet spliced to the client */
 	int dead;              /* closed: freed after the current batch */
 	struct pair *next_dead;
 };
@@ -98,6 +110,10 @@ static void pair_free_dead(void)
 		dead = p->next_dead;
 		free(p->to_up.buf);
 		free(p->to_cl.buf);
+		if (use_splice) {
+			close(p->pfd[0]);
+			close(p->pfd[1]);
+		}
 		free(p);
 	}
 }
@@ -138,13 +154,75 @@ static int track_response(struct pair *p, const char *b, size_t n)
 	return 0;
 }
 
+/* --splice, origin to client: the body of the current response through
+ * the pair's pipe. Returns -1 when the pair must close. */
+static int relay_body(struct pair *p)
+{
+	ssize_t n;
+
+	if (p->in_pipe == 0 && p->body_left == 0) { /* an empty body: the next head */
+		p->head_done = 0;
+		return 0;
+	}
+	if (p->in_pipe == 0) {
+		n = splice(p->up.fd, NULL, p->pfd[1], NULL, p->body_left < PIPE_SIZE ? p->body_left : PIPE_SIZE,
+		           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n == 0)
+			return -1;
+		if (n < 0)
+			return errno == EAGAIN ? 0 : -1;
+		p->in_pipe = (size_t)n;
+		p->body_left -= (uint64_t)n;
+		if (p->body_left == 0)
+			p->head_done = 0;
+	}
+	n = splice(p->pfd[0], NULL, p->cl.fd, NULL, p->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	if (n < 0)
+		return errno == EAGAIN ? 0 : -1;
+	p->in_pipe -= (size_t)n;
+	return 0;
+}
+
+/* --splice: how much of what the origin has sent to read now, so that a
+ * read never takes body bytes: the head alone (found by peeking), or 0
+ * while a body is under way. */
+static size_t head_room(struct pair *p)
+{
+	char peek[4096];
+	ssize_t n;
+	const char *end;
+
+	if (p->head_done)
+		return 0;
+	n = recv(p->up.fd, peek, sizeof(peek), MSG_PEEK);
+	if (n <= 0)
+		return BUF_SIZE; /* the read sees the close or the error */
+	end = memmem(peek, (size_t)n, "\r\n\r\n", 4);
+	return end ? (size_t)(end + 4 - peek) : BUF_SIZE;
+}
+
 /* Moves bytes from <src> into <q> and on to <dst> as far as they go.
  * Returns -1 when the pair must close. */
 static int relay(struct pair *p, struct side *src, struct side *dst, struct pipe *q)
 {
 	ssize_t n;
 
-	if (q->len == q->off) {
+	if (use_splice && src->is_up && q->len == q->off) {
+		size_t room;
+
+		if (p->head_done || p->in_pipe)
+			return relay_body(p);
+		room = head_room(p);
+		n = read(src->fd, q->buf, room);
+		if (n == 0)
+			return -1;
+		if (n < 0)
+			return errno == EAGAIN ? 0 : -1;
+		if (track_response(p, q->buf, (size_t)n) < 0)
+			return -1;
+		q->off = 0;
+		q->len = (size_t)n;
+	} else if (q->len == q->off) {
 		n = read(src->fd, q->buf, BUF_SIZE);
 		if (n == 0)
 			return -1;
@@ -172,7 +250,7 @@ static void pair_arm(struct pair *p)
 		cl |= EPOLLIN;
 	else
 		up |= EPOLLOUT;
-	if (p->to_cl.off == p->to_cl.len)
+	if (p->to_cl.off == p->to_cl.len && p->in_pipe == 0)
 		up |= EPOLLIN;
 	else
 		cl |= EPOLLOUT;
@@ -192,6 +270,8 @@ static void on_accept(int lfd)
 		p = calloc(1, sizeof(*p));
 		p->to_up.buf = malloc(BUF_SIZE);
 		p->to_cl.buf = malloc(BUF_SIZE);
+		if (use_splice && (pipe2(p->pfd, O_NONBLOCK) < 0 || fcntl(p->pfd[0], F_SETPIPE_SZ, PIPE_SIZE) < 0))
+			die("pipe");
 		p->cl = (struct side){.fd = fd, .p = p};
 		p->up = (struct side){.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), .p = p, .is_up = 1};
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -219,8 +299,16 @@ int main(int argc, char **argv)
 	int lfd, one = 1;
 	static int lmark;
 
+	/* a client gone mid-body must close its pair, not end the floor:
+	 * splice(2) has no MSG_NOSIGNAL */
+	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1 && strcmp(argv[1], "--splice") == 0) {
+		use_splice = 1;
+		argv++;
+		argc--;
+	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: floor LISTEN_PORT ORIGIN_PORT\n");
+		fprintf(stderr, "usage: floor [--splice] LISTEN_PORT ORIGIN_PORT\n");
 		return 2;
 	}
 	sa.sin_port = htons((uint16_t)atoi(argv[1]));
