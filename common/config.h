@@ -156,9 +156,7 @@ struct config_limits {
 	uint32_t headers;      /* header count: 100 (1..1000), 431 past it */
 	uint32_t uri_size;     /* request target: 8192 (64..header_size), 414 past it */
 	uint32_t stream_buffer; /* read buffer of a long upstream response body: 65536 (0 = the I/O
-	                         * buffer); global only. It fills the hole before body_size, so the
-	                         * route table in the shared segment (shm/route_types.h) keeps its
-	                         * layout */
+	                         * buffer); global only */
 	uint64_t body_size;    /* request body: 104857600 (0 = unlimited), 413 past it */
 	uint32_t connections;  /* client connections per worker: 16384 */
 	uint32_t response_header_size; /* upstream status line + headers: 16384, 502 past it */
@@ -167,10 +165,11 @@ struct config_limits {
 	uint32_t client_send_rate; /* response bytes/s the client takes at least: 512 (0 = off), cut */
 	uint32_t pipe_budget;  /* body bytes a stream holds read from one side, not yet written to the
 	                        * other, per direction: 65536 (1024..16777216) */
+	uint32_t stream_buffers; /* stream buffers a worker holds at once: 1024 (0 = none); global only */
 };
 /* route tables in the shared segment hold this struct: a change of its size
  * is a change of the segment's layout (SHM_LAYOUT_VERSION) */
-_Static_assert(sizeof(struct config_limits) == 48, "struct config_limits keeps its layout");
+_Static_assert(sizeof(struct config_limits) == 56, "struct config_limits keeps its layout");
 
 /*
  * timeouts = { ... } and request_limits = { ... } on an upstream group,

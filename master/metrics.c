@@ -836,6 +836,13 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               "weir_pipe_budget_stalls_total{direction=\"upstream\"} %llu\n"
 	               "weir_pipe_budget_stalls_total{direction=\"client\"} %llu\n",
 	               (unsigned long long)c.pipe_stalls[0], (unsigned long long)c.pipe_stalls[1]);
+	family(o, "weir_stream_buffers_total", "counter",
+	       "Reads of a long response body that asked for a stream buffer (limits.stream_buffer): taken, or "
+	       "refused (limits.stream_buffers held already, or no memory) and read into the I/O buffer.");
+	textbuf_printf(o,
+	               "weir_stream_buffers_total{result=\"taken\"} %llu\n"
+	               "weir_stream_buffers_total{result=\"refused\"} %llu\n",
+	               (unsigned long long)c.stream_buffers[0], (unsigned long long)c.stream_buffers[1]);
 	family(o, "weir_tunnels_closed_total", "counter", "Tunnels ended, by what ended them.");
 	by_label(o, "weir_tunnels_closed_total", "by", tunnel_end_labels, c.tunnels_closed, TUNNEL_END_COUNT);
 	metric(o, "weir_h2_connections_total", "counter", "HTTP/2 client connections.", c.h2_sessions_total);

@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 28u
+#define SHM_LAYOUT_VERSION 29u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -154,6 +154,7 @@ struct shm_counters {
 	uint64_t hash_skips;
 	uint64_t hash_bounded_walks;
 	uint64_t pipe_stalls[2];          /* body spans held back by a stream's pipe_budget: [0] request, [1] response */
+	uint64_t stream_buffers[2];       /* limits.stream_buffer: [0] taken, [1] not (stream_buffers held, or no memory) */
 	uint64_t h2_sessions_total;       /* HTTP/2 connections (worker/h2/h2.h) */
 	uint64_t h2_streams_total;        /* HTTP/2 streams opened by clients */
 	uint64_t h2_rst_recv[H2_CODES];   /* RST_STREAM from clients, by error code (last: other) */

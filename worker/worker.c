@@ -322,7 +322,8 @@ static int worker_setup(const struct worker_start *ws)
 	 * (held only while such a body streams, as an I/O buffer would be);
 	 * buffered request bodies of the same size share it */
 	wk.stream_size = cfg->limits.stream_buffer;
-	if (wk.stream_size <= wk.buf_size)
+	wk.stream_max = cfg->limits.stream_buffers;
+	if (wk.stream_size <= wk.buf_size || wk.stream_max == 0)
 		wk.cls_stream = -1;
 	else if (wk.stream_size == wk.body_size)
 		wk.cls_stream = wk.cls_body;

@@ -137,3 +137,39 @@ def test_a_long_body_moves_in_reads_larger_than_an_io_buffer(weir_factory, origi
             assert r.status == 200 and got == [n, 0], (r, got)
         reads = worker_reads(w) - before
     assert reads < count * n // 16384 // 2, reads
+
+
+def test_stream_buffers_bounds_what_slow_readers_hold(weir_factory, origin):
+    """limits.stream_buffers = 1: a client that does not read holds the one
+    stream buffer once its socket is full; a second such client reads
+    through the I/O buffer (counted as refused); both bodies then arrive
+    whole, and the buffer goes back."""
+    w = stream_weir(weir_factory, origin, limits={"stream_buffers": 1},
+                    timeouts={"upstream_read": "30s", "client_send": "30s"})
+    n = 8 << 20  # more than the kernel's socket buffers take for a client that does not read
+    clients = []
+    try:
+        for k in range(2):
+            c = Client(w.port, timeout=30, rcvbuf=4096)
+            clients.append(c)
+            c.send(build_request("GET", "/big/%d" % n))
+            if k == 0:
+                wait_until(lambda: stream_class(w)["in_use"] >= STREAM_CLASS, slack(10),
+                           what="the first client holding the stream buffer")
+        m = wait_until(lambda: (lambda m: m if m.get("weir_stream_buffers_total", result="refused") else None)(
+            w.metrics()), slack(10), what="a refused stream buffer")
+        assert m.get("weir_stream_buffers_total", result="taken") >= 1
+        assert stream_class(w)["in_use"] == STREAM_CLASS  # one object, never two
+        for c in clients:
+            got = [0, 0]
+
+            def sink(b, got=got):
+                got[0] += len(b)
+                got[1] += len(b) - bytes(b).count(b"x")
+
+            r = c.read_response(sink=sink, timeout=60)
+            assert r.status == 200 and got == [n, 0], got
+    finally:
+        for c in clients:
+            c.close()
+    wait_until(lambda: stream_class(w)["in_use"] == 0, slack(5), what="the stream buffer given back")

@@ -103,6 +103,7 @@ struct worker {
 	int cls_stream;    /* stream buffers (limits.stream_buffer), -1 when none */
 	uint32_t buf_size; /* data bytes of one buffer */
 	uint32_t stream_size; /* data bytes of one stream buffer */
+	uint32_t stream_max;  /* stream buffers it may hold at once */
 
 	ev_io accept_io[CONFIG_MAX_LISTENERS];
 	int nlisten;
@@ -200,9 +201,14 @@ struct buf *buf_get(void);
  * bytes, or NULL when the slab is out. */
 struct buf *buf_get_class(int cls, uint32_t cap);
 
-/* A buffer for reading a body of which <left> bytes are still to come:
- * a stream buffer (limits.stream_buffer) when more than an I/O buffer is
- * left and the slab has one, else an I/O buffer. NULL when the slab is out. */
+/* A stream buffer (limits.stream_buffer) for reading a body of which
+ * <left> bytes are still to come, when more than an I/O buffer is left,
+ * fewer than limits.stream_buffers are held and the slab has one; else
+ * NULL. Counted either way (weir_stream_buffers_total). */
+struct buf *buf_take_stream(uint64_t left);
+
+/* buf_take_stream(), or an I/O buffer in its place. NULL when the slab
+ * is out. */
 struct buf *buf_get_stream(uint64_t left);
 
 /* The smallest buffer with room for <len> data bytes (an I/O buffer when

@@ -61,16 +61,31 @@ struct buf *buf_get(void)
 	return buf_get_class(wk.cls_buf, wk.buf_size);
 }
 
-struct buf *buf_get_stream(uint64_t left)
+struct buf *buf_take_stream(uint64_t left)
 {
 	struct buf *b;
 
 	/* held only while a long body streams, as the I/O buffer would be
-	 * (the core gives an empty one back between reads); when the slab is
-	 * out, the I/O buffer serves */
-	if (left > wk.buf_size && wk.cls_stream >= 0 && (b = buf_get_class(wk.cls_stream, wk.stream_size)))
+	 * (the core gives an empty one back between reads); none past
+	 * limits.stream_buffers (slow clients each holding one, say) or when
+	 * the slab is out. The counters are plain stores to this worker's
+	 * own slot: no atomic read-modify-write */
+	if (left <= wk.buf_size || wk.cls_stream < 0)
+		return NULL;
+	if (wk.slab.classes[wk.cls_stream].in_use < wk.stream_max &&
+	    (b = buf_get_class(wk.cls_stream, wk.stream_size))) {
+		SHM_ADD(wk.cnt, stream_buffers[0], 1);
 		return b;
-	return buf_get();
+	}
+	SHM_ADD(wk.cnt, stream_buffers[1], 1);
+	return NULL;
+}
+
+struct buf *buf_get_stream(uint64_t left)
+{
+	struct buf *b = buf_take_stream(left);
+
+	return b ? b : buf_get();
 }
 
 struct buf *buf_get_fit(uint32_t len)

@@ -620,9 +620,9 @@ static int h1_client_in(struct side *s, struct upconn *u)
 
 	if (!u->in)
 		return (u->in = buf_get_stream(left)) ? 0 : WEIR_ERR(NOMEM);
-	if (wk.cls_stream >= 0 && u->in->cap == wk.buf_size && left > wk.buf_size && !buf_len(u->in) &&
-	    !s->in.holding && (b = buf_get_stream(left))) {
-		buf_put(u->in); /* an I/O buffer again when the slab is out */
+	if (u->in->cap == wk.buf_size && left > wk.buf_size && !buf_len(u->in) && !s->in.holding &&
+	    (b = buf_take_stream(left))) {
+		buf_put(u->in);
 		u->in = b;
 	}
 	return 0;
