@@ -453,9 +453,9 @@ static void conn_answer_fields(struct answer *a, const struct answer *given, con
 		answer_add(a, "Content-Type", "text/plain", 10);
 		answer_length(a, (uint64_t)n);
 		if (rc == WEIR_ERR(BREAKER_OPEN) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY)) {
-			static char ra[12]; /* copied by the codec before the next answer */
+			static char ra[20]; /* copied by the codec before the next answer */
 
-			answer_add(a, "Retry-After", ra, (size_t)snprintf(ra, sizeof(ra), "%u", breaker_retry_secs()));
+			answer_add(a, "Retry-After", ra, worker_u64_text(ra, breaker_retry_secs()));
 		}
 		a->body = body;
 		a->body_len = (uint32_t)n;
