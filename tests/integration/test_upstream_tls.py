@@ -9,6 +9,7 @@ and a leaf for api.internal; a second, unrelated CA for the wrong-CA
 cases."""
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ from harness import (Client, can_connect, free_port, settle, slack, wait_until, 
 from pki import make_ca, make_leaf, san
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+BIG = random.Random(7).randbytes(1000000)  # the TLS origin's /big
 
 pytestmark = pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed")
 
@@ -44,6 +46,8 @@ class TlsOrigin:
         os.makedirs(d, exist_ok=True)
         self.port = free_port()
         self.errlog = os.path.join(d, "nginx-error.log")
+        with open(os.path.join(d, "big.bin"), "wb") as f:
+            f.write(BIG)
         conf = os.path.join(d, "nginx.conf")
         with open(conf, "w") as f:
             f.write("""
@@ -70,6 +74,7 @@ http {
             default_type text/plain;
             return 200 "hello tls sni=$ssl_server_name reused=$ssl_session_reused alpn=$ssl_alpn_protocol\\n";
         }
+        location = /big { alias %(d)s/big.bin; }
     }
 }
 """ % {"d": d, "port": self.port, "cert": pki["cert"], "key": pki["key"]})
@@ -133,6 +138,26 @@ def test_a_tls_origin_answers_through_weir_with_the_configured_sni_and_alpn(weir
     m = w.metrics()
     assert m("weir_upstream_tls_handshakes_total", resumed="false") == 1
     assert m.error("upstream_tls") == 0
+
+
+def test_a_long_body_from_a_tls_origin_arrives_whole_through_the_stream_buffer(weir_factory, tls_origin, pki):
+    """1 MB from the TLS origin, read record by record into a stream buffer
+    (limits.stream_buffer): byte for byte to a fast and a slow client, on
+    one kept upstream connection."""
+    w = tls_weir(weir_factory, tls_origin, verified(pki))
+    with Client(w.port, timeout=20) as c:
+        for _ in range(3):
+            r = c.request("GET", "/big")
+            assert r.status == 200 and r.body == BIG
+    got = bytearray()
+    with Client(w.port, timeout=30, rcvbuf=4096) as c:
+        c.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.3)  # weir fills what the window takes, then waits on it
+        r = c.read_response(sink=got.extend, timeout=30)
+    assert r.status == 200 and bytes(got) == BIG
+    m = w.metrics()
+    assert m.get("weir_stream_buffers_total", result="taken") >= 4, m.text
+    assert m.get("weir_upstream_tls_handshakes_total", resumed="false") == 1
 
 
 def test_a_certificate_from_another_ca_is_refused_with_502_counted_and_logged(weir_factory, tls_origin, pki):
