@@ -565,6 +565,7 @@ const struct codec_ops h1_server_codec = {
 	.name = "http/1.1 server",
 	.response_head = h1_server_response_head,
 	.answer = h1_server_answer,
+	.canned = conn_answer_canned,
 	.interim = h1_server_interim,
 	.queue_head = h1_queue_head,
 	.send_body = h1_send_body,

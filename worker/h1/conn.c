@@ -466,6 +466,16 @@ static void conn_answer_fields(struct answer *a, const struct answer *given, con
 		answer_add(a, "X-Request-Id", id, id_len);
 }
 
+void conn_answer_canned(struct conn *c, int rc, int status, int close)
+{
+	int breaker = rc == WEIR_ERR(BREAKER_OPEN) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY);
+
+	/* HTTP/1's own texts, formatted once */
+	c->answer = conn_canned(status, breaker ? (int)breaker_retry_secs() : -1, close, &c->answer_len);
+	if (c->txn)
+		conn_answer_id(c, c->txn);
+}
+
 void conn_answer_error(struct conn *c, int rc, int close)
 {
 	conn_answer_with(c, rc, close, NULL);
@@ -497,7 +507,7 @@ void conn_answer_with(struct conn *c, int rc, int close, const struct answer *a)
 	if (wk.draining)
 		close = 1;
 	SHM_ADD(wk.cnt, responses[status / 100], 1);
-	if (c->codec != &h1_server_codec || a || grpc_request(t)) {
+	if (!c->codec->canned || a || grpc_request(t)) {
 		struct answer_field f[16];
 		struct answer x = {.f = f, .cap = 16};
 		char body[64];
@@ -508,20 +518,14 @@ void conn_answer_with(struct conn *c, int rc, int close, const struct answer *a)
 			c->answer_buf = b;
 			c->answer = b ? b->data : NULL;
 			c->answer_len = b ? b->end : 0;
-		} else if (c->codec != &h1_server_codec) {
+		} else if (!c->codec->canned) {
 			conn_close(c); /* nothing could be sent: the stream is reset */
 			return;
 		}
 	}
-	if (!c->answer_buf && c->codec == &h1_server_codec) {
-		/* HTTP/1's fast path, and its answer without memory: its own
-		 * texts, formatted once */
-		int breaker = rc == WEIR_ERR(BREAKER_OPEN) || rc == WEIR_ERR(ADAPTIVE_CONCURRENCY);
-
-		c->answer = conn_canned(status, breaker ? (int)breaker_retry_secs() : -1, close, &c->answer_len);
-		if (t)
-			conn_answer_id(c, t);
-	}
+	/* the codec's fast path, and its answer without memory */
+	if (!c->answer_buf && c->codec->canned)
+		c->codec->canned(c, rc, status, close);
 	if (t)
 		txn_free(t);
 	c->close_after = (uint8_t)close;

@@ -191,6 +191,13 @@ struct codec_ops {
 	 * NULL), a body-less one (a gRPC trailers-only answer) as one HEADERS
 	 * that ends the stream. 0, or an error (nothing was sent). */
 	int (*answer)(struct conn *c, const struct answer *a, struct buf **text);
+	/* Server codecs, optional: the canned answer to failure <rc> (status
+	 * <status>, closing after it with <close>) in a text the codec keeps
+	 * formatted, set as c->answer and c->answer_len for conn.c to write
+	 * (or c->answer_buf, when the request id made a copy): HTTP/1's fast
+	 * path for a flood of errors, and its answer when answer() finds no
+	 * memory. NULL: every answer goes through answer(). */
+	void (*canned)(struct conn *c, int rc, int status, int close);
 	/* Server codecs: the interim answer <status> (a 100 Continue) to the
 	 * client of <c>, at once (HTTP/2: a HEADERS of its own). 0, or -1
 	 * when the connection is gone. */
@@ -500,6 +507,9 @@ void conn_answer_error(struct conn *c, int rc, int close);
  * X-Request-Id are added here, and the client's codec sends it (its
  * answer op; HTTP/1 has texts of its own for the canned ones). */
 void conn_answer_with(struct conn *c, int rc, int close, const struct answer *a);
+
+/* The HTTP/1 server codec's canned op (codec_ops.canned). */
+void conn_answer_canned(struct conn *c, int rc, int status, int close);
 
 /* The request in flight has ended: with <keep> the connection waits for the
  * next request (which may already be buffered), otherwise it closes. */

@@ -599,6 +599,7 @@ static void h2_codec_init(void)
 	h2_codec = h1_server_codec;
 	h2_codec.name = "h2 server";
 	h2_codec.answer = h2_answer;
+	h2_codec.canned = NULL; /* every answer is HEADERS from answer() */
 	h2_codec.interim = h2_interim;
 	h2_codec.recv = h2_codec_recv;
 	h2_codec.body_start = h2_body_start;
