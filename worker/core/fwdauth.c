@@ -394,7 +394,7 @@ static int fa_answer(struct txn *t, int eof)
 	arena_init(&a, fa.mem, sizeof fa.mem);
 	http_response_init(&fa.p, &fa.m, &a, 64, wk.buf_size / 2, t->req.method_id);
 	rc = http_response_parse(&fa.p, p, len);
-	if (rc == WEIR_EAGAIN && !eof && len < wk.buf_size)
+	if (rc == WEIR_EAGAIN && !eof && len < u->in->cap)
 		return 0;
 	if (rc < 0) {
 		fa_fail(t, AUTH_R_FWD_STATUS, WEIR_ERR(FWD_AUTH_FAILED), "an invalid or cut answer");
@@ -538,7 +538,7 @@ static void fa_step(struct txn *t)
 		return;
 	}
 	for (;;) {
-		ssize_t n = recv(u->io.fd, u->in->data + u->in->end, wk.buf_size - u->in->end, MSG_DONTWAIT);
+		ssize_t n = recv(u->io.fd, u->in->data + u->in->end, u->in->cap - u->in->end, MSG_DONTWAIT);
 
 		if (n < 0 && errno == EAGAIN)
 			return;
@@ -551,7 +551,7 @@ static void fa_step(struct txn *t)
 		u->in->end += (uint32_t)n;
 		if (fa_answer(t, n == 0))
 			return;
-		if (u->in->end == wk.buf_size) {
+		if (u->in->end == u->in->cap) {
 			fa_fail(t, AUTH_R_FWD_STATUS, WEIR_ERR(FWD_AUTH_FAILED), "an answer over a buffer");
 			return;
 		}

@@ -892,7 +892,7 @@ void txn_pump(struct txn *t)
 		want_client_read = txn_discard_client(t);
 	else if (!t->req_body_done && !t->up.q.count)
 		want_client_read = 1; /* more request body */
-	else if (t->req_body_done && !c->eof && (!c->in || c->in->end < wk.buf_size))
+	else if (t->req_body_done && !c->eof && (!c->in || c->in->end < c->in->cap))
 		want_client_read = 1; /* pipelined requests or the client's close */
 	if (want_client_read && c->readable && t->req_body_done) {
 		/* bytes past this request: keep them for later, note the close */

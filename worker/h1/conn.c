@@ -137,7 +137,7 @@ int conn_read(struct conn *c)
 
 	if (!c->in && !(c->in = buf_get()))
 		return WEIR_ERR(NOMEM);
-	room = wk.buf_size - c->in->end;
+	room = c->in->cap - c->in->end;
 	if (room == 0)
 		return WEIR_EAGAIN;
 	for (;;) {
@@ -606,7 +606,7 @@ static void conn_on_head(struct conn *c)
 				conn_answer_error(c, rc, 1);
 				return;
 			}
-			if (c->in->end == wk.buf_size) {
+			if (c->in->end == c->in->cap) {
 				conn_answer_error(c, WEIR_ERR(HEADERS_TOO_LARGE), 1);
 				return;
 			}

@@ -199,7 +199,7 @@ int h2_ws_recv(struct side *s)
 
 		if (!c->in && !(c->in = buf_get()))
 			return WEIR_ERR(NOMEM);
-		room = wk.buf_size - c->in->end;
+		room = c->in->cap - c->in->end;
 		if (n > room)
 			n = room;
 		memcpy(c->in->data + c->in->end, b->data + b->start, n);

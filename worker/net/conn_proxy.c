@@ -58,7 +58,7 @@ int conn_proxy_read(struct conn *c)
 	for (;;) {
 		/* c->in holds header bytes only, from its start */
 		uint32_t have = c->in->end, took;
-		size_t room = (peek ? PROXY_PROTO_MAX : wk.buf_size) - have;
+		size_t room = (peek ? PROXY_PROTO_MAX : c->in->cap) - have;
 		ssize_t n = recv(c->io.fd, c->in->data + have, room, peek ? MSG_PEEK : 0);
 		int rc;
 
@@ -96,7 +96,7 @@ int conn_proxy_read(struct conn *c)
 		c->readable = 1;
 	} else {
 		c->in->start = pp.len; /* the rest is the first request's */
-		c->readable = c->in->end == wk.buf_size;
+		c->readable = c->in->end == c->in->cap;
 	}
 	if (!pp.local && inet_ntop(pp.family, pp.src, c->peer, sizeof(c->peer)))
 		c->peer_len = (uint8_t)strlen(c->peer);

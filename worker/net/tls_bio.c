@@ -51,7 +51,7 @@ static int tls_bio_read(BIO *b, char *out, int len)
 		/* no buffer to spare: read what was asked, as a plain BIO */
 		if (len >= TLS_BIO_DIRECT || !(in = buf_get()))
 			return tls_bio_result(b, read(s->fd, out, (size_t)len), 1);
-		n = read(s->fd, in->data, wk.buf_size);
+		n = read(s->fd, in->data, in->cap);
 		if (n <= 0) {
 			buf_put(in);
 			return tls_bio_result(b, n, 1);
