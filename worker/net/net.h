@@ -357,7 +357,15 @@ static inline size_t tls_gather(const struct iovec *iov, int cnt, char *buf, siz
  * pipelined records) and serves BoringSSL's calls from it. The buffer is
  * taken from the slab only while it holds bytes, so an idle connection
  * keeps none. A large record body, asked for whole, is read straight into
- * BoringSSL's buffer with no copy. Writes go to the socket as they come.
+ * BoringSSL's buffer with no copy.
+ *
+ * Writes of up to a record go to the socket as they come. A longer write
+ * (tls_sendv) is sealed record by record into a seal buffer taken from the
+ * slab and leaves in one write(2), where BoringSSL alone would make one
+ * per 16 KiB record. What the socket does not take stays in the BIO and
+ * goes first, before any other byte, when the socket has room; plaintext
+ * is told written only once its record has wholly left, so the caller's
+ * contract is write(2)'s: bytes not taken are passed again.
  *
  * Because bytes can wait in the BIO that no readiness event will announce,
  * a reader that finds the socket "drained" must also ask tls_bio_pending().
@@ -374,6 +382,24 @@ int tls_bio_attach(SSL *ssl, int fd);
 /* 1 when <ssl> has bytes no event will announce: read ahead into its BIO,
  * or held by BoringSSL (decrypted, or part of a record). */
 int tls_bio_pending(const SSL *ssl);
+
+/* 1 when sealed records of <ssl> wait for the socket, or have left
+ * without being told: the next write must be tls_bio_settle(). */
+int tls_bio_owed(const SSL *ssl);
+
+/* Writes the sealed records still waiting. Returns the plaintext now wholly
+ * out (at most <total>, the bytes the caller passes again), or -1 with
+ * errno (EAGAIN when the socket is full). */
+ssize_t tls_bio_settle(SSL *ssl, size_t total);
+
+/* Seals the <total> bytes of <iov> (more than a record) into at most five
+ * records and writes them at once. Returns the plaintext wholly out (> 0),
+ * or -1 with errno (EAGAIN: none wholly out yet; the caller waits for
+ * EV_WRITE and passes the same bytes again), or 0 when nothing was sealed:
+ * then *sslrc is SSL_write's result for SSL_get_error(), or 1 when no
+ * seal buffer could be had (past limits.stream_buffers, or the slab is
+ * out) and the caller writes a record at a time. */
+ssize_t tls_sendv(SSL *ssl, const struct iovec *iov, int cnt, size_t total, int *sslrc);
 
 /* ==== proxy_proto ==== */
 /*

@@ -18,12 +18,30 @@
  * size one more read(2) per record is small beside the record's cost. */
 #define TLS_BIO_DIRECT 4096
 
+/* Records one write(2) of a seal buffer carries, and the room each needs
+ * beyond its plaintext (TLS 1.2's GCM nonce and tag with the header is 29,
+ * TLS 1.3's 22; the rest is for a handshake message BoringSSL may send
+ * before the first record, a session ticket say). Five records hold the
+ * 64 KiB a stream buffer reads and the head beside it, or HTTP/2's
+ * gathered write (H2_OUT_MIN). */
+#define TLS_SEAL_RECORDS 5
+#define TLS_SEAL_SLACK 64
+#define TLS_SEAL_CAP (TLS_SEAL_RECORDS * (TLS_GATHER_MAX + TLS_SEAL_SLACK))
+
 struct tls_bio {
 	int fd;
-	struct buf *in; /* read ahead, not yet given to BoringSSL; NULL if none */
+	uint8_t corked;   /* writes go into <out>, not to the socket */
+	uint8_t nrec;     /* records sealed into <out> ... */
+	uint8_t first;    /* ... and the first not yet told written */
+	struct buf *in;   /* read ahead, not yet given to BoringSSL; NULL if none */
+	struct buf *out;  /* sealed records not yet written; NULL if none */
+	uint32_t ready;   /* plaintext of records written, not yet told */
+	uint32_t rec_end[TLS_SEAL_RECORDS + 1]; /* where each record ends in <out> */
+	uint32_t rec_len[TLS_SEAL_RECORDS + 1]; /* and the plaintext it carries */
 };
 
 static BIO_METHOD *tls_bio_method;
+static int cls_seal = -1; /* seal buffers, TLS_SEAL_CAP bytes */
 
 static int tls_bio_result(BIO *b, ssize_t n, int reading)
 {
@@ -69,11 +87,64 @@ static int tls_bio_read(BIO *b, char *out, int len)
 	return (int)take;
 }
 
+/* Writes what <s>'s seal buffer holds; moves the plaintext of each record
+ * now wholly written into s->ready. 1 when the buffer is empty (and
+ * given back once every record is told), 0 when the socket is full, -1 on
+ * a socket error (errno). */
+static int tls_bio_drain(struct tls_bio *s)
+{
+	struct buf *o = s->out;
+	int rc = 1;
+
+	while (buf_len(o)) {
+		ssize_t n = write(s->fd, o->data + o->start, buf_len(o));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = errno == EAGAIN ? 0 : -1;
+			break;
+		}
+		o->start += (uint32_t)n;
+	}
+	while (s->first < s->nrec && s->rec_end[s->first] <= o->start)
+		s->ready += s->rec_len[s->first++];
+	if (rc == 1 && s->first == s->nrec) {
+		buf_put(o);
+		s->out = NULL;
+		s->nrec = s->first = 0;
+	}
+	return rc;
+}
+
 static int tls_bio_write(BIO *b, const char *p, int len)
 {
 	struct tls_bio *s = BIO_get_data(b);
+	struct buf *o = s->out;
 
 	BIO_clear_retry_flags(b);
+	if (s->corked) {
+		if (o->cap - o->end < (uint32_t)len) {
+			/* BoringSSL keeps the record and is retried with the
+			 * same bytes once this buffer is out (tls_sendv) */
+			BIO_set_retry_write(b);
+			return -1;
+		}
+		memcpy(o->data + o->end, p, (size_t)len);
+		o->end += (uint32_t)len;
+		return len;
+	}
+	/* sealed records first, whoever writes now (an alert, a KeyUpdate
+	 * answer): the byte order on the wire is the order of sealing */
+	if (o && buf_len(o)) {
+		int rc = tls_bio_drain(s);
+
+		if (rc <= 0) {
+			if (rc == 0)
+				BIO_set_retry_write(b);
+			return -1;
+		}
+	}
 	return tls_bio_result(b, write(s->fd, p, (size_t)len), 0);
 }
 
@@ -107,6 +178,8 @@ static int tls_bio_destroy(BIO *b)
 	/* the socket is the connection's to close */
 	if (s->in)
 		buf_put(s->in);
+	if (s->out)
+		buf_put(s->out); /* sealed, never written: the connection is gone */
 	OPENSSL_free(s);
 	BIO_set_data(b, NULL);
 	return 1;
@@ -114,6 +187,8 @@ static int tls_bio_destroy(BIO *b)
 
 int tls_bio_init(void)
 {
+	/* per worker: its own slab, taken only while a long write is out */
+	cls_seal = slab_add_class(&wk.slab, sizeof(struct buf) + TLS_SEAL_CAP);
 	if (tls_bio_method)
 		return 0;
 	tls_bio_method = BIO_meth_new(BIO_TYPE_SOCKET, "weir socket");
@@ -142,8 +217,8 @@ int tls_bio_attach(SSL *ssl, int fd)
 		OPENSSL_free(s);
 		return -1;
 	}
+	memset(s, 0, sizeof(*s));
 	s->fd = fd;
-	s->in = NULL;
 	BIO_set_data(b, s);
 	BIO_set_init(b, 1);
 	/* one BIO both ways: SSL_set_bio takes the single reference */
@@ -156,4 +231,106 @@ int tls_bio_pending(const SSL *ssl)
 	const struct tls_bio *s = BIO_get_data(SSL_get_rbio(ssl));
 
 	return SSL_has_pending(ssl) || (s && s->in);
+}
+
+int tls_bio_owed(const SSL *ssl)
+{
+	const struct tls_bio *s = BIO_get_data(SSL_get_wbio(ssl));
+
+	return s && (s->out || s->ready);
+}
+
+/* Tells up to <total> bytes of plaintext written, from s->ready. */
+static size_t tls_bio_tell(struct tls_bio *s, size_t total)
+{
+	size_t n = s->ready < total ? s->ready : total;
+
+	s->ready -= (uint32_t)n;
+	return n;
+}
+
+ssize_t tls_bio_settle(SSL *ssl, size_t total)
+{
+	struct tls_bio *s = BIO_get_data(SSL_get_wbio(ssl));
+	size_t n;
+
+	if (s->out && tls_bio_drain(s) < 0)
+		return -1;
+	if ((n = tls_bio_tell(s, total)) == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return (ssize_t)n;
+}
+
+/* <want> bytes of <iov> from byte <at> of iovec <i>: in place when they lie
+ * in that one iovec, else copied into <copy>. */
+static const void *tls_bio_span(const struct iovec *iov, int cnt, int i, size_t at, size_t want, char *copy)
+{
+	size_t got = 0;
+
+	if (iov[i].iov_len - at >= want)
+		return (const char *)iov[i].iov_base + at;
+	for (; i < cnt && got < want; i++, at = 0) {
+		size_t k = iov[i].iov_len - at < want - got ? iov[i].iov_len - at : want - got;
+
+		memcpy(copy + got, (const char *)iov[i].iov_base + at, k);
+		got += k;
+	}
+	return copy;
+}
+
+ssize_t tls_sendv(SSL *ssl, const struct iovec *iov, int cnt, size_t total, int *sslrc)
+{
+	struct tls_bio *s = BIO_get_data(SSL_get_wbio(ssl));
+	size_t overhead = SSL_max_seal_overhead(ssl) + TLS_SEAL_SLACK, sealed = 0, at = 0;
+	char copy[TLS_GATHER_MAX];
+	int i = 0, rc = 1;
+	size_t n;
+
+	*sslrc = 1;
+	if (s->out || s->ready)
+		return tls_bio_settle(ssl, total); /* what the caller should have asked */
+	/* one per connection, held only while its records are out; none
+	 * past limits.stream_buffers (what slow TLS clients may hold), and
+	 * then a record at a time as before */
+	if (cls_seal < 0 || wk.slab.classes[cls_seal].in_use >= wk.stream_max ||
+	    !(s->out = buf_get_class(cls_seal, TLS_SEAL_CAP))) {
+		SHM_ADD(wk.cnt, stream_buffers[1], 1);
+		return 0;
+	}
+	SHM_ADD(wk.cnt, stream_buffers[0], 1);
+	s->corked = 1;
+	while (sealed < total && s->nrec < TLS_SEAL_RECORDS) {
+		size_t room = s->out->cap - s->out->end, want = total - sealed;
+
+		if (room <= overhead)
+			break;
+		if (want > TLS_GATHER_MAX)
+			want = TLS_GATHER_MAX;
+		if (want > room - overhead)
+			want = room - overhead;
+		rc = SSL_write(ssl, tls_bio_span(iov, cnt, i, at, want, copy), (int)want);
+		if (rc <= 0)
+			break;
+		s->rec_end[s->nrec] = s->out->end;
+		s->rec_len[s->nrec++] = (uint32_t)rc;
+		sealed += (size_t)rc;
+		for (at += (size_t)rc; i < cnt && at >= iov[i].iov_len; i++)
+			at -= iov[i].iov_len;
+	}
+	s->corked = 0;
+	if (s->nrec == 0) { /* nothing sealed: BoringSSL's answer is the caller's */
+		buf_put(s->out);
+		s->out = NULL;
+		*sslrc = rc;
+		return 0;
+	}
+	if (tls_bio_drain(s) < 0)
+		return -1;
+	if ((n = tls_bio_tell(s, total)) == 0) {
+		errno = EAGAIN; /* the first record is not wholly out */
+		return -1;
+	}
+	return (ssize_t)n;
 }
