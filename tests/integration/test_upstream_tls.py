@@ -160,6 +160,28 @@ def test_a_long_body_from_a_tls_origin_arrives_whole_through_the_stream_buffer(w
     assert m.get("weir_upstream_tls_handshakes_total", resumed="false") == 1
 
 
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_records_read_together_from_a_tls_origin_go_on_in_few_writes(weir_factory, tls_origin, pki):
+    """The records one read(2) brings are decrypted into the stream buffer
+    one after the other and go on to the client together, not a write per
+    16 KiB record."""
+    from test_bodies import writes_during
+
+    w = tls_weir(weir_factory, tls_origin, verified(pki))
+    (worker,) = w.worker_pids()
+    with Client(w.port, timeout=slack(20)) as c:
+        assert c.request("GET", "/").status == 200  # the handshake first
+
+        def download():
+            return c.request("GET", "/big", timeout=slack(20))
+
+        r, writes = writes_during(worker, download)
+    assert r.status == 200 and r.body == BIG
+    # 62 records: a write each before; about one per 64 KiB now, and a few
+    # more when a read finds fewer records waiting
+    assert writes < 40, "%d writes for %d bytes from a TLS origin" % (writes, len(BIG))
+
+
 def test_a_certificate_from_another_ca_is_refused_with_502_counted_and_logged(weir_factory, tls_origin, pki):
     w = tls_weir(weir_factory, tls_origin, 'ca = "%s"; sni = "api.internal";' % pki["other"])
     r = w.get("/")

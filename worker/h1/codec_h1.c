@@ -586,18 +586,35 @@ static ssize_t h1_client_flush(struct side *s, int more)
 	return outq_write(s->u, NULL, &s->q, more);
 }
 
-/* h1_client_recv() over TLS, into <room> bytes of u->in: records come one
- * at a time, and a socket drained by BoringSSL may still leave decrypted
- * bytes in it, which no event will announce. */
+/* h1_client_recv() over TLS, into <room> bytes of u->in: SSL_read gives a
+ * record at a time, so the records already read are decrypted one after
+ * the other until the room is full (a stream buffer then fills from one
+ * read(2) and goes on in one write, not a record each); a socket drained
+ * by BoringSSL may still leave decrypted bytes in it, which no event will
+ * announce. */
 static int h1_client_recv_tls(struct upconn *u, size_t room)
 {
-	ssize_t n = tls_client_recv(u, u->in->data + u->in->end, room);
+	size_t got = 0;
+	ssize_t n;
 
-	if (n > 0) {
+	tls_bio_read_ahead(u->ssl, room);
+	while ((n = tls_client_recv(u, u->in->data + u->in->end, room - got)) > 0) {
 		u->in->end += (uint32_t)n;
-		if ((size_t)n < room && !tls_bio_pending(u->ssl))
+		got += (size_t)n;
+		if (got == room || !tls_bio_pending(u->ssl))
+			break;
+	}
+	if (got) {
+		/* an end (close_notify) or error read behind the records stays
+		 * for the next call, which no event would make: readable, and
+		 * the connection is not pooled should the response be whole */
+		if (n > 0 && got < room && !tls_bio_pending(u->ssl))
 			u->readable = 0;
-		return (int)n;
+		else if (n < 0 && errno == EAGAIN)
+			u->readable = u->tls_wants != 0;
+		else if (n <= 0)
+			u->ended = 1;
+		return (int)got;
 	}
 	if (n < 0 && errno == EAGAIN) {
 		u->readable = u->tls_wants != 0; /* retried once the socket is writable */

@@ -383,6 +383,12 @@ int tls_bio_attach(SSL *ssl, int fd);
  * or held by BoringSSL (decrypted, or part of a record). */
 int tls_bio_pending(const SSL *ssl);
 
+/* Whether the next reads of <ssl> fill <room> bytes, more than an I/O
+ * buffer (a long body into a stream buffer): then what the socket holds is
+ * read ahead into a stream buffer of its own, so several records come in
+ * one read(2), and the reader decrypts them while tls_bio_pending(). */
+void tls_bio_read_ahead(SSL *ssl, size_t room);
+
 /* 1 when sealed records of <ssl> wait for the socket, or have left
  * without being told: the next write must be tls_bio_settle(). */
 int tls_bio_owed(const SSL *ssl);

@@ -33,6 +33,7 @@ struct tls_bio {
 	uint8_t corked;   /* writes go into <out>, not to the socket */
 	uint8_t nrec;     /* records sealed into <out> ... */
 	uint8_t first;    /* ... and the first not yet told written */
+	uint8_t ahead;    /* read ahead into a stream buffer (tls_bio_read_ahead) */
 	struct buf *in;   /* read ahead, not yet given to BoringSSL; NULL if none */
 	struct buf *out;  /* sealed records not yet written; NULL if none */
 	uint32_t ready;   /* plaintext of records written, not yet told */
@@ -66,8 +67,12 @@ static int tls_bio_read(BIO *b, char *out, int len)
 	if (!in) {
 		ssize_t n;
 
-		/* no buffer to spare: read what was asked, as a plain BIO */
-		if (len >= TLS_BIO_DIRECT || !(in = buf_get()))
+		/* no buffer to spare: read what was asked, as a plain BIO; a
+		 * reader filling a stream buffer reads ahead as much, so that
+		 * its records come in one read(2), not one each */
+		if (s->ahead && (in = buf_take_stream(wk.stream_size)))
+			;
+		else if (len >= TLS_BIO_DIRECT || !(in = buf_get()))
 			return tls_bio_result(b, read(s->fd, out, (size_t)len), 1);
 		n = read(s->fd, in->data, in->cap);
 		if (n <= 0) {
@@ -333,4 +338,11 @@ ssize_t tls_sendv(SSL *ssl, const struct iovec *iov, int cnt, size_t total, int 
 		return -1;
 	}
 	return (ssize_t)n;
+}
+
+void tls_bio_read_ahead(SSL *ssl, size_t room)
+{
+	struct tls_bio *s = BIO_get_data(SSL_get_rbio(ssl));
+
+	s->ahead = room > wk.buf_size;
 }

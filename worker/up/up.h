@@ -60,6 +60,8 @@ struct upconn {
 	uint8_t tls_wants;    /* EV_WRITE when SSL_read needs a writable socket */
 	uint8_t readable;
 	uint8_t reused;       /* taken from the pool for this request */
+	uint8_t ended;        /* TLS: the server's end read behind a response's
+	                       * records: no event will tell it, never pooled */
 	SSL *ssl;             /* TLS groups only (tls_client.h), else NULL */
 	const struct codec_ops *codec; /* its codec (worker/h1), set by the core when it
 	                               * first carries a stream */

@@ -365,9 +365,10 @@ void upstream_release(struct upconn *u)
 	/* only a server of the newest table has a pool (a sync closed those of
 	 * servers that left it); TLS bytes already read ahead past the
 	 * response would raise no event while pooled, and be taken for the
-	 * next response: not fit to keep */
+	 * next response, and an end read behind it is no better: not fit to
+	 * keep */
 	if (s->gen != wk.table_id || !s->keepalive || s->nidle >= s->keepalive * UPSTREAM_SURPLUS ||
-	    (u->ssl && tls_bio_pending(u->ssl))) {
+	    (u->ssl && (u->ended || tls_bio_pending(u->ssl)))) {
 		upstream_close(u);
 		return;
 	}
