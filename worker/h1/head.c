@@ -68,16 +68,6 @@ static void out_header(struct out *o, const struct hdr *h)
 	OUT_LIT(o, "\r\n");
 }
 
-/* X-Request-Id, when request_id is on (the core's realip). */
-static void out_request_id(struct out *o, const char *id, uint32_t len)
-{
-	if (!len)
-		return;
-	OUT_LIT(o, "X-Request-Id: ");
-	out_put(o, id, len);
-	OUT_LIT(o, "\r\n");
-}
-
 /* A header that the request id weir resolved replaces. */
 static int head_is_request_id(const struct hdr *h)
 {
@@ -183,16 +173,6 @@ static void out_join(struct out *o, const struct hdr *hs, uint32_t n, uint32_t f
 	out_put(o, add, add_len);
 }
 
-/* Writes "Name: v1, v2, ..., <add>" from every header carrying <flag>. */
-static void out_list(struct out *o, const struct hdr *hs, uint32_t n, uint32_t flag, const char *name,
-                     const char *add, size_t add_len)
-{
-	out_put(o, name, strlen(name));
-	OUT_LIT(o, ": ");
-	out_join(o, hs, n, flag, add, add_len);
-	OUT_LIT(o, "\r\n");
-}
-
 /*
  * A head is kept for the whole request, so it is kept in a buffer of its
  * size, not a 16 KiB one. A head that will likely fit the smallest buffer
@@ -288,6 +268,151 @@ static inline int head_field_passes(const struct hdr *h, const struct head_req *
 	return 1;
 }
 
+/* A record's head at <p>: the lengths, big-endian. */
+static void out_rec_head(char *p, size_t nlen, size_t vlen)
+{
+	for (int i = 0; i < 2; i++)
+		p[i] = (char)(nlen >> (8 * (1 - i)));
+	for (int i = 0; i < 4; i++)
+		p[2 + i] = (char)(vlen >> (8 * (3 - i)));
+}
+
+/* One field of a head written as fields: its name in lower case (the
+ * client's spelling is not kept: HTTP/2 wants it so, and a name may be a
+ * literal of weir's, never written to: lowered as it is copied), its
+ * value as it is. */
+static void out_field(struct out *o, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	char *p;
+
+	if (o->len + HEAD_REC + nlen + vlen > o->cap) {
+		o->overflow = 1;
+		return;
+	}
+	p = o->p + o->len;
+	out_rec_head(p, nlen, vlen);
+	for (size_t k = 0; k < nlen; k++)
+		p[HEAD_REC + k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] | 0x20 : name[k]);
+	memcpy(p + HEAD_REC + nlen, value, vlen);
+	o->len += (uint32_t)(HEAD_REC + nlen + vlen);
+}
+
+#define OUT_FIELD(o, lit, v, vlen) out_field(o, lit, sizeof(lit) - 1, v, vlen)
+
+/*
+ * The fields weir adds are written by one set of functions for both forms
+ * of a head: <fields> 0 is text ("Name: value" and CRLF), 1 records (the
+ * name lowered as it is copied). Each is always inlined and every caller
+ * passes <fields> as a constant, so each form gets its own code with the
+ * literal names' lengths folded in: the text form runs on every HTTP/1
+ * request, and written out of line (calls, a strlen per list) it cost
+ * some 250 more instructions a request (peers.sh --mode instr).
+ */
+#define OUT_INLINE static inline __attribute__((always_inline))
+
+OUT_INLINE void out_add(struct out *o, int fields, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	char *p;
+
+	if (fields) {
+		out_field(o, name, nlen, value, vlen);
+		return;
+	}
+	if (o->len + nlen + vlen + 4 > o->cap) {
+		o->overflow = 1;
+		return;
+	}
+	p = o->p + o->len;
+	memcpy(p, name, nlen);
+	memcpy(p + nlen, ": ", 2);
+	memcpy(p + nlen + 2, value, vlen);
+	memcpy(p + nlen + 2 + vlen, "\r\n", 2);
+	o->len += (uint32_t)(nlen + vlen + 4);
+}
+
+#define OUT_ADD(o, fields, lit, v, vlen) out_add(o, fields, lit, sizeof(lit) - 1, v, vlen)
+
+/* A field whose value is a list joined from the client's fields carrying
+ * <flag> and weir's own element <add> (out_join): as a record, the value
+ * is written behind the record's head, then its length put in. */
+OUT_INLINE void out_add_list(struct out *o, int fields, const struct hdr *hs, uint32_t n, uint32_t flag,
+                             const char *name, const char *add, size_t add_len)
+{
+	size_t nlen = strlen(name);
+	uint32_t at = o->len;
+
+	if (!fields) {
+		out_put(o, name, nlen);
+		OUT_LIT(o, ": ");
+		out_join(o, hs, n, flag, add, add_len);
+		OUT_LIT(o, "\r\n");
+		return;
+	}
+	out_field(o, name, nlen, "", 0);
+	if (o->overflow)
+		return;
+	out_join(o, hs, n, flag, add, add_len);
+	if (!o->overflow)
+		out_rec_head(o->p + at, nlen, o->len - at - HEAD_REC - (uint32_t)nlen);
+}
+
+/* routes.auth's lines ("Name: value\r\n"...), weir's own writing: as they
+ * are into a text head, one record each into a head of fields. */
+OUT_INLINE void out_add_lines(struct out *o, int fields, const char *p, size_t len)
+{
+	const char *end = p + len;
+
+	if (!fields) {
+		out_put(o, p, len);
+		return;
+	}
+	while (p < end) {
+		const char *eol = memchr(p, '\r', (size_t)(end - p)), *colon;
+
+		if (!eol)
+			eol = end;
+		colon = memchr(p, ':', (size_t)(eol - p));
+		if (colon) {
+			const char *v = colon + 1;
+
+			while (v < eol && *v == ' ')
+				v++;
+			out_field(o, p, (size_t)(colon - p), v, (size_t)(eol - v));
+		}
+		p = eol + 2;
+	}
+}
+
+/*
+ * The fields weir adds behind the client's, the same in both forms: the
+ * verified client certificate's subject, routes.auth's consumer and claims,
+ * X-Forwarded-For, X-Request-Id, X-Forwarded-Proto, Early-Data, Via, and
+ * TE: trailers when <te> (hop-by-hop, but gRPC needs it: that value alone).
+ */
+OUT_INLINE void out_added(struct out *o, int fields, const struct msg *r, const struct head_req *hr,
+                          const char *cert_hdr, size_t cert_hdr_len, const char *subj, size_t subj_len, int te)
+{
+	if (subj)
+		out_add(o, fields, cert_hdr, cert_hdr_len, subj, subj_len);
+	if (hr->extra_len)
+		out_add_lines(o, fields, hr->extra, hr->extra_len);
+	if (hr->xff)
+		OUT_ADD(o, fields, "X-Forwarded-For", hr->xff, hr->xff_len);
+	else
+		out_add_list(o, fields, r->hl.v, r->hl.n, HDR_XFF, "X-Forwarded-For", hr->c->peer, hr->c->peer_len);
+	if (hr->request_id_len)
+		OUT_ADD(o, fields, "X-Request-Id", hr->request_id, hr->request_id_len);
+	if (hr->c->tls)
+		OUT_ADD(o, fields, "X-Forwarded-Proto", "https", 5);
+	else
+		OUT_ADD(o, fields, "X-Forwarded-Proto", "http", 4);
+	if (hr->early)
+		OUT_ADD(o, fields, "Early-Data", "1", 1);
+	out_add_list(o, fields, r->hl.v, r->hl.n, HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
+	if (te)
+		OUT_ADD(o, fields, "TE", "trailers", 8);
+}
+
 int head_write_request(const struct msg *r, struct head_req *hr, struct buf **out)
 {
 	struct out o;
@@ -324,30 +449,7 @@ again:
 		if (head_field_passes(h, hr, &te_trailers))
 			out_header(&o, h);
 	}
-	if (subj) {
-		out_put(&o, cert_hdr, cert_hdr_len);
-		OUT_LIT(&o, ": ");
-		out_put(&o, subj, subj_len);
-		OUT_LIT(&o, "\r\n");
-	}
-	if (hr->extra_len) /* routes.auth's consumer and claims */
-		out_put(&o, hr->extra, hr->extra_len);
-	if (hr->xff) {
-		OUT_LIT(&o, "X-Forwarded-For: ");
-		out_put(&o, hr->xff, hr->xff_len);
-		OUT_LIT(&o, "\r\n");
-	} else {
-		out_list(&o, r->hl.v, r->hl.n, HDR_XFF, "X-Forwarded-For", hr->c->peer, hr->c->peer_len);
-	}
-	out_request_id(&o, hr->request_id, hr->request_id_len);
-	if (hr->c->tls)
-		OUT_LIT(&o, "X-Forwarded-Proto: https\r\n");
-	else
-		OUT_LIT(&o, "X-Forwarded-Proto: http\r\n");
-	if (hr->early)
-		OUT_LIT(&o, "Early-Data: 1\r\n");
-	if (te_trailers) /* hop-by-hop, but gRPC needs it: that value alone */
-		OUT_LIT(&o, "TE: trailers\r\n");
+	out_added(&o, 0, r, hr, cert_hdr, cert_hdr_len, subj, subj_len, te_trailers);
 	if (hr->upgrade_len) {
 		/* an upgrade the route allows (tunnel.h): the one hop-by-hop
 		 * pair weir passes on, as the client sent its token */
@@ -355,7 +457,6 @@ again:
 		out_put(&o, hr->upgrade, hr->upgrade_len);
 		OUT_LIT(&o, "\r\n");
 	}
-	out_list(&o, r->hl.v, r->hl.n, HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
 	if (r->body == HTTP_BODY_LENGTH) {
 		OUT_LIT(&o, "Content-Length: ");
 		out_u64(&o, r->content_length);
@@ -370,78 +471,6 @@ again:
 		return WEIR_ERR(HEADERS_TOO_LARGE);
 	}
 	return out_keep(&o, out);
-}
-
-/* A record's head at <p>: the lengths, big-endian. */
-static void out_rec_head(char *p, size_t nlen, size_t vlen)
-{
-	for (int i = 0; i < 2; i++)
-		p[i] = (char)(nlen >> (8 * (1 - i)));
-	for (int i = 0; i < 4; i++)
-		p[2 + i] = (char)(vlen >> (8 * (3 - i)));
-}
-
-/* One field of a head written as fields: its name in lower case (the
- * client's spelling is not kept: HTTP/2 wants it so, and a name may be a
- * literal of weir's, never written to: lowered as it is copied), its
- * value as it is. */
-static void out_field(struct out *o, const char *name, size_t nlen, const char *value, size_t vlen)
-{
-	char *p;
-
-	if (o->len + HEAD_REC + nlen + vlen > o->cap) {
-		o->overflow = 1;
-		return;
-	}
-	p = o->p + o->len;
-	out_rec_head(p, nlen, vlen);
-	for (size_t k = 0; k < nlen; k++)
-		p[HEAD_REC + k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] | 0x20 : name[k]);
-	memcpy(p + HEAD_REC + nlen, value, vlen);
-	o->len += (uint32_t)(HEAD_REC + nlen + vlen);
-}
-
-#define OUT_FIELD(o, lit, v, vlen) out_field(o, lit, sizeof(lit) - 1, v, vlen)
-
-/* A field whose value is a list joined from the client's fields carrying
- * <flag> and weir's own element <add>: the value is written as text
- * behind the record's head, then its length put in. */
-static void out_field_list(struct out *o, const struct hdr *hs, uint32_t n, uint32_t flag, const char *name,
-                           const char *add, size_t add_len)
-{
-	size_t nlen = strlen(name);
-	uint32_t at = o->len, vlen;
-
-	out_field(o, name, nlen, "", 0);
-	if (o->overflow)
-		return;
-	out_join(o, hs, n, flag, add, add_len);
-	if (o->overflow)
-		return;
-	vlen = o->len - at - HEAD_REC - (uint32_t)nlen;
-	out_rec_head(o->p + at, nlen, vlen);
-}
-
-/* routes.auth's lines ("Name: value\r\n"...), weir's own writing, as fields. */
-static void out_field_lines(struct out *o, const char *p, size_t len)
-{
-	const char *end = p + len;
-
-	while (p < end) {
-		const char *eol = memchr(p, '\r', (size_t)(end - p)), *colon;
-
-		if (!eol)
-			eol = end;
-		colon = memchr(p, ':', (size_t)(eol - p));
-		if (colon) {
-			const char *v = colon + 1;
-
-			while (v < eol && *v == ' ')
-				v++;
-			out_field(o, p, (size_t)(colon - p), v, (size_t)(eol - v));
-		}
-		p = eol + 2;
-	}
 }
 
 int head_write_fields(const struct msg *r, struct head_req *hr, struct buf **out)
@@ -482,26 +511,8 @@ again:
 		        http_span_ieq(h->value, 16, "application/grpc");
 		out_field(&o, h->name, h->name_len, h->value, h->value_len);
 	}
-	if (subj)
-		out_field(&o, cert_hdr, cert_hdr_len, subj, subj_len);
-	if (hr->extra_len)
-		out_field_lines(&o, hr->extra, hr->extra_len);
-	if (hr->xff)
-		OUT_FIELD(&o, "x-forwarded-for", hr->xff, hr->xff_len);
-	else
-		out_field_list(&o, r->hl.v, r->hl.n, HDR_XFF, "x-forwarded-for", hr->c->peer, hr->c->peer_len);
-	if (hr->request_id_len)
-		OUT_FIELD(&o, "x-request-id", hr->request_id, hr->request_id_len);
-	if (hr->c->tls)
-		OUT_FIELD(&o, "x-forwarded-proto", "https", 5);
-	else
-		OUT_FIELD(&o, "x-forwarded-proto", "http", 4);
-	if (hr->early)
-		OUT_FIELD(&o, "early-data", "1", 1);
 	/* no upgrade: a connection-specific pair HTTP/2 does not carry */
-	out_field_list(&o, r->hl.v, r->hl.n, HDR_VIA, "via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
-	if (te_trailers || grpc)
-		OUT_FIELD(&o, "te", "trailers", 8);
+	out_added(&o, 1, r, hr, cert_hdr, cert_hdr_len, subj, subj_len, te_trailers || grpc);
 	if (r->body == HTTP_BODY_LENGTH) {
 		struct out d = {.p = clen, .cap = sizeof(clen)};
 
@@ -618,8 +629,9 @@ again:
 	for (uint32_t i = 0; i < r->hl.n; i++)
 		if (!(r->hl.v[i].flags & skip) && !(hr->request_id_len && head_is_request_id(&r->hl.v[i])))
 			out_header(&o, &r->hl.v[i]);
-	out_list(&o, r->hl.v, r->hl.n, HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
-	out_request_id(&o, hr->request_id, hr->request_id_len);
+	out_add_list(&o, 0, r->hl.v, r->hl.n, HDR_VIA, "Via", r->version_minor ? "1.1 weir" : "1.0 weir", 8);
+	if (hr->request_id_len)
+		OUT_ADD(&o, 0, "X-Request-Id", hr->request_id, hr->request_id_len);
 
 	/* an upgrade declined: what the client sent after its head may be
 	 * the new protocol, never to be read as the next request */
