@@ -75,6 +75,8 @@ static struct {
 	ev_timer stop_timer;
 	ev_timer tick;
 	int stopping; /* 0 running, 1 graceful, 2 fast */
+	int reload_waiting; /* a reload waits for a route generation a draining
+	                     * worker still holds (master_reload_deferred) */
 	int exit_code;
 
 	pid_t pid;          /* ours, for workers to notice an early death */
@@ -89,6 +91,7 @@ static struct {
 static void master_upgrade_failed(const char *why);
 static void master_upgrade_end(void);
 static void master_stop(int how);
+static int master_reload(void);
 static void master_raise_nofile(const struct config *cfg);
 
 /* A worker serves clients as the configured user, never as root; the
@@ -272,6 +275,8 @@ static void master_child_cb(struct ev_loop *loop, ev_child *c, int revents)
 	if (master_old_exited(c->rpid)) {
 		if (m.stopping && master_workers_running() == 0)
 			ev_break(loop, EVBREAK_ALL);
+		else if (m.reload_waiting && !m.stopping && !m.upgrade_pid)
+			master_reload(); /* its generation may be free now */
 		return;
 	}
 	for (int i = 0; i < CONFIG_MAX_WORKERS; i++)
@@ -388,6 +393,24 @@ static int master_reload_failed(const char *why)
 	return -1;
 }
 
+/*
+ * Reloads faster than old workers drain can use up the route generations
+ * (SHM_GENS) or the arena: each draining worker holds the one it serves.
+ * That is no reason to refuse the reload: every draining worker is gone
+ * within the drain bound, so the reload waits, and runs again (reading the
+ * file as it is then) each time an old worker exits, until it fits. The
+ * first wait is counted and logged; HUPs meanwhile join it. Returns 1.
+ */
+static int master_reload_deferred(const char *why)
+{
+	if (!m.reload_waiting) {
+		atomic_fetch_add(&m.seg->reloads_deferred, 1);
+		log_warn("reload waits: %s; it runs as an old worker exits (within timeouts.drain)", why);
+	}
+	m.reload_waiting = 1;
+	return 1;
+}
+
 /* Moves the running workers to the old list and tells them to drain. */
 static void master_retire_workers(const struct config *oldcfg)
 {
@@ -440,7 +463,25 @@ static void master_warn_shrink(int from, int to)
  * workers start, on those same sockets, and the old ones drain. Any
  * failure before that point leaves everything as it was.
  */
+static int master_reload_once(void);
+
+/* A reload, as HUP asks: 0 done, -1 failed (the old configuration goes on),
+ * 1 waiting for a draining worker to exit (master_reload_deferred); then
+ * READY goes to the service manager once it has run. */
 static int master_reload(void)
+{
+	int rc = master_reload_once();
+
+	if (rc <= 0) {
+		if (m.reload_waiting)
+			notify_send(rc < 0 ? "READY=1\nSTATUS=serving; the last reload failed, see the error log"
+			                   : "READY=1\nSTATUS=serving");
+		m.reload_waiting = 0;
+	}
+	return rc;
+}
+
+static int master_reload_once(void)
 {
 	struct config *ncfg = calloc(1, sizeof(*ncfg));
 	struct config_errors *errs = calloc(1, sizeof(*errs));
@@ -473,9 +514,9 @@ static int master_reload(void)
 	if (gslot < 0) {
 		config_free(ncfg);
 		free(ncfg);
-		return master_reload_failed(gslot == -1 ? "every route generation is still in use by draining workers"
-		                                        : "the route generation does not fit in the arena beside "
-		                                          "those draining workers still use");
+		return master_reload_deferred(gslot == -1 ? "every route generation is still in use by draining workers"
+		                                          : "the route generation does not fit in the arena beside "
+		                                            "those draining workers still use");
 	}
 	if (listen_reopen(&nls, ncfg, &m.ls, ocfg) < 0) {
 		config_free(ncfg);
@@ -646,6 +687,11 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 			log_warn("HUP received while %s; ignored", m.stopping ? "stopping" : "upgrading");
 			break;
 		}
+		if (m.reload_waiting) {
+			log_notice("HUP received: a reload already waits for a draining worker; it reads %s when it runs",
+			           m.cfg->file);
+			break;
+		}
 		log_notice("HUP received: reloading %s", m.cfg->file);
 		{
 			struct timespec now;
@@ -653,10 +699,17 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 			notify_send("RELOADING=1\nMONOTONIC_USEC=%llu",
 			            (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000);
 		}
-		if (master_reload() < 0)
+		switch (master_reload()) {
+		case -1:
 			notify_send("READY=1\nSTATUS=serving; the last reload failed, see the error log");
-		else
+			break;
+		case 0:
 			notify_send("READY=1\nSTATUS=serving");
+			break;
+		default: /* READY when it has run */
+			notify_send("STATUS=serving; a reload waits for a draining worker to exit");
+			break;
+		}
 		break;
 	case SIGUSR2:
 		if (!m.stopping)

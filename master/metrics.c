@@ -942,6 +942,10 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	textbuf_printf(o, "weir_reloads_total{result=\"ok\"} %llu\nweir_reloads_total{result=\"failed\"} %llu\n",
 	               (unsigned long long)atomic_load(&seg->reloads_ok),
 	               (unsigned long long)atomic_load(&seg->reloads_failed));
+	metric(o, "weir_reloads_deferred_total", "counter",
+	       "Reloads that waited for a draining worker to give back a route generation; each is counted in "
+	       "weir_reloads_total once it runs.",
+	       atomic_load(&seg->reloads_deferred));
 	metric(o, "weir_config_generation", "gauge", "Configuration generation: 1 at start, one more per reload.",
 	       atomic_load(&seg->config_generation));
 	metric(o, "weir_routes_generation", "gauge", "Id of the route table workers take for new requests.", t->id);

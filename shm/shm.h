@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 29u
+#define SHM_LAYOUT_VERSION 30u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -270,6 +270,7 @@ struct shm_segment {
 	_Atomic uint64_t worker_restarts;
 	_Atomic uint64_t reloads_ok;
 	_Atomic uint64_t reloads_failed;
+	_Atomic uint64_t reloads_deferred; /* waited for a draining worker */
 	_Atomic uint64_t config_generation; /* 1 at start, +1 per reload */
 	_Alignas(64) struct shm_counters retired; /* master only */
 	_Alignas(64) struct shm_route_counters retired_routes[STAT_ROUTES];

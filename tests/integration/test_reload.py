@@ -400,6 +400,66 @@ def test_a_reload_with_a_broken_config_changes_nothing(weir_factory, fast_origin
     wait_until(lambda: which_origin(w) == "B", slack(5), what="routes of the good config")
 
 
+def test_a_reload_with_every_route_generation_held_by_draining_workers_waits_and_then_runs(
+        weir_factory, fast_origin, origin_factory):
+    """Each draining worker holds the route generation it serves, and there
+    are SHM_GENS (8) of them: reloads faster than drains use them all up.
+    Such a reload waits (counted, logged) rather than failing, HUPs
+    meanwhile join it, and it runs as soon as a draining worker exits,
+    with the file as it is then. The first draining worker's answer comes
+    after 6 s, the others' after 25 s."""
+    a, b = origin_factory("A"), origin_factory("B")
+    t = {"upstream_read": "30s", "drain": "30s"}
+    w = start_two_route(weir_factory, fast_origin, a, b, "A", workers=1, timeouts=t)
+    held = []
+    last = "A"
+    try:
+        for i in range(10):
+            # a slow answer in flight keeps this worker, and its
+            # generation, draining after the reload
+            path = "/slow/%d" % (6000 if i == 0 else 25000 + i)
+            c = Client(w.port, timeout=slack(40))
+            c.send(build_request("GET", path))
+            wait_until(lambda: a.requests(path), slack(5), what="the slow request upstream")
+            held.append(c)
+            ok, waits = reloads(w), w.metrics()("weir_reloads_deferred_total")
+            last = "B" if last == "A" else "A"
+            write_atomic(w.conf, two_route_config(w, fast_origin, a, b, last, workers=1, timeouts=t))
+            w.signal(signal.SIGHUP)
+            wait_until(lambda: reloads(w) > ok or w.metrics()("weir_reloads_deferred_total") > waits, slack(5),
+                       what="reload %d done or waiting" % i)
+            if w.metrics()("weir_reloads_deferred_total") > waits:
+                break
+        else:
+            raise AssertionError("ten reloads, none waited")
+        assert i >= 6, "waited at reload %d, with %d generations free" % (i, 7 - i)
+        assert reloads(w, "failed") == 0
+        assert any("reload waits: every route generation is still in use by draining workers" in l
+                   for l in w.error_lines())
+        # the previous routes still serve while it waits
+        assert which_origin(w) != last
+        # a HUP meanwhile joins the waiting reload; the file changes again
+        last = "B" if last == "A" else "A"
+        write_atomic(w.conf, two_route_config(w, fast_origin, a, b, last, workers=1, timeouts=t))
+        w.signal(signal.SIGHUP)
+        wait_until(lambda: any("a reload already waits" in l for l in w.error_lines()), slack(5),
+                   what="the HUP joined")
+        assert which_origin(w) == last  # A again: the routes from before
+        last = "B" if last == "A" else "A"
+        write_atomic(w.conf, two_route_config(w, fast_origin, a, b, last, workers=1, timeouts=t))
+        # the oldest draining worker answers its last request and exits
+        r = held[0].read_response(timeout=slack(15))
+        assert r.status == 200 and r.body == b"slow\n", r
+        wait_until(lambda: reloads(w) == ok + 1, slack(5), what="the waiting reload run")
+        assert which_origin(w) == last
+        settle()
+        m = w.metrics()
+        assert m("weir_reloads_deferred_total") == 1 and m("weir_reloads_total", result="ok") == ok + 1
+    finally:
+        for c in held:
+            c.close()
+
+
 def test_slow_requests_started_before_a_reload_complete_in_full(weir_factory, fast_origin,
                                                                  origin_factory):
     a, b = origin_factory("A"), origin_factory("B")
