@@ -6,6 +6,7 @@ fast, a slow and an HTTP/2 client; the class's gauges show it was taken
 and given back, and that a short body never takes it."""
 
 import hashlib
+import os
 import random
 import shutil
 import subprocess
@@ -139,6 +140,46 @@ def test_a_long_body_moves_in_reads_larger_than_an_io_buffer(weir_factory, origi
             assert r.status == 200 and got == [n, 0], (r, got)
         reads = worker_reads(w) - before
     assert reads < count * n // 16384 // 2, reads
+
+
+def test_a_long_request_body_moves_in_reads_larger_than_an_io_buffer(weir_factory, origin):
+    """Uploads as downloads: 8 MiB of Content-Length request bodies need
+    at least 512 reads through a 16 KiB input buffer (the binary before
+    made 514), and read into a stream buffer (96 KiB here) once the head
+    is done with (about 105 are seen)."""
+    w = stream_weir(weir_factory, origin)
+    n, count = 1 << 20, 8
+    data = os.urandom(n)
+    with Client(w.port, timeout=30) as c:
+        assert c.request("GET", "/bytes/3").body == b"xxx"  # connected, pooled
+        before = worker_reads(w)
+        for _ in range(count):
+            r = c.request("POST", "/upload", body=data, timeout=30)
+            assert r.status == 200 and r.json() == {"body_len": n, "body_sha256": hashlib.sha256(data).hexdigest()}
+        reads = worker_reads(w) - before
+        # a pipelined request behind a long body is read and answered
+        c.send(build_request("POST", "/upload", body=data) + build_request("GET", "/bytes/5"))
+        assert c.read_response(timeout=30).json()["body_len"] == n
+        assert c.read_response(timeout=30).body == b"x" * 5
+    assert reads < count * n // 16384 // 2, reads
+
+
+def test_a_client_dripping_a_long_body_keeps_its_io_buffer(weir_factory, origin):
+    """A client's input buffer is held until its body ends, so one that
+    sends slowly gets no stream buffer: 200 KB in 2 KB pieces arrives
+    whole, and no stream buffer was taken for it."""
+    w = stream_weir(weir_factory, origin)
+    data = os.urandom(200000)
+    m0 = w.metrics()
+    with Client(w.port, timeout=30) as c:
+        c.send(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data))
+        for k in range(0, len(data), 2000):
+            c.send(data[k:k + 2000])
+            time.sleep(0.002)
+        r = c.read_response(timeout=30)
+    assert r.json() == {"body_len": len(data), "body_sha256": hashlib.sha256(data).hexdigest()}
+    taken = w.metrics()("weir_stream_buffers_total", result="taken") - m0("weir_stream_buffers_total", result="taken")
+    assert taken == 0, taken
 
 
 def test_stream_buffers_bounds_what_slow_readers_hold(weir_factory, origin):

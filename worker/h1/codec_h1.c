@@ -466,10 +466,35 @@ static ssize_t h1_server_flush(struct side *s, int more)
 	return outq_write(NULL, s->c, &s->q, more);
 }
 
+/* The input buffer for the next read of a request body. A Content-Length
+ * body with more to come than an I/O buffer holds reads into a stream
+ * buffer, as a response body does (h1_client_in): a 1 MiB upload then
+ * moves in reads and writes of 64 KiB, not 16. It is taken when the input
+ * buffer holds nothing unread and nothing handed up, and only from a
+ * client whose last read took half a buffer or more (conn_read): a client
+ * that drips its body keeps its I/O buffer, since a client's buffer is
+ * held until its body ends. The bytes before it (the head, the first of
+ * the body) are then gone, as a compaction would leave them, so a replay
+ * cannot read them again (moved). */
+static void h1_server_in(struct side *s, struct conn *c)
+{
+	uint64_t left = s->in.framing == HTTP_BODY_LENGTH ? s->in.left : 0;
+	struct buf *b;
+
+	if (left > wk.buf_size && c->in && c->read_long && c->readable && c->in->cap == wk.buf_size &&
+	    !buf_len(c->in) && !s->in.holding && (b = buf_take_stream(left))) {
+		buf_put(c->in);
+		c->in = b;
+		s->in.moved = 1;
+	}
+}
+
 static int h1_server_recv(struct side *s)
 {
-	if (s->in.framing != HTTP_BODY_NONE && !s->in.eos)
+	if (s->in.framing != HTTP_BODY_NONE && !s->in.eos) {
+		h1_server_in(s, s->c);
 		h1_body_room(&s->in, s->c->in); /* a body coming, nothing else read yet */
+	}
 	return conn_read(s->c);
 }
 

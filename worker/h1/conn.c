@@ -159,6 +159,7 @@ int conn_read(struct conn *c)
 		n = conn_recv(c, c->in->data + c->in->end, room);
 		if (n > 0) {
 			c->in->end += (uint32_t)n;
+			c->read_long = (uint32_t)n >= c->in->cap / 2;
 			SHM_ADD(wk.cnt, bytes_in, n);
 			/* a short read drained the socket: the next readiness
 			 * event tells us when there is more, no need to ask;

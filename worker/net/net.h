@@ -63,6 +63,7 @@ struct conn {
 	ev_tstamp linger_until;   /* CONN_LINGER: close by then whatever happens */
 	uint8_t state;
 	uint8_t readable;         /* the socket reported readable, not yet drained */
+	uint8_t read_long;        /* the last read took half a buffer or more */
 	uint8_t close_after;      /* close once the current answer is written */
 	uint8_t eof;              /* the client shut its write side */
 	uint8_t tls;              /* accepted on a TLS listener */
