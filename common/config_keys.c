@@ -635,7 +635,7 @@ static const struct config_key limit_keys[] = {
     /* one slab object per body streaming: 1 MiB keeps that sane */
     {.name = "stream_buffer", .type = CONFIG_KEY_SIZE, AT(struct config_limits, stream_buffer), .min = 0,
      .max = 1048576, .def = "64k",
-     .doc = "read buffer of an HTTP/1 upstream's response body longer than the I/O buffer; 0 or not above the I/O buffer: the I/O buffer"},
+     .doc = "read buffer of an HTTP/1 upstream's response body, or an HTTP/1 client's request body, longer than the I/O buffer; 0 or not above the I/O buffer: the I/O buffer"},
     {.name = "stream_buffers", .type = CONFIG_KEY_INT, AT(struct config_limits, stream_buffers), .min = 0,
      .max = 1000000, .def = "1024", .doc = "stream buffers a worker holds at once; past it the I/O buffer serves"},
 };
