@@ -182,6 +182,69 @@ def test_records_read_together_from_a_tls_origin_go_on_in_few_writes(weir_factor
     assert writes < 40, "%d writes for %d bytes from a TLS origin" % (writes, len(BIG))
 
 
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_a_long_upload_to_a_tls_origin_goes_in_few_writes(weir_factory, pki):
+    """An upload read in stream buffers goes on sealed into several records
+    a write, not a write per 16 KiB record. The origin reads the whole body
+    before it answers with the body's digest."""
+    import hashlib
+    import ssl
+    from test_bodies import writes_during
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pki["cert"], pki["key"])
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(4)
+
+    def serve():
+        try:
+            raw, _ = lsock.accept()
+        except OSError:
+            return
+        raw.settimeout(slack(20))
+        with ctx.wrap_socket(raw, server_side=True) as s:
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    d = s.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                m = [l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+                n = int(m[0].split(b":")[1]) if m else 0
+                while len(buf) < n:
+                    d = s.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                body, buf = buf[:n], buf[n:]
+                out = hashlib.sha256(body).hexdigest().encode()
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(out), out))
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    origin = type("O", (), {"addr": "127.0.0.1:%d" % lsock.getsockname()[1]})()
+    try:
+        w = tls_weir(weir_factory, origin, verified(pki))
+        (worker,) = w.worker_pids()
+        data = random.Random(3).randbytes(1 << 20)
+        with Client(w.port, timeout=slack(20)) as c:
+            r = c.request("POST", "/", body=b"x", timeout=slack(20))  # the handshake first
+            assert r.body == hashlib.sha256(b"x").hexdigest().encode(), r
+
+            def upload():
+                return c.request("POST", "/", body=data, timeout=slack(20))
+
+            r, writes = writes_during(worker, upload)
+        assert r.status == 200 and r.body == hashlib.sha256(data).hexdigest().encode(), r
+        # 64 records: a write each before
+        assert writes < 40, "%d writes for %d bytes to a TLS origin" % (writes, len(data))
+    finally:
+        lsock.close()
+
+
 def test_a_certificate_from_another_ca_is_refused_with_502_counted_and_logged(weir_factory, tls_origin, pki):
     w = tls_weir(weir_factory, tls_origin, 'ca = "%s"; sni = "api.internal";' % pki["other"])
     r = w.get("/")

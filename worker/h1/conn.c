@@ -99,40 +99,20 @@ ssize_t conn_recv(struct conn *c, void *p, size_t n)
 }
 
 /*
- * TLS: more than a record (a long body, HTTP/2's gathered write) is sealed
- * into up to five records that leave in one write(2) (tls_sendv). Up to a
- * record, one SSL_write: several iovecs (a head and the first body bytes,
- * chunk framing) are first copied into a stack buffer so they leave in one
- * record and one write(2) rather than a record each; an iovec of 16 KiB or
- * more goes as it is. A retry after EAGAIN or WANT_WRITE sees the same
- * iovecs (the queues only move on success), so it passes the same bytes
- * again, as BoringSSL and the seal buffer require.
+ * TLS: tls_write() seals more than a record (a long body, HTTP/2's
+ * gathered write) into up to five records that leave in one write(2), and
+ * gathers several iovecs of less into one record. A retry after EAGAIN or
+ * WANT_WRITE sees the same iovecs (the queues only move on success), so it
+ * passes the same bytes again, as BoringSSL and the seal buffer require.
  */
 static ssize_t conn_tls_sendv(struct conn *c, const struct iovec *iov, int cnt)
 {
-	char copy[TLS_GATHER_MAX];
-	const void *p;
-	size_t len, total = iov[0].iov_len;
 	int rc;
+	ssize_t n;
 
 	c->tls_write_wants = 0;
-	errno = 0;
-	for (int i = 1; i < cnt; i++)
-		total += iov[i].iov_len;
-	if (tls_bio_owed(c->ssl))
-		return tls_bio_settle(c->ssl, total);
-	if (total > TLS_GATHER_MAX) {
-		ssize_t n = tls_sendv(c->ssl, iov, cnt, total, &rc);
-
-		if (n != 0)
-			return n;
-		if (rc <= 0)
-			return conn_tls_error(c, rc, 0, &c->tls_write_wants);
-	}
-	len = tls_gather(iov, cnt, copy, sizeof(copy), &p);
-	rc = SSL_write(c->ssl, p, len > INT_MAX ? INT_MAX : (int)len);
-	if (rc > 0)
-		return rc;
+	if ((n = tls_write(c->ssl, iov, cnt, &rc)) != 0)
+		return n;
 	return conn_tls_error(c, rc, 0, &c->tls_write_wants);
 }
 

@@ -408,6 +408,14 @@ ssize_t tls_bio_settle(SSL *ssl, size_t total);
  * out) and the caller writes a record at a time. */
 ssize_t tls_sendv(SSL *ssl, const struct iovec *iov, int cnt, size_t total, int *sslrc);
 
+/* A write of <iov> to <ssl>, client or upstream side: the sealed records
+ * still owed first (tls_bio_settle), more than a record sealed at once
+ * (tls_sendv), else one record, several iovecs gathered into it
+ * (tls_gather). Returns the plaintext taken (> 0), or -1 with errno, or 0
+ * with *sslrc SSL_write's result for SSL_get_error(), which each side
+ * reads its own way. */
+ssize_t tls_write(SSL *ssl, const struct iovec *iov, int cnt, int *sslrc);
+
 /* ==== proxy_proto ==== */
 /*
  * proxy_proto: parsing the PROXY protocol header (versions 1 and 2) that

@@ -5,6 +5,7 @@
 #include "worker/net/net.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -345,4 +346,26 @@ void tls_bio_read_ahead(SSL *ssl, size_t room)
 	struct tls_bio *s = BIO_get_data(SSL_get_rbio(ssl));
 
 	s->ahead = room > wk.buf_size;
+}
+
+ssize_t tls_write(SSL *ssl, const struct iovec *iov, int cnt, int *sslrc)
+{
+	char copy[TLS_GATHER_MAX];
+	const void *p;
+	size_t len, total = 0;
+	ssize_t n;
+
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	*sslrc = 1;
+	if (tls_bio_owed(ssl))
+		return tls_bio_settle(ssl, total);
+	if (total > TLS_GATHER_MAX && (n = tls_sendv(ssl, iov, cnt, total, sslrc)) != 0)
+		return n;
+	if (*sslrc <= 0)
+		return 0;
+	len = tls_gather(iov, cnt, copy, sizeof(copy), &p);
+	errno = 0; /* SSL_ERROR_SYSCALL with errno 0 is the peer's end */
+	*sslrc = SSL_write(ssl, p, len > INT_MAX ? INT_MAX : (int)len);
+	return *sslrc > 0 ? *sslrc : 0;
 }

@@ -243,14 +243,11 @@ ssize_t tls_client_recv(struct upconn *u, void *p, size_t n)
 
 ssize_t tls_client_sendv(struct upconn *u, const struct iovec *iov, int cnt)
 {
-	char gather[TLS_GATHER_MAX];
-	const void *p;
-	size_t len = tls_gather(iov, cnt, gather, sizeof(gather), &p);
 	int rc;
+	ssize_t n = tls_write(u->ssl, iov, cnt, &rc);
 
-	rc = SSL_write(u->ssl, p, len > INT32_MAX ? INT32_MAX : (int)len);
-	if (rc > 0)
-		return rc;
+	if (n != 0)
+		return n;
 	switch (SSL_get_error(u->ssl, rc)) {
 	case SSL_ERROR_WANT_WRITE:
 	case SSL_ERROR_WANT_READ: /* only with renegotiation, which BoringSSL refuses */
