@@ -837,8 +837,10 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               "weir_pipe_budget_stalls_total{direction=\"client\"} %llu\n",
 	               (unsigned long long)c.pipe_stalls[0], (unsigned long long)c.pipe_stalls[1]);
 	family(o, "weir_stream_buffers_total", "counter",
-	       "Reads of a long response body that asked for a stream buffer (limits.stream_buffer): taken, or "
-	       "refused (limits.stream_buffers held already, or no memory) and read into the I/O buffer.");
+	       "Reads of a long body (a response, an upload, a TLS origin's records read ahead) and TLS writes of "
+	       "more than a record that asked for a stream or seal buffer (limits.stream_buffer): taken, or "
+	       "refused (limits.stream_buffers held already, or no memory) and done with the I/O buffer or a "
+	       "record at a time.");
 	textbuf_printf(o,
 	               "weir_stream_buffers_total{result=\"taken\"} %llu\n"
 	               "weir_stream_buffers_total{result=\"refused\"} %llu\n",
