@@ -390,24 +390,6 @@ int tls_bio_pending(const SSL *ssl);
  * one read(2), and the reader decrypts them while tls_bio_pending(). */
 void tls_bio_read_ahead(SSL *ssl, size_t room);
 
-/* 1 when sealed records of <ssl> wait for the socket, or have left
- * without being told: the next write must be tls_bio_settle(). */
-int tls_bio_owed(const SSL *ssl);
-
-/* Writes the sealed records still waiting. Returns the plaintext now wholly
- * out (at most <total>, the bytes the caller passes again), or -1 with
- * errno (EAGAIN when the socket is full). */
-ssize_t tls_bio_settle(SSL *ssl, size_t total);
-
-/* Seals the <total> bytes of <iov> (more than a record) into at most five
- * records and writes them at once. Returns the plaintext wholly out (> 0),
- * or -1 with errno (EAGAIN: none wholly out yet; the caller waits for
- * EV_WRITE and passes the same bytes again), or 0 when nothing was sealed:
- * then *sslrc is SSL_write's result for SSL_get_error(), or 1 when no
- * seal buffer could be had (past limits.stream_buffers, or the slab is
- * out) and the caller writes a record at a time. */
-ssize_t tls_sendv(SSL *ssl, const struct iovec *iov, int cnt, size_t total, int *sslrc);
-
 /* A write of <iov> to <ssl>, client or upstream side: the sealed records
  * still owed first (tls_bio_settle), more than a record sealed at once
  * (tls_sendv), else one record, several iovecs gathered into it

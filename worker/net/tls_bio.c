@@ -239,7 +239,7 @@ int tls_bio_pending(const SSL *ssl)
 	return SSL_has_pending(ssl) || (s && s->in);
 }
 
-int tls_bio_owed(const SSL *ssl)
+static int tls_bio_owed(const SSL *ssl)
 {
 	const struct tls_bio *s = BIO_get_data(SSL_get_wbio(ssl));
 
@@ -255,7 +255,10 @@ static size_t tls_bio_tell(struct tls_bio *s, size_t total)
 	return n;
 }
 
-ssize_t tls_bio_settle(SSL *ssl, size_t total)
+/* Writes the sealed records still waiting. Returns the plaintext now wholly
+ * out (at most <total>, the bytes the caller passes again), or -1 with
+ * errno (EAGAIN when the socket is full). */
+static ssize_t tls_bio_settle(SSL *ssl, size_t total)
 {
 	struct tls_bio *s = BIO_get_data(SSL_get_wbio(ssl));
 	size_t n;
@@ -286,7 +289,13 @@ static const void *tls_bio_span(const struct iovec *iov, int cnt, int i, size_t 
 	return copy;
 }
 
-ssize_t tls_sendv(SSL *ssl, const struct iovec *iov, int cnt, size_t total, int *sslrc)
+/* Seals the <total> bytes of <iov> (more than a record, none owed) into at
+ * most five records and writes them at once. Returns the plaintext wholly
+ * out (> 0), or -1 with errno (EAGAIN: none wholly out yet; the caller
+ * passes the same bytes again), or 0 when nothing was sealed: then *sslrc
+ * is SSL_write's result, or 1 when no seal buffer could be had (past
+ * limits.stream_buffers, or the slab is out) and a record goes alone. */
+static ssize_t tls_sendv(SSL *ssl, const struct iovec *iov, int cnt, size_t total, int *sslrc)
 {
 	struct tls_bio *s = BIO_get_data(SSL_get_wbio(ssl));
 	size_t overhead = SSL_max_seal_overhead(ssl) + TLS_SEAL_SLACK, sealed = 0, at = 0;
@@ -295,8 +304,6 @@ ssize_t tls_sendv(SSL *ssl, const struct iovec *iov, int cnt, size_t total, int 
 	size_t n;
 
 	*sslrc = 1;
-	if (s->out || s->ready)
-		return tls_bio_settle(ssl, total); /* what the caller should have asked */
 	/* one per connection, held only while its records are out; none
 	 * past limits.stream_buffers (what slow TLS clients may hold), and
 	 * then a record at a time as before */
