@@ -444,6 +444,21 @@ static void h1_discard(struct side_in *bi, struct buf *in)
 		in->start = in->end;
 }
 
+/* Swaps input buffer *<in>, an I/O buffer holding nothing unread and
+ * nothing handed up, for a stream buffer when more than an I/O buffer of
+ * a Content-Length body, <left>, is still to come. 1 when it did. */
+static int h1_in_stream(struct side_in *bi, struct buf **in, uint64_t left)
+{
+	struct buf *b;
+
+	if (left <= wk.buf_size || (*in)->cap != wk.buf_size || buf_len(*in) || bi->holding ||
+	    !(b = buf_take_stream(left)))
+		return 0;
+	buf_put(*in);
+	*in = b;
+	return 1;
+}
+
 /* Room for more body: a full input buffer holding nothing handed up
  * moves its bytes down (what a replay would read is then gone). */
 static void h1_body_room(struct side_in *bi, struct buf *in)
@@ -478,15 +493,9 @@ static ssize_t h1_server_flush(struct side *s, int more)
  * cannot read them again (moved). */
 static void h1_server_in(struct side *s, struct conn *c)
 {
-	uint64_t left = s->in.framing == HTTP_BODY_LENGTH ? s->in.left : 0;
-	struct buf *b;
-
-	if (left > wk.buf_size && c->in && c->read_long && c->readable && c->in->cap == wk.buf_size &&
-	    !buf_len(c->in) && !s->in.holding && (b = buf_take_stream(left))) {
-		buf_put(c->in);
-		c->in = b;
+	if (s->in.framing == HTTP_BODY_LENGTH && c->in && c->read_long && c->readable &&
+	    h1_in_stream(&s->in, &c->in, s->in.left))
 		s->in.moved = 1;
-	}
 }
 
 static int h1_server_recv(struct side *s)
@@ -659,15 +668,10 @@ static int h1_client_recv_tls(struct upconn *u, size_t room)
 static int h1_client_in(struct side *s, struct upconn *u)
 {
 	uint64_t left = s->in.framing == HTTP_BODY_LENGTH && !s->in.eos ? s->in.left : 0;
-	struct buf *b;
 
 	if (!u->in)
 		return (u->in = buf_get_stream(left)) ? 0 : WEIR_ERR(NOMEM);
-	if (u->in->cap == wk.buf_size && left > wk.buf_size && !buf_len(u->in) && !s->in.holding &&
-	    (b = buf_take_stream(left))) {
-		buf_put(u->in);
-		u->in = b;
-	}
+	h1_in_stream(&s->in, &u->in, left);
 	return 0;
 }
 
