@@ -152,7 +152,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 		uint64_t want = now + (uint64_t)rep->integer * 1000u;
 		uint64_t v = atomic_load(&e->val);
 
-		while (v != LIMIT_BUSY && v < want && atomic_load(&e->key) == r->key &&
+		while (v != LIMIT_BUSY && (v == LIMIT_FRESH || v < want) && atomic_load(&e->key) == r->key &&
 		       !atomic_compare_exchange_weak(&e->val, &v, want))
 			;
 	}

@@ -266,16 +266,19 @@ uint64_t limit_hash(const struct limit_segment *s, uint64_t seed, int concurrent
 	return h < 2 ? h + 2 : h;
 }
 
-/* An entry whose value is the same as no state at all. */
-static int limit_expired(uint64_t key, uint64_t val, uint64_t now)
+/* An entry whose value is the same as no state at all: at rest, or
+ * inserted and left untaken for a second (<age>: ms since its last use). */
+static int limit_expired(uint64_t key, uint64_t val, uint64_t now, uint32_t age)
 {
+	if (val == LIMIT_FRESH)
+		return age > 1000;
 	return val != LIMIT_BUSY && ((key & 1) ? val == 0 : val <= now);
 }
 
 /* Can it go, if nothing better is there: no request of it in flight. */
 static int limit_evictable(uint64_t key, uint64_t val)
 {
-	return val != LIMIT_BUSY && (!(key & 1) || val == 0);
+	return val < LIMIT_FRESH && (!(key & 1) || val == 0);
 }
 
 static struct limit_entry *limit_lookup(struct limit_bucket *b, uint64_t h)
@@ -322,31 +325,30 @@ static int limit_insert_lock(struct limit_bucket *b, uint64_t now)
  * recently used without requests in flight; -1 when none can go. */
 static int limit_victim(struct limit_bucket *b, uint64_t now, int *kind)
 {
-	int lru = -1;
+	int lru = -1, expired = -1;
 	uint32_t now_ms = (uint32_t)(now / 1000000u), age = 0;
 
 	for (int w = 0; w < LIMIT_WAYS; w++) {
 		uint64_t k = atomic_load_explicit(&b->way[w].key, memory_order_acquire);
 		uint64_t v = atomic_load_explicit(&b->way[w].val, memory_order_acquire);
+		uint32_t a;
 
 		if (!k) {
 			*kind = 0;
 			return w;
 		}
-		if (limit_expired(k, v, now)) {
-			*kind = 1;
-			return w;
-		}
-		if (limit_evictable(k, v)) {
-			uint32_t a = now_ms - atomic_load_explicit(&b->way[w].last, memory_order_relaxed);
-			if (lru < 0 || a > age) {
-				lru = w;
-				age = a;
-			}
+		if (expired >= 0)
+			continue; /* only an empty way is better */
+		a = now_ms - atomic_load_explicit(&b->way[w].last, memory_order_relaxed);
+		if (limit_expired(k, v, now, a))
+			expired = w;
+		else if (limit_evictable(k, v) && (lru < 0 || a > age)) {
+			lru = w;
+			age = a;
 		}
 	}
-	*kind = 2;
-	return lru;
+	*kind = expired >= 0 ? 1 : 2;
+	return expired >= 0 ? expired : lru;
 }
 
 /* The overflow entry of limit <id>, made over to key <h> if it held
@@ -400,7 +402,7 @@ struct limit_entry *limit_find(struct limit_segment *s, uint64_t h, uint64_t see
 		atomic_store_explicit(&e->key, h, memory_order_relaxed);
 		atomic_store_explicit(&e->last, (uint32_t)(now / 1000000u), memory_order_relaxed);
 		atomic_store_explicit(&e->unsynced, 0, memory_order_relaxed);
-		atomic_store_explicit(&e->val, 0, memory_order_release);
+		atomic_store_explicit(&e->val, LIMIT_FRESH, memory_order_release);
 		if (!k)
 			atomic_fetch_add_explicit(&s->used, 1, memory_order_relaxed);
 		else if (kind == 1)
@@ -459,7 +461,7 @@ static void limit_undo(struct limit_ask *a)
 	for (;;) {
 		uint64_t back;
 
-		if (v == LIMIT_BUSY || atomic_load_explicit(&a->e->key, memory_order_acquire) != a->key)
+		if (v >= LIMIT_FRESH || atomic_load_explicit(&a->e->key, memory_order_acquire) != a->key)
 			return;
 		if (!a->interval)
 			back = v ? v - 1 : 0;
@@ -482,7 +484,8 @@ int limit_take(struct limit_ask *a, int n, uint64_t now)
 				/* changing hands: the caller finds it again */
 				return -2;
 			}
-			limit_decide(&a[i], v, now);
+			limit_decide(&a[i], v == LIMIT_FRESH ? 0 : v, now);
+			a[i].old = v; /* what the swap expects */
 			if (a[i].refused && a[i].advisory)
 				continue;
 			refused |= a[i].refused;
@@ -515,7 +518,7 @@ void limit_release(struct limit_entry *e)
 	 * overflow entry made over to another limit restarts from zero */
 	uint64_t v = atomic_load_explicit(&e->val, memory_order_relaxed);
 
-	while (v && v != LIMIT_BUSY && !atomic_compare_exchange_weak(&e->val, &v, v - 1))
+	while (v && v < LIMIT_FRESH && !atomic_compare_exchange_weak(&e->val, &v, v - 1))
 		;
 }
 

@@ -37,7 +37,13 @@
  * share a state only if their hashes collide (about 2^-40 for a million
  * keys). An evictor first swaps the value to LIMIT_BUSY, then stores the
  * new key and value; readers load the value before they re-check the key,
- * so a swap never lands on an entry that changed hands.
+ * so a swap never lands on an entry that changed hands. The new value is
+ * LIMIT_FRESH, read as rest by a decision: an entry at rest is otherwise
+ * the first an insert takes, so between its insert and its first take
+ * (another worker may insert in between) a new key would lose its entry
+ * to the next new key of the bucket, and both fail their take, over and
+ * over. One never taken (its request refused by another limit, its
+ * worker gone) is free again after a second.
  *
  * scope = "cluster" limits also count each admission in the entry's
  * unsynced word and, when it leaves zero, push the entry's index into a
@@ -54,11 +60,12 @@
 #include "shm/shm.h"
 
 #define LIMIT_MAGIC   0x4c524957u /* "WIRL" */
-#define LIMIT_VERSION 3u
+#define LIMIT_VERSION 4u /* 4: LIMIT_FRESH */
 #define LIMIT_RING    65536 /* entries with cluster counts not yet sent to redis */
 #define LIMIT_WAYS    10
 #define LIMIT_IDS     128 /* limit names the segment counts, over reloads */
 #define LIMIT_BUSY    UINT64_MAX
+#define LIMIT_FRESH   (UINT64_MAX - 1) /* inserted, not yet taken: at rest, not free */
 
 /* Results of one limit's decision, weir_rate_limit_decisions_total{result} */
 #define LIMIT_RESULT_TABLE(X)                                                                                          \
@@ -78,7 +85,7 @@ extern const char *const limit_result_names[LIMIT_RESULTS];
 
 struct limit_entry {
 	_Atomic uint64_t key;      /* 0: empty; low bit: 1 for a concurrency count */
-	_Atomic uint64_t val;      /* TAT in ns, or requests in flight; LIMIT_BUSY while changing hands */
+	_Atomic uint64_t val;      /* TAT in ns, or requests in flight; LIMIT_BUSY, LIMIT_FRESH */
 	_Atomic uint32_t last;     /* last use, ms (wraps every 49 days), for LRU */
 	_Atomic uint32_t unsynced; /* scope = "cluster": admitted here, not yet told to redis */
 };

@@ -210,7 +210,7 @@ static void test_a_full_bucket_evicts_the_expired_first_then_the_least_recently_
 	e[LIMIT_WAYS] = limit_find(s, h[LIMIT_WAYS], 77, 0, now, &held);
 	CU_ASSERT_PTR_EQUAL(e[LIMIT_WAYS], e[LIMIT_WAYS - 1]);
 	CU_ASSERT_EQUAL(atomic_load(&s->evicted_expired), 1);
-	CU_ASSERT_EQUAL(atomic_load(&e[LIMIT_WAYS]->val), 0);
+	CU_ASSERT_EQUAL(atomic_load(&e[LIMIT_WAYS]->val), LIMIT_FRESH);
 	atomic_store(&e[LIMIT_WAYS]->val, now + 60 * SEC);
 	/* none at rest: the least recently used (the first) goes */
 	e[LIMIT_WAYS + 1] = limit_find(s, h[LIMIT_WAYS + 1], 77, 0, now + MS, &held);
@@ -242,6 +242,60 @@ static void test_keys_with_requests_in_flight_are_never_evicted_the_overflow_tak
 	CU_ASSERT_PTR_EQUAL(limit_find(s, h[LIMIT_WAYS + 1], 77, 3, 2 * SEC, &held), o1);
 	CU_ASSERT_EQUAL(limit_take(&a, 1, 2 * SEC), 0);
 	CU_ASSERT_EQUAL(atomic_load(&s->evicted_lru) + atomic_load(&s->evicted_expired), 0);
+	munmap(s, s->size);
+}
+
+/* Between a key's insert and its first take (another worker's find may
+ * come in between), its entry is at rest but not free: the next insert
+ * takes an empty way, or the overflow when none is left, and the first
+ * key's take still finds its own entry. */
+static void test_a_key_inserted_and_not_yet_taken_keeps_its_entry(void)
+{
+	struct limit_segment *s = limit_create(LIMIT_WAYS * 2, NULL);
+	uint64_t h[LIMIT_WAYS + 1], held;
+	struct limit_entry *e[LIMIT_WAYS + 1];
+	struct limit_ask a;
+
+	same_bucket(s, h, LIMIT_WAYS + 1, 1);
+	e[0] = limit_find(s, h[0], 77, 3, SEC, &held);
+	e[1] = limit_find(s, h[1], 77, 3, SEC, &held);
+	CU_ASSERT_EQUAL(held, h[1]);
+	CU_ASSERT_PTR_NOT_EQUAL(e[1], e[0]);
+	for (int i = 2; i < LIMIT_WAYS; i++)
+		e[i] = limit_find(s, h[i], 77, 3, SEC, &held);
+	/* all ways inserted, none taken: the eleventh has no room */
+	e[LIMIT_WAYS] = limit_find(s, h[LIMIT_WAYS], 77, 3, SEC + MS, &held);
+	CU_ASSERT_EQUAL(held, limit_hash(s, 77, 1, NULL, 0));
+	CU_ASSERT_EQUAL(atomic_load(&s->evicted_lru) + atomic_load(&s->evicted_expired), 0);
+	for (int i = 0; i < LIMIT_WAYS; i++) {
+		a = (struct limit_ask){.e = e[i], .key = h[i], .tolerance = 1};
+		CU_ASSERT_EQUAL(limit_take(&a, 1, SEC + MS), 1);
+		CU_ASSERT_EQUAL(atomic_load(&e[i]->val), 1);
+		limit_release(e[i]);
+	}
+	/* given back, at rest: the next key may have one */
+	CU_ASSERT_PTR_EQUAL(limit_find(s, h[LIMIT_WAYS], 77, 3, SEC + 2 * MS, &held), e[0]);
+	CU_ASSERT_EQUAL(atomic_load(&s->evicted_expired), 1);
+	munmap(s, s->size);
+}
+
+/* One inserted and never taken (its request refused by another limit, or
+ * its worker gone) is free again after a second. */
+static void test_an_entry_never_taken_is_free_after_a_second(void)
+{
+	struct limit_segment *s = limit_create(LIMIT_WAYS * 2, NULL);
+	uint64_t h[LIMIT_WAYS + 1], held;
+	struct limit_entry *e0;
+
+	same_bucket(s, h, LIMIT_WAYS + 1, 1);
+	e0 = limit_find(s, h[0], 77, 3, SEC, &held);
+	for (int i = 1; i < LIMIT_WAYS; i++) /* the rest in flight */
+		atomic_store(&limit_find(s, h[i], 77, 3, SEC, &held)->val, 1);
+	limit_find(s, h[LIMIT_WAYS], 77, 3, SEC + 900 * MS, &held);
+	CU_ASSERT_NOT_EQUAL(held, h[LIMIT_WAYS]);
+	CU_ASSERT_PTR_EQUAL(limit_find(s, h[LIMIT_WAYS], 77, 3, SEC + 1100 * MS, &held), e0);
+	CU_ASSERT_EQUAL(held, h[LIMIT_WAYS]);
+	CU_ASSERT_EQUAL(atomic_load(&s->evicted_expired), 1);
 	munmap(s, s->size);
 }
 
@@ -323,6 +377,8 @@ static const struct unit_test tests[] = {
      test_a_full_bucket_evicts_the_expired_first_then_the_least_recently_used},
     {"keys with requests in flight are never evicted; the overflow takes the rest",
      test_keys_with_requests_in_flight_are_never_evicted_the_overflow_takes_the_rest},
+    {"a key inserted and not yet taken keeps its entry", test_a_key_inserted_and_not_yet_taken_keeps_its_entry},
+    {"an entry never taken is free after a second", test_an_entry_never_taken_is_free_after_a_second},
     {"an insert word held is waited for, and one a second old is overtaken",
      test_an_insert_word_held_is_waited_for_and_one_a_second_old_is_overtaken},
     {"workers in several processes admit exactly the bound together",
