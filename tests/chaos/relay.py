@@ -4,7 +4,7 @@
 Principle: the faults the kernel of this machine cannot make (it has no
 netem) are made here, at the byte stream: each chunk read from one side is
 written to the other after a delay with jitter, and a chosen share of the
-connections is cut once a random number of response bytes (or, with
+connections (spread evenly, the first one included) is cut once a random number of response bytes (or, with
 --direction up, upload bytes) has passed, by a reset (SO_LINGER 0) or a
 half-close (FIN towards weir mid-body, the origin side closed). Order is kept: a chunk never overtakes the one before
 it, as TCP would not let it. Every fault is counted in --stats (a small JSON
@@ -21,6 +21,7 @@ Prints "ready" once listening. Runs until SIGTERM or SIGKILL.
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
 import signal
@@ -37,7 +38,7 @@ class Relay:
         self.a = a
         self.delay = a.delay / 1000.0
         self.jitter = a.jitter / 1000.0
-        self.stats = {"connections": 0, "resets": 0, "halfcloses": 0}
+        self.stats = {"connections": 0, "armed": 0, "resets": 0, "halfcloses": 0}
 
     def write_stats(self):
         if not self.a.stats:
@@ -102,6 +103,7 @@ class Relay:
                 task.cancel()
 
     async def handle(self, creader, cwriter):
+        i = self.stats["connections"]
         self.stats["connections"] += 1
         try:
             oreader, owriter = await asyncio.wait_for(
@@ -110,8 +112,14 @@ class Relay:
             abort(cwriter)
             return
         cut = None
-        if self.a.fault and random.random() < self.a.share:
+        # the share spread evenly, the first connection armed: weir keeps
+        # its pooled connections, so a coin per connection could leave the
+        # few it opens all uncut (one run in a few hundred at 0.5) and the
+        # fault untried
+        if self.a.fault and math.ceil((i + 1) * self.a.share) != math.ceil(i * self.a.share):
             cut = random.randint(self.a.cut_min, self.a.cut_max)
+            self.stats["armed"] += 1
+        self.write_stats()  # per connection: a run that cut nothing still tells why
         done = asyncio.Event()
 
         async def on_cut():
