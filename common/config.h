@@ -408,6 +408,12 @@ struct config {
 	 * '_' in its name, as nginx's default; true (default) drops only
 	 * those that read as a header weir owns (Transfer_Encoding) */
 	int underscores_in_headers;
+	/* abort_on_client_close: a client that closes (or half-closes) its
+	 * connection before the answer has come takes its upstream request
+	 * with it, logged 499, as nginx's default; false keeps it, as
+	 * HAProxy's default, for clients that half-close after sending.
+	 * Default true */
+	int abort_on_client_close;
 
 	struct config_timeouts timeouts;
 	struct config_limits limits;

@@ -755,6 +755,10 @@ static const struct config_key top_keys[] = {
      .doc = "runs of `/` in a request path are one `/` for routing and forwarding"},
     {.name = "underscores_in_headers", .type = CONFIG_KEY_BOOL, AT(struct config, underscores_in_headers),
      .def = "true", .doc = "`false`: drop every request header with `_` in its name"},
+    {.name = "abort_on_client_close", .type = CONFIG_KEY_BOOL, AT(struct config, abort_on_client_close),
+     .def = "true",
+     .doc = "a client that closes before its answer takes its upstream request with it (logged 499); "
+            "`false`: the request goes on ([client closes](#abort_on_client_close))"},
     {.name = "trusted_proxies", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
      .doc = "peers whose X-Forwarded-For is believed ([real client addresses](#real-client-addresses))"},
     {.name = "real_ip_depth", .type = CONFIG_KEY_INT, AT(struct config, real_ip_depth), .min = 1,

@@ -86,7 +86,8 @@
 	X(H2_WS_NO_SWITCH, 502, "h2_websocket_no_switch", "upstream answered an HTTP/2 WebSocket with a 2xx, not a switch") \
 	X(UPSTREAM_ALPN, 502, "upstream_alpn", "TLS upstream of a protocol = \"h2\" group did not pick h2 by ALPN") \
 	X(UPSTREAM_RESET, 502, "upstream_reset", "HTTP/2 upstream reset the stream") \
-	X(UPSTREAM_H2, 502, "upstream_h2_protocol", "HTTP/2 upstream broke the protocol: the session is closed")
+	X(UPSTREAM_H2, 502, "upstream_h2_protocol", "HTTP/2 upstream broke the protocol: the session is closed") \
+	X(CLIENT_ABORTED, 0, "client_aborted", "client closed the connection before its answer: the upstream request was abandoned")
 
 #define WEIR_OK 0
 

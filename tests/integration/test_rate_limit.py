@@ -339,13 +339,16 @@ def test_concurrent_holds_at_most_n_in_flight_over_all_workers(weir_factory, ori
 
 def test_concurrency_is_given_back_when_the_client_vanishes(weir_factory, origin):
     w = start(weir_factory, origin, ['name = "c"; key = "client_ip"; concurrent = 1;'], [("/", ["c"])])
-    # 1: gone while its request waits for a slow upstream
+    # 1: gone while its request waits for a slow upstream: the request
+    # is abandoned (abort_on_client_close) and its place given back then,
+    # not when the upstream would have answered
     s = socket.create_connection(("127.0.0.1", w.port))
-    s.sendall(b"GET /slow/600 HTTP/1.1\r\nHost: t\r\n\r\n")
-    wait_until(lambda: origin.requests("/slow/600"), slack(3), what="the slow request upstream")
-    s.close()
+    s.sendall(b"GET /slow/20000 HTTP/1.1\r\nHost: t\r\n\r\n")
+    wait_until(lambda: origin.requests("/slow/20000"), slack(3), what="the slow request upstream")
     assert one(w.port, "/")[0] == 429
-    wait_until(lambda: one(w.port, "/")[0] == 200, slack(3), what="the slot back after the upstream answered")
+    s.close()
+    wait_until(lambda: w.metrics().error("client_aborted") == 1, slack(3), what="the request abandoned")
+    assert one(w.port, "/")[0] == 200
     # 2: gone in the middle of its request body
     s = socket.create_connection(("127.0.0.1", w.port))
     s.sendall(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 100000)

@@ -170,6 +170,22 @@ void txn_fail(struct txn *t, int rc)
 	t->down.ops->reset(&t->down, 0);
 }
 
+/*
+ * The client left before its answer ended: a reset, or a close (a FIN)
+ * with abort_on_client_close on, as nginx's default. Its upstream request
+ * goes with it (its connection closed, so the origin can stop the work
+ * nobody waits for), logged 499 as nginx does (the status sent, once
+ * an answer has begun), counted client_aborted.
+ * HTTP/1 cannot tell a close from a half-close after the request; a
+ * client that half-closes and still reads wants abort_on_client_close off.
+ */
+static void txn_client_abort(struct txn *t)
+{
+	log_info("%s: client closed the connection before its answer; upstream request abandoned", t->c->peer);
+	txn_log_phase(t, 0, t->resp_started ? t->status : 499);
+	t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_ABORTED));
+}
+
 static void txn_finish(struct txn *t)
 {
 	struct conn *c = t->c;
@@ -897,8 +913,15 @@ void txn_pump(struct txn *t)
 	if (want_client_read && c->readable && t->req_body_done) {
 		/* bytes past this request: keep them for later, note the close */
 		rc = t->down.ops->recv(&t->down);
-		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED))
+		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED)) {
+			/* HTTP/1 only: an HTTP/2 stream's end is its request's
+			 * END_STREAM, its cancel an RST_STREAM (h2_stream_close) */
+			if (!t->resp_done && !c->h2s && (rc || wk.cfg->abort_on_client_close)) {
+				txn_client_abort(t);
+				return;
+			}
 			want_client_read = 0;
+		}
 	}
 	if (c->in && buf_len(c->in) == 0 && t->up.head && t->req_body_done &&
 	    (c->in->start == t->req_head_start || !t->replayable)) {

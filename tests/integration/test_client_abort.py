@@ -1,0 +1,182 @@
+"""A client that leaves while its request waits on the upstream: weir
+closes the upstream request (the origin sees its connection close, no work
+is done for nobody), logs 499 as nginx does, and counts it
+(weir_errors_total{kind="client_aborted"}). abort_on_client_close = false
+keeps the request going for clients that half-close after sending (as
+HAProxy's default)."""
+import socket
+import threading
+import time
+
+from harness import wait_until, slack
+
+
+class HoldingOrigin:
+    """Reads each request head and never answers; notes when a connection
+    closes (recv gives b"") and how long after its request."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.addr = "127.0.0.1:%d" % self.port
+        self.heads = []
+        self.closed = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s):
+        data = b""
+        s.settimeout(30)
+        try:
+            while b"\r\n\r\n" not in data:
+                b = s.recv(4096)
+                if not b:
+                    return
+                data += b
+            with self.lock:
+                self.heads.append(data.split(b"\r\n\r\n")[0])
+            while s.recv(4096):
+                pass
+            with self.lock:
+                self.closed.append(data.split(b"\r\n")[0])
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    def stop(self):
+        self.sock.close()
+
+
+def start(weir_factory, extra=""):
+    o = HoldingOrigin()
+    w = weir_factory(upstreams=[{"name": "h", "servers": [o.addr]}],
+                     routes=[{"path": "/", "upstream": "h"}],
+                     timeouts={"upstream_read": "20s"}, extra=extra)
+    return w, o
+
+
+def send(w, target):
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\n\r\n" % target.encode())
+    return s
+
+
+def test_a_client_that_closes_while_waiting_closes_the_upstream_request_logged_499(weir_factory):
+    w, o = start(weir_factory)
+    before = w.metrics().error("client_aborted")
+    s = send(w, "/wait/1")
+    wait_until(lambda: o.heads, slack(3), what="the request at the origin")
+    s.close()
+    wait_until(lambda: o.closed, slack(3), what="the origin's connection closed")
+    assert o.closed == [b"GET /wait/1 HTTP/1.1"]
+    wait_until(lambda: any('"GET /wait/1 HTTP/1.1" 499' in l for l in w.access_lines()), slack(3),
+               what="a 499 access line")
+    assert w.metrics().error("client_aborted") == before + 1
+    assert any("client closed the connection before its answer" in l for l in w.error_lines())
+    o.stop()
+
+
+def test_a_client_reset_while_waiting_is_the_same(weir_factory):
+    w, o = start(weir_factory)
+    s = send(w, "/wait/2")
+    wait_until(lambda: o.heads, slack(3), what="the request at the origin")
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()  # RST
+    wait_until(lambda: o.closed, slack(3), what="the origin's connection closed")
+    wait_until(lambda: w.metrics().error("client_aborted") == 1, slack(3), what="the abort counted")
+    o.stop()
+
+
+def test_a_half_close_keeps_the_request_when_abort_on_client_close_is_off(weir_factory, origin):
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a"}], extra="abort_on_client_close = false;")
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.settimeout(slack(5))
+    s.sendall(b"GET /slow/300 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    assert data.startswith(b"HTTP/1.1 200 ")
+    assert w.metrics().error("client_aborted") == 0
+
+
+def test_a_half_close_is_an_abort_by_default(weir_factory):
+    w, o = start(weir_factory)
+    s = send(w, "/wait/3")
+    wait_until(lambda: o.heads, slack(3), what="the request at the origin")
+    s.shutdown(socket.SHUT_WR)
+    wait_until(lambda: o.closed, slack(3), what="the origin's connection closed")
+    s.settimeout(slack(3))
+    assert s.recv(4096) == b""  # closed, no answer: nobody reads one
+    s.close()
+    o.stop()
+
+
+def stream_half_closed(w):
+    """An event stream (six ticks 200 ms apart) whose client half-closes
+    once the first tick came: what it got."""
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.settimeout(slack(10))
+    s.sendall(b"GET /drip/6/200 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    data = b""
+    while b"tick 0" not in data:
+        data += s.recv(65536)
+    s.shutdown(socket.SHUT_WR)
+    while True:
+        try:
+            b = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not b:
+            break
+        data += b
+    s.close()
+    return data
+
+
+def test_a_half_close_during_a_stream_cuts_it_unless_abort_on_client_close_is_off(weir_factory, origin):
+    # nginx's way: the client said it is gone; a long poll or event stream
+    # would otherwise hold its upstream until the next byte fails
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}])
+    data = stream_half_closed(w)
+    assert b"tick 0" in data and b"tick 5" not in data
+    wait_until(lambda: w.metrics().error("client_aborted") == 1, slack(3), what="the abort counted")
+    # its head went out: logged with the status sent, as nginx does
+    wait_until(lambda: any('"GET /drip/6/200 HTTP/1.1" 200' in l for l in w.access_lines()), slack(3),
+               what="the access line")
+    w2 = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}],
+                      extra="abort_on_client_close = false;")
+    data = stream_half_closed(w2)
+    assert data.endswith(b"tick 5\n\r\n0\r\n\r\n")
+    assert w2.metrics().error("client_aborted") == 0
+
+
+def test_an_http2_cancel_closes_the_upstream_request_logged_499(weir_factory):
+    from h2util import H2Client
+    w, o = start(weir_factory)
+    c = H2Client(w.port)
+    sid = c.request("/wait/h2")
+    wait_until(lambda: o.heads, slack(3), what="the request at the origin")
+    c.conn.reset_stream(sid, 8)  # CANCEL
+    c.flush()
+    wait_until(lambda: o.closed, slack(3), what="the origin's connection closed")
+    wait_until(lambda: any('"GET /wait/h2 HTTP/2.0" 499' in l for l in w.access_lines()), slack(3),
+               what="a 499 access line")
+    c.close()
+    o.stop()
