@@ -9,6 +9,7 @@ import threading
 import time
 
 from harness import wait_until, slack
+from test_tls import certs, start_tls_weir, client_ctx, tls_connect  # noqa: F401  (certs is a fixture)
 
 
 class HoldingOrigin:
@@ -179,4 +180,18 @@ def test_an_http2_cancel_closes_the_upstream_request_logged_499(weir_factory):
     wait_until(lambda: any('"GET /wait/h2 HTTP/2.0" 499' in l for l in w.access_lines()), slack(3),
                what="a 499 access line")
     c.close()
+    o.stop()
+
+
+def test_a_tls_client_that_closes_while_waiting_is_the_same(weir_factory, certs):
+    o = HoldingOrigin()
+    w = start_tls_weir(weir_factory, o, [certs["ec"]], timeouts={"upstream_read": "20s"})
+    s = tls_connect(w.port, client_ctx(certs), "app.test")
+    s.sendall(b"GET /wait/tls HTTP/1.1\r\nHost: app.test\r\n\r\n")
+    wait_until(lambda: o.heads, slack(3), what="the request at the origin")
+    s.unwrap()  # close_notify
+    s.close()
+    wait_until(lambda: o.closed, slack(3), what="the origin's connection closed")
+    wait_until(lambda: any('"GET /wait/tls HTTP/1.1" 499' in l for l in w.access_lines()), slack(3),
+               what="a 499 access line")
     o.stop()
