@@ -195,3 +195,38 @@ def test_a_tls_client_that_closes_while_waiting_is_the_same(weir_factory, certs)
     wait_until(lambda: any('"GET /wait/tls HTTP/1.1" 499' in l for l in w.access_lines()), slack(3),
                what="a 499 access line")
     o.stop()
+
+
+def test_requests_pipelined_before_a_half_close_are_all_answered(weir_factory, origin):
+    # as nginx: bytes still to be read say the client waits for answers
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}])
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.settimeout(slack(5))
+    s.sendall(b"GET /slow/300 HTTP/1.1\r\nHost: t\r\n\r\nGET /slow/100 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    assert data.count(b"HTTP/1.1 200 ") == 2 and data.endswith(b"slow\n")
+    assert w.metrics().error("client_aborted") == 0
+
+
+def test_a_pipelined_request_cut_by_the_close_is_dropped_at_once(weir_factory, origin):
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}], routes=[{"path": "/", "upstream": "a"}],
+                     timeouts={"client_header": "10s"})
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.settimeout(slack(5))
+    s.sendall(b"GET /slow/100 HTTP/1.1\r\nHost: t\r\n\r\nGET /slow/100 HTT")
+    s.shutdown(socket.SHUT_WR)
+    t0 = time.monotonic()
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    assert data.count(b"HTTP/1.1 ") == 1 and data.endswith(b"slow\n")
+    assert time.monotonic() - t0 < 5  # not held to client_header

@@ -915,8 +915,11 @@ void txn_pump(struct txn *t)
 		rc = t->down.ops->recv(&t->down);
 		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED)) {
 			/* HTTP/1 only: an HTTP/2 stream's end is its request's
-			 * END_STREAM, its cancel an RST_STREAM (h2_stream_close) */
-			if (!t->resp_done && !c->h2s && (rc || wk.cfg->abort_on_client_close)) {
+			 * END_STREAM, its cancel an RST_STREAM (h2_stream_close).
+			 * A close behind pipelined requests is a client that still
+			 * waits for their answers (nginx reads it so too) */
+			if (!t->resp_done && !c->h2s &&
+			    (rc || (wk.cfg->abort_on_client_close && !(c->in && buf_len(c->in))))) {
 				txn_client_abort(t);
 				return;
 			}

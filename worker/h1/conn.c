@@ -302,7 +302,8 @@ void conn_txn_done(struct conn *c, int keep)
 {
 	if (c->h2s) /* one request per stream */
 		conn_close(c);
-	else if (keep && !c->eof)
+	else if (keep && (!c->eof || (c->in && buf_len(c->in))))
+		/* after a close, what was pipelined before it is still served */
 		conn_next_request(c);
 	else if (c->eof || (!c->in || buf_len(c->in) == 0))
 		conn_close(c);
