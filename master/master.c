@@ -456,6 +456,24 @@ static void master_warn_shrink(int from, int to)
 		         from, to, from - to);
 }
 
+static int master_reload_once(void);
+
+/* A reload, as HUP asks, and again at each old worker's exit while one
+ * waits: 0 done, -1 failed (the old configuration goes on), 1 waiting for
+ * a draining worker to exit (master_reload_deferred). The service manager
+ * hears READY here, once the reload has run, whichever way it went. */
+static int master_reload(void)
+{
+	int rc = master_reload_once();
+
+	if (rc <= 0) {
+		notify_send(rc < 0 ? "READY=1\nSTATUS=serving; the last reload failed, see the error log"
+		                   : "READY=1\nSTATUS=serving");
+		m.reload_waiting = 0;
+	}
+	return rc;
+}
+
 /*
  * HUP: all or nothing. The new configuration is read and checked, its
  * sockets opened (reusing every socket whose address and slot stay, so no
@@ -463,24 +481,6 @@ static void master_warn_shrink(int from, int to)
  * workers start, on those same sockets, and the old ones drain. Any
  * failure before that point leaves everything as it was.
  */
-static int master_reload_once(void);
-
-/* A reload, as HUP asks: 0 done, -1 failed (the old configuration goes on),
- * 1 waiting for a draining worker to exit (master_reload_deferred); then
- * READY goes to the service manager once it has run. */
-static int master_reload(void)
-{
-	int rc = master_reload_once();
-
-	if (rc <= 0) {
-		if (m.reload_waiting)
-			notify_send(rc < 0 ? "READY=1\nSTATUS=serving; the last reload failed, see the error log"
-			                   : "READY=1\nSTATUS=serving");
-		m.reload_waiting = 0;
-	}
-	return rc;
-}
-
 static int master_reload_once(void)
 {
 	struct config *ncfg = calloc(1, sizeof(*ncfg));
@@ -699,17 +699,8 @@ static void master_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 			notify_send("RELOADING=1\nMONOTONIC_USEC=%llu",
 			            (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000);
 		}
-		switch (master_reload()) {
-		case -1:
-			notify_send("READY=1\nSTATUS=serving; the last reload failed, see the error log");
-			break;
-		case 0:
-			notify_send("READY=1\nSTATUS=serving");
-			break;
-		default: /* READY when it has run */
+		if (master_reload() > 0) /* READY when it has run */
 			notify_send("STATUS=serving; a reload waits for a draining worker to exit");
-			break;
-		}
 		break;
 	case SIGUSR2:
 		if (!m.stopping)
