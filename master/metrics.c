@@ -837,14 +837,16 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	               "weir_pipe_budget_stalls_total{direction=\"client\"} %llu\n",
 	               (unsigned long long)c.pipe_stalls[0], (unsigned long long)c.pipe_stalls[1]);
 	family(o, "weir_stream_buffers_total", "counter",
-	       "Reads of a long body (a response, an upload, a TLS origin's records read ahead) and TLS writes of "
-	       "more than a record that asked for a stream or seal buffer (limits.stream_buffer): taken, or "
-	       "refused (limits.stream_buffers held already, or no memory) and done with the I/O buffer or a "
-	       "record at a time.");
-	textbuf_printf(o,
-	               "weir_stream_buffers_total{result=\"taken\"} %llu\n"
-	               "weir_stream_buffers_total{result=\"refused\"} %llu\n",
-	               (unsigned long long)c.stream_buffers[0], (unsigned long long)c.stream_buffers[1]);
+	       "Reads of a long body (kind: an upstream's response, a client's upload, a TLS origin's records "
+	       "read ahead) and TLS writes of more than a record (tls_seal) that asked for a stream or seal "
+	       "buffer (limits.stream_buffer): taken, or refused (limits.stream_buffers held already, or no "
+	       "memory) and done with the I/O buffer or a record at a time.");
+	for (int k = 0; k < STREAM_BUF_KINDS; k++)
+		textbuf_printf(o,
+		               "weir_stream_buffers_total{kind=\"%s\",result=\"taken\"} %llu\n"
+		               "weir_stream_buffers_total{kind=\"%s\",result=\"refused\"} %llu\n",
+		               stream_buf_kind_names[k], (unsigned long long)c.stream_buffers[k][0],
+		               stream_buf_kind_names[k], (unsigned long long)c.stream_buffers[k][1]);
 	family(o, "weir_tunnels_closed_total", "counter", "Tunnels ended, by what ended them.");
 	by_label(o, "weir_tunnels_closed_total", "by", tunnel_end_labels, c.tunnels_closed, TUNNEL_END_COUNT);
 	metric(o, "weir_h2_connections_total", "counter", "HTTP/2 client connections.", c.h2_sessions_total);

@@ -122,6 +122,12 @@ void shm_sum(struct shm_segment *seg, struct shm_counters *out)
 
 const char *const shm_admin_state_names[3] = {"up", "drain", "down"};
 
+const char *const stream_buf_kind_names[STREAM_BUF_KINDS] = {
+#define STREAM_BUF_KIND_NAME(name, label) label,
+    STREAM_BUF_KIND_TABLE(STREAM_BUF_KIND_NAME)
+#undef STREAM_BUF_KIND_NAME
+};
+
 void shm_slab_sizes(struct shm_segment *seg, uint32_t sizes[SLAB_MAX_CLASSES])
 {
 	for (int k = 0; k < SLAB_MAX_CLASSES; k++)

@@ -52,6 +52,20 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
+
+/* What asked for a stream or seal buffer, weir_stream_buffers_total{kind} */
+#define STREAM_BUF_KIND_TABLE(X)                                                                                       \
+	X(RESPONSE, "response") /* an upstream's long response body */                                                \
+	X(UPLOAD, "upload")     /* a fast client's long request body */                                               \
+	X(TLS_READ, "tls_read") /* a TLS origin's records read ahead */                                               \
+	X(TLS_SEAL, "tls_seal") /* a TLS write of more than a record, sealed whole */
+
+enum stream_buf_kind {
+#define STREAM_BUF_KIND_ENUM(name, label) STREAM_BUF_##name,
+	STREAM_BUF_KIND_TABLE(STREAM_BUF_KIND_ENUM)
+#undef STREAM_BUF_KIND_ENUM
+	    STREAM_BUF_KINDS
+};
 #define SHM_LAYOUT_VERSION 31u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
@@ -154,7 +168,9 @@ struct shm_counters {
 	uint64_t hash_skips;
 	uint64_t hash_bounded_walks;
 	uint64_t pipe_stalls[2];          /* body spans held back by a stream's pipe_budget: [0] request, [1] response */
-	uint64_t stream_buffers[2];       /* limits.stream_buffer: [0] taken, [1] not (stream_buffers held, or no memory) */
+	/* limits.stream_buffer, by enum stream_buf_kind: [0] taken, [1] not
+	 * (limits.stream_buffers held, or no memory) */
+	uint64_t stream_buffers[STREAM_BUF_KINDS][2];
 	uint64_t h2_sessions_total;       /* HTTP/2 connections (worker/h2/h2.h) */
 	uint64_t h2_streams_total;        /* HTTP/2 streams opened by clients */
 	uint64_t h2_rst_recv[H2_CODES];   /* RST_STREAM from clients, by error code (last: other) */
@@ -235,6 +251,7 @@ enum shm_admin_state {
 };
 /* "up", "drain", "down": by enum shm_admin_state, for /upstreams and /metrics */
 extern const char *const shm_admin_state_names[3];
+extern const char *const stream_buf_kind_names[STREAM_BUF_KINDS];
 #define SHM_ADMIN_STATE(w) ((uint32_t)(w) >> 16)
 #define SHM_ADMIN_WEIGHT(w) ((uint32_t)(w)&0xffffu)
 #define SHM_ADMIN_WORD(state, weight) (((uint32_t)(state) << 16) | ((uint32_t)(weight)&0xffffu))

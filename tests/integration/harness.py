@@ -533,6 +533,11 @@ class Metrics:
     def __call__(self, name, **labels):
         return self.get(name, **labels)
 
+    def total(self, name, **labels):
+        """The sum of <name>'s samples that have <labels> (and any others)."""
+        want = set(labels.items())
+        return sum(v for (n, ls), v in self.samples.items() if n == name and want <= ls)
+
     def error(self, kind):
         return self.get("weir_errors_total", kind=kind)
 

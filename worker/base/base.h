@@ -204,12 +204,13 @@ struct buf *buf_get_class(int cls, uint32_t cap);
 /* A stream buffer (limits.stream_buffer) for reading a body of which
  * <left> bytes are still to come, when more than an I/O buffer is left,
  * fewer than limits.stream_buffers are held and the slab has one; else
- * NULL. Counted either way (weir_stream_buffers_total). */
-struct buf *buf_take_stream(uint64_t left);
+ * NULL. Counted either way, under <kind> (enum stream_buf_kind,
+ * weir_stream_buffers_total). */
+struct buf *buf_take_stream(uint64_t left, int kind);
 
 /* buf_take_stream(), or an I/O buffer in its place. NULL when the slab
  * is out. */
-struct buf *buf_get_stream(uint64_t left);
+struct buf *buf_get_stream(uint64_t left, int kind);
 
 /* The smallest buffer with room for <len> data bytes (an I/O buffer when
  * no smaller class fits, NULL above wk.buf_size or when the slab is out). */

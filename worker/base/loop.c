@@ -61,7 +61,7 @@ struct buf *buf_get(void)
 	return buf_get_class(wk.cls_buf, wk.buf_size);
 }
 
-struct buf *buf_take_stream(uint64_t left)
+struct buf *buf_take_stream(uint64_t left, int kind)
 {
 	struct buf *b;
 
@@ -74,16 +74,16 @@ struct buf *buf_take_stream(uint64_t left)
 		return NULL;
 	if (wk.slab.classes[wk.cls_stream].in_use < wk.stream_max &&
 	    (b = buf_get_class(wk.cls_stream, wk.stream_size))) {
-		SHM_ADD(wk.cnt, stream_buffers[0], 1);
+		SHM_ADD(wk.cnt, stream_buffers[kind][0], 1);
 		return b;
 	}
-	SHM_ADD(wk.cnt, stream_buffers[1], 1);
+	SHM_ADD(wk.cnt, stream_buffers[kind][1], 1);
 	return NULL;
 }
 
-struct buf *buf_get_stream(uint64_t left)
+struct buf *buf_get_stream(uint64_t left, int kind)
 {
-	struct buf *b = buf_take_stream(left);
+	struct buf *b = buf_take_stream(left, kind);
 
 	return b ? b : buf_get();
 }

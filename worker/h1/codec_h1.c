@@ -447,12 +447,12 @@ static void h1_discard(struct side_in *bi, struct buf *in)
 /* Swaps input buffer *<in>, an I/O buffer holding nothing unread and
  * nothing handed up, for a stream buffer when more than an I/O buffer of
  * a Content-Length body, <left>, is still to come. 1 when it did. */
-static int h1_in_stream(struct side_in *bi, struct buf **in, uint64_t left)
+static int h1_in_stream(struct side_in *bi, struct buf **in, uint64_t left, int kind)
 {
 	struct buf *b;
 
 	if (left <= wk.buf_size || (*in)->cap != wk.buf_size || buf_len(*in) || bi->holding ||
-	    !(b = buf_take_stream(left)))
+	    !(b = buf_take_stream(left, kind)))
 		return 0;
 	buf_put(*in);
 	*in = b;
@@ -494,7 +494,7 @@ static ssize_t h1_server_flush(struct side *s, int more)
 static void h1_server_in(struct side *s, struct conn *c)
 {
 	if (s->in.framing == HTTP_BODY_LENGTH && c->in && c->read_long && c->readable &&
-	    h1_in_stream(&s->in, &c->in, s->in.left))
+	    h1_in_stream(&s->in, &c->in, s->in.left, STREAM_BUF_UPLOAD))
 		s->in.moved = 1;
 }
 
@@ -670,8 +670,8 @@ static int h1_client_in(struct side *s, struct upconn *u)
 	uint64_t left = s->in.framing == HTTP_BODY_LENGTH && !s->in.eos ? s->in.left : 0;
 
 	if (!u->in)
-		return (u->in = buf_get_stream(left)) ? 0 : WEIR_ERR(NOMEM);
-	h1_in_stream(&s->in, &u->in, left);
+		return (u->in = buf_get_stream(left, STREAM_BUF_RESPONSE)) ? 0 : WEIR_ERR(NOMEM);
+	h1_in_stream(&s->in, &u->in, left, STREAM_BUF_RESPONSE);
 	return 0;
 }
 

@@ -71,7 +71,7 @@ static int tls_bio_read(BIO *b, char *out, int len)
 		/* no buffer to spare: read what was asked, as a plain BIO; a
 		 * reader filling a stream buffer reads ahead as much, so that
 		 * its records come in one read(2), not one each */
-		if (s->ahead && (in = buf_take_stream(wk.stream_size)))
+		if (s->ahead && (in = buf_take_stream(wk.stream_size, STREAM_BUF_TLS_READ)))
 			;
 		else if (len >= TLS_BIO_DIRECT || !(in = buf_get()))
 			return tls_bio_result(b, read(s->fd, out, (size_t)len), 1);
@@ -309,10 +309,10 @@ static ssize_t tls_sendv(SSL *ssl, const struct iovec *iov, int cnt, size_t tota
 	 * then a record at a time as before */
 	if (cls_seal < 0 || wk.slab.classes[cls_seal].in_use >= wk.stream_max ||
 	    !(s->out = buf_get_class(cls_seal, TLS_SEAL_CAP))) {
-		SHM_ADD(wk.cnt, stream_buffers[1], 1);
+		SHM_ADD(wk.cnt, stream_buffers[STREAM_BUF_TLS_SEAL][1], 1);
 		return 0;
 	}
-	SHM_ADD(wk.cnt, stream_buffers[0], 1);
+	SHM_ADD(wk.cnt, stream_buffers[STREAM_BUF_TLS_SEAL][0], 1);
 	s->corked = 1;
 	while (sealed < total && s->nrec < TLS_SEAL_RECORDS) {
 		size_t room = s->out->cap - s->out->end, want = total - sealed;
