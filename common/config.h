@@ -265,6 +265,8 @@ struct config_route {
 	 * that share of requests, in 1/10000 (default 10000: every one) */
 	int log;
 	uint32_t log_sample;
+	/* abort_on_client_close: the top-level key's, unless the route says */
+	int abort_on_client_close;
 	struct config_overrides over; /* timeouts = {...}, limits = {...}: over its group's */
 	/* auth = { type = ...; }: the route's authentication policy and the
 	 * keys it loaded (common/auth_conf.h), malloc'd; NULL for none */

@@ -723,6 +723,8 @@ static int load_routes(struct loader *ld, const config_setting_t *root)
 			continue;
 		r->line = line_of(e);
 		config_engine_read(ld, e, ks, r, got);
+		if (config_engine_got(ks, got, "abort_on_client_close") == GOT_NONE)
+			r->abort_on_client_close = cfg->abort_on_client_close; /* read before the routes */
 		good = config_engine_got(ks, got, "host") != GOT_BAD && config_engine_got(ks, got, "path") != GOT_BAD;
 		if (config_engine_got(ks, got, "path") == GOT_OK)
 			good &= route_slashes(ld, e, r);

@@ -470,6 +470,9 @@ static const struct config_key route_keys[] = {
      .doc = "`false`: no access log line for the route's requests"},
     {.name = "log_sample", .type = CONFIG_KEY_STRING, .max = 16, .def = "1", .store = config_store_log_sample,
      .show = config_show_log_sample, .doc = "the share of requests logged, `\"0\"` to `\"1\"`, such as `\"0.1\"`"},
+    {.name = "abort_on_client_close", .type = CONFIG_KEY_BOOL, AT(struct config_route, abort_on_client_close),
+     .def = "the top level's",
+     .doc = "the top-level [`abort_on_client_close`](#abort_on_client_close) for this route's requests"},
     {.name = "timeouts", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_route_timeouts,
      .doc = "per-request timeouts for this route, over its upstream's"},
     {.name = "limits", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_route_limits,
@@ -758,7 +761,7 @@ static const struct config_key top_keys[] = {
     {.name = "abort_on_client_close", .type = CONFIG_KEY_BOOL, AT(struct config, abort_on_client_close),
      .def = "true",
      .doc = "a client that closes before its answer takes its upstream request with it (logged 499); "
-            "`false`: the request goes on ([client closes](#abort_on_client_close))"},
+            "`false`: the request goes on ([client closes](#abort_on_client_close)); routes may say otherwise"},
     {.name = "trusted_proxies", .type = CONFIG_KEY_STRINGS, .def = "`[ ]`",
      .doc = "peers whose X-Forwarded-For is believed ([real client addresses](#real-client-addresses))"},
     {.name = "real_ip_depth", .type = CONFIG_KEY_INT, AT(struct config, real_ip_depth), .min = 1,

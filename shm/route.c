@@ -211,6 +211,7 @@ static int route_compile_routes(struct route_table *t, char *block, const struct
 		e->ret = (int16_t)cr->ret;
 		e->log = (uint8_t)cr->log;
 		e->log_sample = (uint16_t)cr->log_sample;
+		e->abort = (uint8_t)cr->abort_on_client_close;
 		e->host_off = h->name_off;
 		e->path_off = str;
 		memcpy(strings + str, cr->path, pl + 1);

@@ -71,6 +71,7 @@ struct route_entry {
 	int16_t ret;       /* index into the returns, -1: proxied (upstream is then 0) */
 	uint8_t log;       /* access log lines for its requests (routes.log) */
 	uint16_t log_sample; /* the share logged, in 1/10000 (routes.log_sample) */
+	uint8_t abort;       /* routes.abort_on_client_close, or the top level's */
 	uint8_t auth;      /* enum auth_type of its policy, 0 none: a worker finds
 	                    * the policy in its own config (worker/auth.c) */
 	uint8_t nlimits;   /* rate limits checked: indices into the limits */

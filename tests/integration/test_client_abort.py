@@ -60,6 +60,20 @@ class HoldingOrigin:
         self.sock.close()
 
 
+def read_to_eof(s):
+    """What <s> gets until the peer closes (a reset ends it too)."""
+    data = b""
+    while True:
+        try:
+            b = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not b:
+            break
+        data += b
+    return data
+
+
 def start(weir_factory, extra=""):
     o = HoldingOrigin()
     w = weir_factory(upstreams=[{"name": "h", "servers": [o.addr]}],
@@ -107,12 +121,7 @@ def test_a_half_close_keeps_the_request_when_abort_on_client_close_is_off(weir_f
     s.settimeout(slack(5))
     s.sendall(b"GET /slow/300 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
     s.shutdown(socket.SHUT_WR)
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
+    data = read_to_eof(s)
     assert data.startswith(b"HTTP/1.1 200 ")
     assert w.metrics().error("client_aborted") == 0
 
@@ -139,14 +148,7 @@ def stream_half_closed(w):
     while b"tick 0" not in data:
         data += s.recv(65536)
     s.shutdown(socket.SHUT_WR)
-    while True:
-        try:
-            b = s.recv(65536)
-        except ConnectionResetError:
-            break
-        if not b:
-            break
-        data += b
+    data += read_to_eof(s)
     s.close()
     return data
 
@@ -204,12 +206,7 @@ def test_requests_pipelined_before_a_half_close_are_all_answered(weir_factory, o
     s.settimeout(slack(5))
     s.sendall(b"GET /slow/300 HTTP/1.1\r\nHost: t\r\n\r\nGET /slow/100 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
     s.shutdown(socket.SHUT_WR)
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
+    data = read_to_eof(s)
     assert data.count(b"HTTP/1.1 200 ") == 2 and data.endswith(b"slow\n")
     assert w.metrics().error("client_aborted") == 0
 
@@ -222,11 +219,28 @@ def test_a_pipelined_request_cut_by_the_close_is_dropped_at_once(weir_factory, o
     s.sendall(b"GET /slow/100 HTTP/1.1\r\nHost: t\r\n\r\nGET /slow/100 HTT")
     s.shutdown(socket.SHUT_WR)
     t0 = time.monotonic()
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
+    data = read_to_eof(s)
     assert data.count(b"HTTP/1.1 ") == 1 and data.endswith(b"slow\n")
     assert time.monotonic() - t0 < 5  # not held to client_header
+
+
+def test_a_route_says_otherwise_than_the_top_level_both_ways(weir_factory, origin):
+    def half_closed_get(w, path):
+        s = socket.create_connection(("127.0.0.1", w.port))
+        s.settimeout(slack(5))
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n" % path)
+        s.shutdown(socket.SHUT_WR)
+        data = read_to_eof(s)
+        s.close()
+        return data
+    ups = [{"name": "a", "servers": [origin.addr]}]
+    # /echo/slow/MS and /slow/MS: both answer after MS
+    w = weir_factory(upstreams=ups, routes=[{"path": "/echo/", "upstream": "a", "extra": "abort_on_client_close = false; "},
+                                            {"path": "/", "upstream": "a"}])
+    assert half_closed_get(w, b"/echo/slow/300").startswith(b"HTTP/1.1 200 ")
+    assert half_closed_get(w, b"/slow/300") == b""
+    wait_until(lambda: w.metrics().error("client_aborted") == 1, slack(3), what="the abort counted")
+    w2 = weir_factory(upstreams=ups, routes=[{"path": "/echo/", "upstream": "a", "extra": "abort_on_client_close = true; "},
+                                             {"path": "/", "upstream": "a"}], extra="abort_on_client_close = false;")
+    assert half_closed_get(w2, b"/echo/slow/300") == b""
+    assert half_closed_get(w2, b"/slow/300").startswith(b"HTTP/1.1 200 ")

@@ -105,7 +105,7 @@ def test_dump_is_accepted_by_t_and_is_a_fixed_point(tmp_path):
     for want in ('client_header = "1500ms";', 'drain = "2m";', 'upstream_read = "90s";', 'body_size = "0";',
                  'uri_size = "1k";', "headers = 50;", 'client_verify = "optional";', "early_data = true;", "session_tickets = 3;",
                  'host = "*.example.com"; path = "/api"; upstream = "b";', 'host = "exact.example.com";',
-                 '{ host = "*"; path = "/"; upstream = "a"; log = true; log_sample = "1"; upgrade = [ "websocket" ]; }',
+                 '{ host = "*"; path = "/"; upstream = "a"; log = true; log_sample = "1"; abort_on_client_close = true; upgrade = [ "websocket" ]; }',
                  'upgrade = [ "websocket", "x-chat/2" ];', 'upgrade = []; }', 'tunnel = "90m";',
                  'tunnel_drain = "1s";', 'mode = "0600";', "keepalive = 0;",
                  '{ address = "127.0.0.1:9002"; weight = 1; }', 'address = "[::1]:18443";', "verify = true;",

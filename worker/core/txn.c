@@ -919,7 +919,8 @@ void txn_pump(struct txn *t)
 			 * A close behind pipelined requests is a client that still
 			 * waits for their answers (nginx reads it so too) */
 			if (!t->resp_done && !c->h2s &&
-			    (rc || (wk.cfg->abort_on_client_close && !(c->in && buf_len(c->in))))) {
+			    (rc || ((t->route ? t->route->abort : wk.cfg->abort_on_client_close) &&
+			            !(c->in && buf_len(c->in))))) {
 				txn_client_abort(t);
 				return;
 			}
