@@ -1043,6 +1043,11 @@ void txn_count_end(struct txn *t, int status);
 /* Frees a transaction whose client connection is going away. */
 void txn_abort(struct txn *t, int rc);
 
+/* The log phase of a request whose client left before its answer ended
+ * (an HTTP/1 close, an HTTP/2 RST_STREAM): 499, as nginx logs it, or the
+ * status sent once the answer had begun; not counted as a response. */
+void txn_log_gone(struct txn *t);
+
 /* The upstream read, for tunnel.c: through the upstream side's codec
  * into u->in (compacted first when nothing queued points into it);
  * returns bytes, 0 at EOF, WEIR_EAGAIN or an error. */

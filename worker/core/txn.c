@@ -174,16 +174,20 @@ void txn_fail(struct txn *t, int rc)
  * The client left before its answer ended: a reset, or a close (a FIN)
  * with abort_on_client_close on, as nginx's default. Its upstream request
  * goes with it (its connection closed, so the origin can stop the work
- * nobody waits for), logged 499 as nginx does (the status sent, once
- * an answer has begun), counted client_aborted.
+ * nobody waits for), logged (txn_log_gone), counted client_aborted.
  * HTTP/1 cannot tell a close from a half-close after the request; a
  * client that half-closes and still reads wants abort_on_client_close off.
  */
 static void txn_client_abort(struct txn *t)
 {
 	log_info("%s: client closed the connection before its answer; upstream request abandoned", t->c->peer);
-	txn_log_phase(t, 0, t->resp_started ? t->status : 499);
+	txn_log_gone(t);
 	t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_ABORTED));
+}
+
+void txn_log_gone(struct txn *t)
+{
+	txn_log_phase(t, 0, t->resp_started ? t->status : 499);
 }
 
 static void txn_finish(struct txn *t)

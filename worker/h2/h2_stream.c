@@ -1061,7 +1061,7 @@ void h2_stream_close(struct conn *c)
 	st->core_done = 1;
 	if (c->txn && !h2_ws_close(st)) {
 		if (st->rst_recv) /* the client's cancel: logged as HTTP/1's abort is */
-			txn_log_phase(c->txn, 0, c->txn->resp_started ? c->txn->status : 499);
+			txn_log_gone(c->txn);
 		txn_abort(c->txn, st->rst_recv ? WEIR_ERR(CLIENT_CLOSED) : 0);
 	}
 	ev_clear_pending(wk.loop, &c->io);
