@@ -63,8 +63,8 @@ static void doc_default(FILE *out, const struct config_key *k)
 		fputs(k->def ? k->def : "", out);
 	else if (!k->def)
 		fputs("none", out);
-	else if (k->type == CONFIG_KEY_BOOL && strcmp(k->def, "true") && strcmp(k->def, "false"))
-		fputs(k->def, out); /* taken from elsewhere (routes.abort_on_client_close) */
+	else if (k->flags & CONFIG_KEY_INHERIT)
+		fputs(k->def, out);
 	else if (quoted || strcmp(k->def, "auto") == 0)
 		fprintf(out, "`\"%s\"`", k->def);
 	else

@@ -399,7 +399,7 @@ static void apply_default(const struct config_key *k, void *base)
 
 	if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST || k->type == CONFIG_KEY_STRINGS)
 		return;
-	if (!d) {
+	if (!d || (k->flags & CONFIG_KEY_INHERIT)) { /* inherited: its loader copies the value */
 		if (k->size)
 			memset(config_key_field(k, base), 0, k->size);
 		return;

@@ -471,7 +471,7 @@ static const struct config_key route_keys[] = {
     {.name = "log_sample", .type = CONFIG_KEY_STRING, .max = 16, .def = "1", .store = config_store_log_sample,
      .show = config_show_log_sample, .doc = "the share of requests logged, `\"0\"` to `\"1\"`, such as `\"0.1\"`"},
     {.name = "abort_on_client_close", .type = CONFIG_KEY_BOOL, AT(struct config_route, abort_on_client_close),
-     .def = "the top level's",
+     .flags = CONFIG_KEY_INHERIT, .def = "the top level's",
      .doc = "the top-level [`abort_on_client_close`](#abort_on_client_close) for this route's requests"},
     {.name = "timeouts", .type = CONFIG_KEY_GROUP, .def = "absent: its upstream's", .sub = &config_keys_route_timeouts,
      .doc = "per-request timeouts for this route, over its upstream's"},

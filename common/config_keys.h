@@ -44,6 +44,7 @@ enum {
 	CONFIG_KEY_AUTO = 1 << 4,     /* INT: "auto" is the number of online cores, within the range */
 	CONFIG_KEY_NUMBER = 1 << 5,   /* STRING: may be written as a number, read as its text (bounded_load = 1.25) */
 	CONFIG_KEY_TRUE_OK = 1 << 6,  /* STRING: true and false are taken too, as "true" and "false" */
+	CONFIG_KEY_INHERIT = 1 << 7,  /* absent, another key's value, which <def> names (its loader copies it) */
 };
 
 struct config_keyset;

@@ -185,8 +185,8 @@ static void defaults_text(FILE *f, const struct config_keyset *ks)
 
 		if (k->type == CONFIG_KEY_GROUP || k->type == CONFIG_KEY_LIST || k->type == CONFIG_KEY_STRINGS || !k->def)
 			continue;
-		if (k->type == CONFIG_KEY_BOOL && strcmp(k->def, "true") && strcmp(k->def, "false"))
-			continue; /* taken from another key (routes.abort_on_client_close): no literal */
+		if (k->flags & CONFIG_KEY_INHERIT)
+			continue; /* another key's value: no literal */
 		fprintf(f, bare ? "%s = %s; " : "%s = \"%s\"; ", k->name, k->def);
 	}
 }
