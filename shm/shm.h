@@ -52,6 +52,13 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
+#define SHM_LAYOUT_VERSION 31u
+#define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
+#define SHM_GENS 8    /* route generations */
+/* the arena the route generations' blocks are placed in (shm/route.h says
+ * how): address space only, since the memfd is sparse and a block's pages
+ * are punched out when its slot is reused */
+#define SHM_ARENA ((uint64_t)256 << 20)
 
 /* What asked for a stream or seal buffer, weir_stream_buffers_total{kind} */
 #define STREAM_BUF_KIND_TABLE(X)                                                                                       \
@@ -66,13 +73,6 @@ enum stream_buf_kind {
 #undef STREAM_BUF_KIND_ENUM
 	    STREAM_BUF_KINDS
 };
-#define SHM_LAYOUT_VERSION 31u
-#define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
-#define SHM_GENS 8    /* route generations */
-/* the arena the route generations' blocks are placed in (shm/route.h says
- * how): address space only, since the memfd is sparse and a block's pages
- * are punched out when its slot is reused */
-#define SHM_ARENA ((uint64_t)256 << 20)
 
 /* Why a client handshake failed, a closed set so the counter's labels stay
  * bounded: weir_tls_handshake_failures_total{reason=...}. */
