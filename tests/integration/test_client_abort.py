@@ -5,59 +5,27 @@ is done for nobody), logs 499 as nginx does, and counts it
 keeps the request going for clients that half-close after sending (as
 HAProxy's default)."""
 import socket
-import threading
 import time
 
 from harness import wait_until, slack
 from test_tls import certs, start_tls_weir, client_ctx, tls_connect  # noqa: F401  (certs is a fixture)
+from test_websocket import RawOrigin
 
 
-class HoldingOrigin:
-    """Reads each request head and never answers; notes when a connection
-    closes (recv gives b"") and how long after its request."""
+class HoldingOrigin(RawOrigin):
+    """Reads each request head and never answers; .closed has the request
+    line of each connection once weir closes it."""
 
     def __init__(self):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.addr = "127.0.0.1:%d" % self.port
-        self.heads = []
         self.closed = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(self.hold)
 
-    def _accept(self):
-        while True:
-            try:
-                s, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
-
-    def _serve(self, s):
-        data = b""
+    def hold(self, s, head, rest):
         s.settimeout(30)
-        try:
-            while b"\r\n\r\n" not in data:
-                b = s.recv(4096)
-                if not b:
-                    return
-                data += b
-            with self.lock:
-                self.heads.append(data.split(b"\r\n\r\n")[0])
-            while s.recv(4096):
-                pass
-            with self.lock:
-                self.closed.append(data.split(b"\r\n")[0])
-        except OSError:
+        while s.recv(4096):
             pass
-        finally:
-            s.close()
-
-    def stop(self):
-        self.sock.close()
+        self.closed.append(head.split("\r\n")[0].encode())
+        return rest
 
 
 def read_to_eof(s):
