@@ -212,3 +212,121 @@ def test_a_route_says_otherwise_than_the_top_level_both_ways(weir_factory, origi
                                              {"path": "/", "upstream": "a"}], extra="abort_on_client_close = false;")
     assert half_closed_get(w2, b"/echo/slow/300") == b""
     assert half_closed_get(w2, b"/slow/300").startswith(b"HTTP/1.1 200 ")
+
+
+# ---- a client that leaves while its request waits on a control -----------
+# (a rate limit's delay, a place in the upstream's queue, a retry's
+# backoff, a forward auth answer): the wait ends at once, logged 499 and
+# counted as during a wait on the upstream, and what it held goes back
+
+def aborted_at_once(w, target, why):
+    wait_until(lambda: any('"GET %s HTTP/1.1" 499' % target in l for l in w.access_lines()), slack(3),
+               what="a 499 access line")
+    assert w.metrics().error("client_aborted") == 1
+    assert any("client closed the connection before its answer; " + why in l for l in w.error_lines())
+
+
+def test_a_client_that_leaves_during_a_rate_limit_delay_is_gone_at_once(weir_factory, origin):
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a", "extra": 'rate_limits = [ "d" ]; '}],
+                     extra='rate_limits = ( { name = "d"; key = "client_ip"; rate = "1/m"; burst = 1; '
+                           'mode = "delay"; } );')
+    with w.client() as c:
+        assert c.request("GET", "/echo/first").status == 200  # from rest: at once
+    s = send(w, "/echo/delayed")  # its turn is a minute away
+    wait_until(lambda: w.metrics()("weir_rate_limit_decisions_total", limit="d", result="delayed") == 1,
+               slack(3), what="the request delayed")
+    s.close()
+    aborted_at_once(w, "/echo/delayed", "its rate limit delay ended")
+    assert not origin.requests("/echo/delayed")
+
+
+def test_an_http2_cancel_during_a_rate_limit_delay_is_logged_499(weir_factory, origin):
+    from h2util import H2Client
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                     routes=[{"path": "/", "upstream": "a", "extra": 'rate_limits = [ "d" ]; '}],
+                     extra='rate_limits = ( { name = "d"; key = "client_ip"; rate = "1/m"; burst = 1; '
+                           'mode = "delay"; } );')
+    c = H2Client(w.port)
+    c.request("/echo/first")
+    sid = c.request("/echo/delayed")
+    wait_until(lambda: w.metrics()("weir_rate_limit_decisions_total", limit="d", result="delayed") == 1,
+               slack(3), what="the request delayed")
+    c.conn.reset_stream(sid, 8)  # CANCEL
+    c.flush()
+    wait_until(lambda: any('"GET /echo/delayed HTTP/2.0" 499' in l for l in w.access_lines()), slack(3),
+               what="a 499 access line")
+    c.close()
+    assert not origin.requests("/echo/delayed")
+
+
+def queue_weir(weir_factory, servers):
+    raw = 'limits = { max_requests = 1; max_pending = 2; queue_timeout = "20s"; };'
+    return weir_factory(upstreams=[{"name": "g", "servers": servers, "max_fails": 0, "raw": raw}],
+                        routes=[{"path": "/", "upstream": "g"}], timeouts={"upstream_read": "20s"}, workers=1)
+
+
+def queue_depth(w):
+    return w.metrics()("weir_upstream_queue_depth", upstream="g")
+
+
+def test_a_client_that_leaves_the_upstream_queue_gives_its_place_up_at_once(weir_factory):
+    o = HoldingOrigin()
+    w = queue_weir(weir_factory, [o.addr])
+    first = send(w, "/first")
+    wait_until(lambda: o.heads, slack(3), what="the first request at the origin")
+    s = send(w, "/queued")
+    wait_until(lambda: queue_depth(w) == 1, slack(3), what="the second request queued")
+    s.close()
+    wait_until(lambda: queue_depth(w) == 0, slack(3), what="the queue emptied")
+    aborted_at_once(w, "/queued", "its place in the upstream's queue given up")
+    first.close()
+    wait_until(lambda: o.closed, slack(3), what="the first request's connection closed")
+    assert o.closed == [b"GET /first HTTP/1.1"]
+    o.stop()
+
+
+def test_requests_pipelined_during_a_wait_are_kept_and_answered(weir_factory, origin):
+    # read while it waits in the queue, with the client's half-close
+    # behind them: bytes still to be answered, so no abort
+    w = queue_weir(weir_factory, [origin.addr])
+    first = send(w, "/slow/1000")
+    wait_until(lambda: origin.requests("/slow/1000"), slack(3), what="the first request at the origin")
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.settimeout(slack(10))
+    s.sendall(b"GET /slow/100 HTTP/1.1\r\nHost: t\r\n\r\n")
+    wait_until(lambda: queue_depth(w) == 1, slack(3), what="the second request queued")
+    s.sendall(b"GET /echo/third HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    s.shutdown(socket.SHUT_WR)
+    data = read_to_eof(s)
+    assert data.count(b"HTTP/1.1 200 ") == 2 and b"/echo/third" in data, data
+    assert w.metrics().error("client_aborted") == 0
+    first.close()
+
+
+def test_a_client_that_leaves_during_a_retry_backoff_cancels_the_retry(weir_factory, origin_factory):
+    a = origin_factory("A")
+    raw = 'retry = { on = [ "503" ]; attempts = 2; retry_after_max = "10s"; };'
+    w = weir_factory(upstreams=[{"name": "g", "servers": [a.addr], "max_fails": 0, "raw": raw}],
+                     routes=[{"path": "/", "upstream": "g"}], workers=1)
+    s = send(w, "/retry-after/503/5")  # 503 and Retry-After: 5, the wait before the retry
+    wait_until(lambda: a.requests("/retry-after"), slack(3), what="the first try at the origin")
+    time.sleep(0.2)
+    s.close()
+    aborted_at_once(w, "/retry-after/503/5", "its retry cancelled")
+    assert len(a.requests("/retry-after")) == 1
+
+
+def test_a_client_that_leaves_while_forward_auth_decides_abandons_the_subrequest(weir_factory, origin):
+    o = HoldingOrigin()
+    auth = 'auth = { type = "forward"; upstream = "authsvc"; path = "/auth"; };'
+    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}, {"name": "authsvc", "servers": [o.addr]}],
+                     routes=[{"path": "/", "upstream": "a", "extra": auth}])
+    s = send(w, "/echo/guarded")
+    wait_until(lambda: o.heads, slack(3), what="the subrequest at the auth service")
+    s.close()
+    wait_until(lambda: o.closed, slack(3), what="the subrequest's connection closed")
+    assert o.closed == [b"GET /auth HTTP/1.1"]
+    aborted_at_once(w, "/echo/guarded", "its forward auth subrequest abandoned")
+    assert not origin.requests("/echo/guarded")
+    o.stop()

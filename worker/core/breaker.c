@@ -318,6 +318,7 @@ static void breaker_enqueue(struct txn *t, int again)
 	else
 		bq_head = t;
 	bq_tail = t;
+	txn_wait_arm(t); /* its client's close gives the place up */
 }
 
 int breaker_admit(struct txn *t)

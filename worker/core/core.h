@@ -976,12 +976,22 @@ void txn_upstream_go(struct txn *t);
  * if one is left; <rc> is the error to answer with if it cannot. */
 void txn_retry_send(struct txn *t, int rc);
 
-/* <t> waits on a control (a place in a group's queue, a retry's backoff)
- * and has no upstream: the client is not read meanwhile. */
-static inline int breaker_waiting(const struct txn *t)
+/* <t> waits on a control and has no upstream yet: a rate limit's delay,
+ * a place in a group's queue, a retry's backoff, a forward auth answer.
+ * Nothing moves meanwhile but the client's close (txn_wait_client). */
+static inline int txn_waiting(const struct txn *t)
 {
-	return !t->u && (t->bk.queued || t->rt.armed);
+	return !t->u && (t->rl.waiting || t->bk.queued || t->rt.armed || (t->fa && t->fa->u));
 }
+
+/* txn.c. A wait of txn_waiting() begins: an HTTP/1 client whose request
+ * is all read is watched for its close, nothing else. */
+void txn_wait_arm(struct txn *t);
+
+/* txn.c. The client's socket is readable during such a wait: bytes are
+ * kept (pipelined requests), a close or reset ends the request as one
+ * during a wait on the upstream does (abort_on_client_close). */
+void txn_wait_client(struct txn *t);
 
 /* ---- txn_phases.c: the life of a request, in order ---------------- */
 

@@ -605,8 +605,9 @@ int fwdauth_begin(struct txn *t, const struct config_auth *p)
 		fa_fail(t, AUTH_R_FWD_UNREACHABLE, rc, "no server could be reached");
 		return -1;
 	}
-	/* the client is not read meanwhile, as during a rate limit's delay */
-	conn_io_set(t->c, 0);
+	/* as during a rate limit's delay, only the client's close is
+	 * watched for meanwhile */
+	txn_wait_arm(t);
 	if (!t->fa->u->connecting)
 		fa_step(t);
 	return -1;

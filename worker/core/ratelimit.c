@@ -438,13 +438,13 @@ int ratelimit_check(struct txn *t)
 	}
 	if (!delay)
 		return RATELIMIT_CONTINUE;
-	/* queued: the request goes on when its turn comes; the client is not
-	 * read meanwhile (what it sends waits in the socket) */
+	/* queued: the request goes on when its turn comes; meanwhile only
+	 * the client's close is watched for (txn_wait_arm) */
 	ev_timer_init(&t->rl.delay, rl_delay_cb, (double)delay / 1e9, 0);
 	t->rl.delay.data = t;
 	ev_timer_start(wk.loop, &t->rl.delay);
 	t->rl.waiting = 1;
-	conn_io_set(t->c, 0);
+	txn_wait_arm(t);
 	return RATELIMIT_WAIT;
 }
 

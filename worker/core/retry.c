@@ -161,6 +161,7 @@ void retry_schedule(struct txn *t, int rc)
 	t->rt.timer.data = t;
 	ev_timer_start(wk.loop, &t->rt.timer);
 	t->rt.armed = 1;
+	txn_wait_arm(t); /* its client's close cancels the retry */
 }
 
 int retry_connect_allowed(struct txn *t)

@@ -180,9 +180,58 @@ void txn_fail(struct txn *t, int rc)
  */
 static void txn_client_abort(struct txn *t)
 {
-	log_info("%s: client closed the connection before its answer; upstream request abandoned", t->c->peer);
+	const char *gone = t->rl.waiting   ? "its rate limit delay ended"
+	                   : t->bk.queued  ? "its place in the upstream's queue given up"
+	                   : t->rt.armed   ? "its retry cancelled"
+	                   : t->fa && t->fa->u ? "its forward auth subrequest abandoned"
+	                                   : "upstream request abandoned";
+
+	log_info("%s: client closed the connection before its answer; %s", t->c->peer, gone);
 	txn_log_gone(t);
 	t->down.ops->reset(&t->down, WEIR_ERR(CLIENT_ABORTED));
+}
+
+/*
+ * The client's read after its whole request gave <rc>: 0 (a close) or
+ * WEIR_ECLIENT_CLOSED (a reset). Returns 1 if the request went with it
+ * (<t> is gone). A close behind pipelined requests is a client that still
+ * waits for their answers (nginx reads it so too); an HTTP/2 stream's end
+ * is its request's END_STREAM, its cancel an RST_STREAM (h2_stream_close),
+ * so this is HTTP/1's alone.
+ */
+static int txn_client_left(struct txn *t, int rc)
+{
+	struct conn *c = t->c;
+
+	if (t->resp_done || c->h2s)
+		return 0;
+	if (!rc && !((t->route ? t->route->abort : wk.cfg->abort_on_client_close) && !(c->in && buf_len(c->in))))
+		return 0;
+	txn_client_abort(t);
+	return 1;
+}
+
+void txn_wait_arm(struct txn *t)
+{
+	struct conn *c = t->c;
+
+	/* a body still to come is not read (it would only pile up): that
+	 * client's close is seen when the wait is over. Nor past a full
+	 * buffer of pipelined requests, or after the close was read. */
+	conn_io_set(c, !c->h2s && t->req_body_done && !c->eof && (!c->in || c->in->end < c->in->cap) ? EV_READ : 0);
+}
+
+void txn_wait_client(struct txn *t)
+{
+	struct conn *c = t->c;
+	int rc;
+
+	if (c->readable && !c->h2s && t->req_body_done && !c->eof) {
+		rc = t->down.ops->recv(&t->down);
+		if ((rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED)) && txn_client_left(t, rc))
+			return;
+	}
+	txn_wait_arm(t);
 }
 
 void txn_log_gone(struct txn *t)
@@ -781,10 +830,8 @@ void txn_pump(struct txn *t)
 		txn_pump_buffer(t);
 		return;
 	}
-	if (breaker_waiting(t)) {
-		/* queued or backing off: nothing to move, and the client is not
-		 * read until the wait ends (a body would only pile up) */
-		conn_io_set(c, 0);
+	if (txn_waiting(t)) {
+		txn_wait_client(t);
 		return;
 	}
 	if (t->tun.on) {
@@ -918,16 +965,8 @@ void txn_pump(struct txn *t)
 		/* bytes past this request: keep them for later, note the close */
 		rc = t->down.ops->recv(&t->down);
 		if (rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED)) {
-			/* HTTP/1 only: an HTTP/2 stream's end is its request's
-			 * END_STREAM, its cancel an RST_STREAM (h2_stream_close).
-			 * A close behind pipelined requests is a client that still
-			 * waits for their answers (nginx reads it so too) */
-			if (!t->resp_done && !c->h2s &&
-			    (rc || ((t->route ? t->route->abort : wk.cfg->abort_on_client_close) &&
-			            !(c->in && buf_len(c->in))))) {
-				txn_client_abort(t);
+			if (txn_client_left(t, rc))
 				return;
-			}
 			want_client_read = 0;
 		}
 	}
