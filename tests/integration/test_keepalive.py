@@ -96,6 +96,43 @@ def test_upstream_connections_are_reused_across_client_connections(weir_factory,
     assert m("weir_upstream_reuses_total") >= 18
 
 
+def test_connections_past_keepalive_that_the_load_keeps_using_are_not_trimmed(weir_factory, origin):
+    # six clients in step: all six send at once (six upstream connections
+    # in use, four past keepalive), then all wait 120 ms (all six idle).
+    # A tick most likely falls in a pause; it closes only what no request
+    # took during the second before it, so the pool is not cut back to 2
+    # and opened again after each tick
+    w = simple(weir_factory, origin, workers=1, upstream_opts={"keepalive": 2})
+    stop = time.monotonic() + 4.5
+    rounds = threading.Barrier(6)
+    errors = []
+
+    def loop():
+        try:
+            with Client(w.port) as c:
+                while True:
+                    rounds.wait(timeout=10)
+                    if time.monotonic() >= stop:
+                        return
+                    c.send(build_request("GET", "/slow/30"))
+                    assert c.read_response().status == 200
+                    time.sleep(0.12)
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=loop) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    m = w.metrics()
+    # six, and a few more should a client lag behind the others by a
+    # request's time in some second
+    assert m("weir_upstream_connects_total") <= 9, m("weir_upstream_connects_total")
+    # idle now: past keepalive, they go within two ticks
+    wait_until(lambda: established_to(origin.port) <= 2, slack(4), what="pool trimmed to 2")
+
+
 def test_keepalive_zero_opens_a_new_upstream_connection_per_request(weir_factory, origin):
     w = simple(weir_factory, origin, workers=1, upstream_opts={"keepalive": 0})
     with w.client() as c:

@@ -73,6 +73,8 @@ struct up_server {
 	uint32_t fails;         /* consecutive failures counted */
 	struct upconn *idle;    /* pooled idle connections (LIFO) */
 	uint32_t nidle;
+	uint32_t idle_low;      /* fewest idle since the last tick: the cold end
+	                         * of the list no request took meanwhile */
 	void *session;          /* SSL_SESSION offered on the next TLS connect */
 	void *session_ctx;      /* the SSL_CTX it came from */
 	void *h2;               /* its HTTP/2 sessions (worker/up/h2_client.h) */
