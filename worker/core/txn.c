@@ -205,7 +205,7 @@ static int txn_client_left(struct txn *t, int rc)
 
 	if (t->resp_done || c->h2s)
 		return 0;
-	if (!rc && !((t->route ? t->route->abort : wk.cfg->abort_on_client_close) && !(c->in && buf_len(c->in))))
+	if (!rc && !((t->route ? t->route->abort : wk.cfg->abort_on_client_close) && !conn_unread(c)))
 		return 0;
 	txn_client_abort(t);
 	return 1;

@@ -157,7 +157,7 @@ int txn_send_continue(struct txn *t)
 {
 	struct conn *c = t->c;
 
-	if (!t->req.expect_continue || t->req_body_done || t->continued || (c->in && buf_len(c->in) != 0))
+	if (!t->req.expect_continue || t->req_body_done || t->continued || conn_unread(c))
 		return 0;
 	t->continued = 1;
 	if (c->codec->interim(c, 100) < 0) {

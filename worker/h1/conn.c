@@ -215,7 +215,7 @@ static void conn_next_request(struct conn *c)
 	conn_set_deadline(c, wk.draining && !c->in ? ev_now(wk.loop) + DRAIN_IDLE_GRACE
 	                     : worker_after(c->in ? wk.cfg->timeouts.client_header : wk.cfg->timeouts.client_keepalive));
 	conn_io_set(c, EV_READ);
-	if ((c->in && buf_len(c->in)) || c->readable) {
+	if (conn_unread(c) || c->readable) {
 		/* answers weir makes itself finish within this call, so a buffer
 		 * of pipelined requests for no route would recurse once per
 		 * request: past a few, continue from the loop instead */
@@ -302,7 +302,7 @@ void conn_txn_done(struct conn *c, int keep)
 {
 	if (c->h2s) /* one request per stream */
 		conn_close(c);
-	else if (keep && (!c->eof || (c->in && buf_len(c->in))))
+	else if (keep && (!c->eof || conn_unread(c)))
 		/* after a close, what was pipelined before it is still served */
 		conn_next_request(c);
 	else if (c->eof || (!c->in || buf_len(c->in) == 0))
@@ -565,7 +565,7 @@ static void conn_write_answer(struct conn *c)
 static void conn_on_head(struct conn *c)
 {
 	for (;;) {
-		if (c->in && buf_len(c->in)) {
+		if (conn_unread(c)) {
 			struct txn *t = c->txn;
 			int rc;
 

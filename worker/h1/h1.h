@@ -542,6 +542,13 @@ ssize_t conn_sendv(struct conn *c, const struct iovec *iov, int cnt, int more);
  * on a socket error. Counts bytes_in. */
 int conn_read(struct conn *c);
 
+/* Bytes of <c>'s input not consumed yet: pipelined requests, a body's
+ * next part; 0 when it holds no buffer (one goes back while idle). */
+static inline uint32_t conn_unread(const struct conn *c)
+{
+	return c->in ? buf_len(c->in) : 0;
+}
+
 /* Drain: close <c> now if it is idle. */
 void conn_drain(struct conn *c);
 

@@ -453,7 +453,7 @@ void h2_session_start(struct conn *c)
 	                                                ? 0x7fffffff
 	                                                : H2_WINDOW * wk.cfg->http2.max_concurrent_streams));
 	h2_session_deadline(s);
-	if (c->in && buf_len(c->in)) {
+	if (conn_unread(c)) {
 		/* the preface (and more) read while telling HTTP/1 from HTTP/2 */
 		ssize_t n;
 
