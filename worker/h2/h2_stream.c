@@ -698,6 +698,45 @@ static ssize_t h2_stream_body_in(struct h2_stream *st, const char *p, size_t len
 	return (ssize_t)k;
 }
 
+/* 0x20 in each byte of <x> that is an ASCII capital, 0 in the others: on
+ * each byte's low seven bits, +0x3f sets its high bit from 'A' up and
+ * +0x25 from past 'Z' up, with no carry out of the byte; a byte of 0x80
+ * or more (never in a name, which is tchar) is none. */
+static inline uint64_t h2_word_capitals(uint64_t x)
+{
+	const uint64_t ones = 0x0101010101010101ull;
+	uint64_t low = x & (0x7f * ones);
+
+	return ((low + (0x80 - 'A') * ones) & ~(low + (0x7f - 'Z') * ones) & ~x & (0x80 * ones)) >> 2;
+}
+
+/* Name <n>[0..len) lowered into <dst> (room for <len>) a word at a time;
+ * <n> itself when it has no capital (then <dst> is left unused). Most
+ * names from an HTTP/1 upstream have capitals ("Content-Type"), and a
+ * byte at a time cost some 16 instructions a byte to test and copy. */
+static const char *h2_name_lower(const char *n, uint32_t len, char *dst)
+{
+	uint64_t w, caps, any = 0;
+	uint32_t i = 0;
+
+	for (; i + 8 <= len; i += 8) {
+		memcpy(&w, n + i, 8);
+		caps = h2_word_capitals(w);
+		any |= caps;
+		w |= caps;
+		memcpy(dst + i, &w, 8);
+	}
+	/* the last few bytes one by one: a copy of a length not known
+	 * here is a call to memcpy, dearer than the bytes */
+	for (; i < len; i++) {
+		unsigned c = (unsigned char)n[i], cap = c - 'A' < 26u;
+
+		any |= cap;
+		dst[i] = (char)(c | cap << 5);
+	}
+	return any ? dst : n;
+}
+
 /* The fields of response <m> as nv entries from nv[n] on, at most <nmax>
  * in all with 4 kept for what follows: connection-specific fields never
  * cross (RFC 9113 8.2.2), names lowered in place; <skip_id>: the
@@ -721,17 +760,10 @@ static size_t h2_nv_fields(struct h2_stream *st, const struct msg *m, nghttp2_nv
 		    (m->status == 101 && h2_ws_skip_resp(st, h)) ||
 		    (skip_id && h->name_len == 12 && http_name_same_var(h->name, "X-Request-Id", 12)))
 			continue;
-		for (uint32_t k = 0; k < h->name_len; k++) {
-			if (name[k] < 'A' || name[k] > 'Z')
-				continue;
-			if (used + h->name_len > sizeof(lowered))
-				break; /* past any head the limits allow: sent as it is */
-			for (uint32_t j = 0; j < h->name_len; j++)
-				lowered[used + j] = (char)(h->name[j] >= 'A' && h->name[j] <= 'Z' ? h->name[j] | 0x20 : h->name[j]);
-			name = lowered + used;
+		/* past any head the limits allow: sent as it is */
+		if (used + h->name_len <= sizeof(lowered) &&
+		    (name = h2_name_lower(h->name, h->name_len, lowered + used)) != h->name)
 			used += h->name_len;
-			break;
-		}
 		nv[n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)h->value, h->name_len, h->value_len,
 		                       NGHTTP2_NV_FLAG_NONE};
 	}
