@@ -211,14 +211,23 @@ static int txn_client_left(struct txn *t, int rc)
 	return 1;
 }
 
+/* Whether <t>'s client is read on after its whole request, for pipelined
+ * requests and its close: not before the close was read, nor past a full
+ * buffer of what it pipelined. */
+static int txn_reads_on(const struct txn *t)
+{
+	const struct conn *c = t->c;
+
+	return t->req_body_done && !c->eof && (!c->in || c->in->end < c->in->cap);
+}
+
 void txn_wait_arm(struct txn *t)
 {
 	struct conn *c = t->c;
 
 	/* a body still to come is not read (it would only pile up): that
-	 * client's close is seen when the wait is over. Nor past a full
-	 * buffer of pipelined requests, or after the close was read. */
-	conn_io_set(c, !c->h2s && t->req_body_done && !c->eof && (!c->in || c->in->end < c->in->cap) ? EV_READ : 0);
+	 * client's close is seen when the wait is over */
+	conn_io_set(c, !c->h2s && txn_reads_on(t) ? EV_READ : 0);
 }
 
 void txn_wait_client(struct txn *t)
@@ -226,7 +235,7 @@ void txn_wait_client(struct txn *t)
 	struct conn *c = t->c;
 	int rc;
 
-	if (c->readable && !c->h2s && t->req_body_done && !c->eof) {
+	if (c->readable && !c->h2s && txn_reads_on(t)) {
 		rc = t->down.ops->recv(&t->down);
 		if ((rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED)) && txn_client_left(t, rc))
 			return;
@@ -959,7 +968,7 @@ void txn_pump(struct txn *t)
 		want_client_read = txn_discard_client(t);
 	else if (!t->req_body_done && !t->up.q.count)
 		want_client_read = 1; /* more request body */
-	else if (t->req_body_done && !c->eof && (!c->in || c->in->end < c->in->cap))
+	else if (txn_reads_on(t))
 		want_client_read = 1; /* pipelined requests or the client's close */
 	if (want_client_read && c->readable && t->req_body_done) {
 		/* bytes past this request: keep them for later, note the close */
