@@ -9,6 +9,15 @@
 #include "common/log.h"
 #include "worker/net/net.h"
 
+/* A connection left <s>'s idle list: one fewer, and the pool's low mark
+ * since the last tick follows (upstream_pool_trim). */
+static void upstream_pool_left(struct up_server *s)
+{
+	s->nidle--;
+	if (s->nidle < s->idle_low)
+		s->idle_low = s->nidle;
+}
+
 static void upstream_pool_remove(struct upconn *u)
 {
 	struct up_server *s = u->srv;
@@ -16,9 +25,7 @@ static void upstream_pool_remove(struct upconn *u)
 	for (struct upconn **p = &s->idle; *p; p = &(*p)->next)
 		if (*p == u) {
 			*p = u->next;
-			s->nidle--;
-			if (s->nidle < s->idle_low)
-				s->idle_low = s->nidle;
+			upstream_pool_left(s);
 			return;
 		}
 }
@@ -257,9 +264,7 @@ struct upconn *upstream_pool_get(const struct route_table *t, uint32_t si)
 	if (!u)
 		return NULL;
 	s->idle = u->next;
-	s->nidle--;
-	if (s->nidle < s->idle_low)
-		s->idle_low = s->nidle;
+	upstream_pool_left(s);
 	u->next = NULL;
 	u->reused = 1;
 	u->readable = 0;
@@ -407,7 +412,7 @@ static void upstream_pool_trim(struct up_server *s)
 	s->idle_low = s->nidle;
 	if (s->nidle <= s->keepalive || !cold)
 		return;
-	keep = s->nidle - (s->nidle - s->keepalive < cold ? s->nidle - s->keepalive : cold);
+	keep = s->nidle - cold > s->keepalive ? s->nidle - cold : s->keepalive; /* cold <= nidle */
 	for (k = 0; k < keep && *p; k++)
 		p = &(*p)->next;
 	u = *p;
