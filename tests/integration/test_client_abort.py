@@ -56,6 +56,11 @@ def send(w, target):
     return s
 
 
+def logged_499(w, target, proto="HTTP/1.1"):
+    wait_until(lambda: any('"GET %s %s" 499' % (target, proto) in l for l in w.access_lines()), slack(3),
+               what="a 499 access line")
+
+
 def test_a_client_that_closes_while_waiting_closes_the_upstream_request_logged_499(weir_factory):
     w, o = start(weir_factory)
     before = w.metrics().error("client_aborted")
@@ -64,8 +69,7 @@ def test_a_client_that_closes_while_waiting_closes_the_upstream_request_logged_4
     s.close()
     wait_until(lambda: o.closed, slack(3), what="the origin's connection closed")
     assert o.closed == [b"GET /wait/1 HTTP/1.1"]
-    wait_until(lambda: any('"GET /wait/1 HTTP/1.1" 499' in l for l in w.access_lines()), slack(3),
-               what="a 499 access line")
+    logged_499(w, "/wait/1")
     assert w.metrics().error("client_aborted") == before + 1
     assert any("client closed the connection before its answer" in l for l in w.error_lines())
     o.stop()
@@ -147,8 +151,7 @@ def test_an_http2_cancel_closes_the_upstream_request_logged_499(weir_factory):
     c.conn.reset_stream(sid, 8)  # CANCEL
     c.flush()
     wait_until(lambda: o.closed, slack(3), what="the origin's connection closed")
-    wait_until(lambda: any('"GET /wait/h2 HTTP/2.0" 499' in l for l in w.access_lines()), slack(3),
-               what="a 499 access line")
+    logged_499(w, "/wait/h2", "HTTP/2.0")
     c.close()
     o.stop()
 
@@ -162,8 +165,7 @@ def test_a_tls_client_that_closes_while_waiting_is_the_same(weir_factory, certs)
     s.unwrap()  # close_notify
     s.close()
     wait_until(lambda: o.closed, slack(3), what="the origin's connection closed")
-    wait_until(lambda: any('"GET /wait/tls HTTP/1.1" 499' in l for l in w.access_lines()), slack(3),
-               what="a 499 access line")
+    logged_499(w, "/wait/tls")
     o.stop()
 
 
@@ -220,22 +222,31 @@ def test_a_route_says_otherwise_than_the_top_level_both_ways(weir_factory, origi
 # counted as during a wait on the upstream, and what it held goes back
 
 def aborted_at_once(w, target, why):
-    wait_until(lambda: any('"GET %s HTTP/1.1" 499' % target in l for l in w.access_lines()), slack(3),
-               what="a 499 access line")
+    logged_499(w, target)
     assert w.metrics().error("client_aborted") == 1
     assert any("client closed the connection before its answer; " + why in l for l in w.error_lines())
 
 
+def delay_weir(weir_factory, origin):
+    """A route whose limit, from rest, lets one request through at once
+    and delays the next a minute."""
+    return weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
+                        routes=[{"path": "/", "upstream": "a", "extra": 'rate_limits = [ "d" ]; '}],
+                        extra='rate_limits = ( { name = "d"; key = "client_ip"; rate = "1/m"; burst = 1; '
+                              'mode = "delay"; } );')
+
+
+def wait_delayed(w):
+    wait_until(lambda: w.metrics()("weir_rate_limit_decisions_total", limit="d", result="delayed") == 1,
+               slack(3), what="the request delayed")
+
+
 def test_a_client_that_leaves_during_a_rate_limit_delay_is_gone_at_once(weir_factory, origin):
-    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
-                     routes=[{"path": "/", "upstream": "a", "extra": 'rate_limits = [ "d" ]; '}],
-                     extra='rate_limits = ( { name = "d"; key = "client_ip"; rate = "1/m"; burst = 1; '
-                           'mode = "delay"; } );')
+    w = delay_weir(weir_factory, origin)
     with w.client() as c:
         assert c.request("GET", "/echo/first").status == 200  # from rest: at once
     s = send(w, "/echo/delayed")  # its turn is a minute away
-    wait_until(lambda: w.metrics()("weir_rate_limit_decisions_total", limit="d", result="delayed") == 1,
-               slack(3), what="the request delayed")
+    wait_delayed(w)
     s.close()
     aborted_at_once(w, "/echo/delayed", "its rate limit delay ended")
     assert not origin.requests("/echo/delayed")
@@ -243,19 +254,14 @@ def test_a_client_that_leaves_during_a_rate_limit_delay_is_gone_at_once(weir_fac
 
 def test_an_http2_cancel_during_a_rate_limit_delay_is_logged_499(weir_factory, origin):
     from h2util import H2Client
-    w = weir_factory(upstreams=[{"name": "a", "servers": [origin.addr]}],
-                     routes=[{"path": "/", "upstream": "a", "extra": 'rate_limits = [ "d" ]; '}],
-                     extra='rate_limits = ( { name = "d"; key = "client_ip"; rate = "1/m"; burst = 1; '
-                           'mode = "delay"; } );')
+    w = delay_weir(weir_factory, origin)
     c = H2Client(w.port)
     c.request("/echo/first")
     sid = c.request("/echo/delayed")
-    wait_until(lambda: w.metrics()("weir_rate_limit_decisions_total", limit="d", result="delayed") == 1,
-               slack(3), what="the request delayed")
+    wait_delayed(w)
     c.conn.reset_stream(sid, 8)  # CANCEL
     c.flush()
-    wait_until(lambda: any('"GET /echo/delayed HTTP/2.0" 499' in l for l in w.access_lines()), slack(3),
-               what="a 499 access line")
+    logged_499(w, "/echo/delayed", "HTTP/2.0")
     c.close()
     assert not origin.requests("/echo/delayed")
 
