@@ -272,8 +272,8 @@ def test_a_group_with_proxy_protocol_tells_the_client_to_its_servers(weir_factor
 def test_health_checks_of_such_a_group_open_with_a_local_header(weir_factory, origin, version):
     a, b = pp_chain(weir_factory, origin, version)
     text = open(a.conf).read().replace('proxy_protocol = "%s"; ' % version,
-                                       'proxy_protocol = "%s"; health = { path = "/"; interval = "100ms"; '
-                                       'timeout = "90ms"; jitter = "off"; }; ' % version)
+                                       'proxy_protocol = "%s"; health = { path = "/"; interval = "500ms"; '
+                                       'timeout = "500ms"; jitter = "off"; }; ' % version)
     a.stop()
     a.write_raw_config(text)
     a.start()
