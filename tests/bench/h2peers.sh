@@ -11,7 +11,7 @@
 # build/weir (or $WEIR_BIN) with a configuration written here.
 #
 # Options:
-#   --mode rps|instr|syscalls|mem   what to measure (default rps)
+#   --mode rps|instr|syscalls|mem|cpu   what to measure (default rps)
 #   --path P        / (18-byte body) or /64k (65536 bytes); default /
 #   --tls           TLS with ALPN h2 (default: h2c, prior knowledge)
 #   --rounds N      interleaved h2load rounds per target (rps; default 3)
@@ -37,7 +37,14 @@
 #                   calls, how many epoll_waits, that is loop passes)
 #   kib_per_conn    RSS growth of the serving process per idle h2
 #                   connection (preface, SETTINGS, one request each), KiB
-# rps: above 1 is better for weir; instr and mem: below 1.
+#   us_per_req      CPU (user+system) of the serving process per request
+#                   of h2load -c64 -m10 -t1 -D S, from /proc/PID/stat; a
+#                   line per target also gives its user part and what
+#                   h2load (time(1)) and the origin spent per request, and
+#                   their sum: the two cores divided by that sum bound the
+#                   requests/s of the whole set-up, as cpusplit.sh does
+#                   for HTTP/1
+# rps: above 1 is better for weir; instr, syscalls, mem and cpu: below 1.
 set -euo pipefail
 
 MODE=rps ROUNDS=3 DUR=5 NREQ=20000 NCONN=2000 PATH_=/ TLS=0 KEEP=
@@ -53,11 +60,11 @@ while [ $# -gt 0 ]; do
 	--tls) TLS=1; shift;;
 	--only) TARGETS=$2; shift 2;;
 	--keep) KEEP=$2; shift 2;;
-	-h|--help) sed -n '2,39p' "$0"; exit 0;;
+	-h|--help) sed -n '2,46p' "$0"; exit 0;;
 	*) echo "h2peers.sh: unknown option $1 (see --help)" >&2; exit 2;;
 	esac
 done
-case $MODE in rps|instr|syscalls|mem) ;; *) echo "h2peers.sh: --mode rps|instr|syscalls|mem" >&2; exit 2;; esac
+case $MODE in rps|instr|syscalls|mem|cpu) ;; *) echo "h2peers.sh: --mode rps|instr|syscalls|mem|cpu" >&2; exit 2;; esac
 [ "$DUR" -le 20 ] || { echo "h2peers.sh: --duration at most 20" >&2; exit 2; }
 [ "$MODE" = mem ] && TLS=1 # the figure the issue asks for is with TLS
 
@@ -72,7 +79,7 @@ WEIR=${WEIR_BIN:-$ROOT/build/weir}
 need() {
 	local missing=() pair
 	for pair in nginx:nginx-light haproxy:haproxy h2load:nghttp2-client valgrind:valgrind \
-	            strace:strace curl:curl python3:python3; do
+	            strace:strace curl:curl python3:python3 /usr/bin/time:time; do
 		command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
@@ -245,7 +252,8 @@ for t in ${TARGETS//,/ }; do
 done
 
 setsid nginx -c "$W/origin.conf" >"$W/origin.out" 2>&1 &
-PIDS+=($!)
+ORIGIN_PID=$!
+PIDS+=($ORIGIN_PID)
 for _ in $(seq 1 100); do curl -fs -o /dev/null "http://127.0.0.1:$ORIGIN_PORT/" && break; sleep 0.1; done
 curl -fs -o "$W/body.origin" "http://127.0.0.1:$ORIGIN_PORT$PATH_"
 
@@ -354,4 +362,33 @@ if [ "$MODE" = mem ]; then
 		stop "$STARTED_PID"; sleep 0.5
 	done
 	report kib_per_conn min
+fi
+
+if [ "$MODE" = cpu ]; then
+	hz=$(getconf CLK_TCK)
+	# CPU ticks (user+system, or user alone) of <pid> and its children
+	ticks() { for q in $1 $(pgrep -P "$1" || true); do cat "/proc/$q/stat"; done | awk -v f="${2:-}" '{t += $14 + (f == "u" ? 0 : $15)} END {print t}'; }
+	OP=$ORIGIN_PID
+	for t in "${LIST[@]}"; do
+		start "$t" || continue
+		sp=$(server_pid "$STARTED_PID" "$t")
+		timeout 20 "${H2LOAD[@]}" -D 1 "$(url "${PORT[$t]}")$PATH_" >/dev/null 2>&1 || true # warm-up
+		p0=$(ticks "$sp") u0=$(ticks "$sp" u) o0=$(ticks "$OP")
+		/usr/bin/time -f "%U %S" -o "$W/time" timeout $((DUR + 15)) "${H2LOAD[@]}" -D "$DUR" \
+			"$(url "${PORT[$t]}")$PATH_" >"$W/h2load" 2>&1 || true
+		p1=$(ticks "$sp") u1=$(ticks "$sp" u) o1=$(ticks "$OP")
+		ok=$(awk '/^requests:/ {print $8}' "$W/h2load")
+		read -r lu ls <"$W/time"
+		line=$(awk -v n="$t" -v r="${ok:-0}" -v p=$((p1 - p0)) -v u=$((u1 - u0)) -v o=$((o1 - o0)) \
+			-v lu="$lu" -v ls="$ls" -v hz="$hz" -v d="$DUR" 'BEGIN {
+			if (r == 0) { printf "%-8s no request succeeded\n", n; exit }
+			t = 1e6 / hz / r; l = (lu + ls) * 1e6 / r
+			printf "%-8s rps=%.0f us/req proxy=%.2f (user %.2f) h2load=%.2f origin=%.2f sum=%.2f\n",
+				n, r / d, p * t, u * t, l, o * t, p * t + l + o * t }')
+		echo "$line"
+		FIG[$t]=$(echo "$line" | sed -n 's/.*proxy=\([0-9.]*\).*/\1/p')
+		[ -n "${FIG[$t]}" ] || FIG[$t]=nan
+		stop "$STARTED_PID"; sleep 0.5
+	done
+	report us_per_req min
 fi
