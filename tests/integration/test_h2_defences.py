@@ -165,6 +165,47 @@ def test_a_zero_increment_window_update_is_a_protocol_error(weir_factory, origin
     r.close()
 
 
+def answered(frames):
+    """The streams of <frames> whose answer ended (END_STREAM on HEADERS or DATA)."""
+    return sorted({f.stream_id for f in frames if isinstance(f, (hf.HeadersFrame, hf.DataFrame))
+                   and "END_STREAM" in f.flags})
+
+
+def test_a_stream_the_client_skipped_cannot_be_opened_after(weir_factory, origin):
+    # RFC 9113 5.1.1: libnghttp2 alone ignores this HEADERS (h2spec 5.1.1/2)
+    w = h2_weir(weir_factory, origin)
+    r = RawH2(w.port)
+    r.send(r.headers(1, request_headers("/echo/one")), r.headers(5, request_headers("/echo/five")))
+    got = r.frames(1)
+    assert answered(got) == [1, 5] and goaway_of(got) is None, got
+    r.send(r.headers(3, request_headers("/echo/three")))
+    got = r.frames(3)
+    g = [f for f in got if isinstance(f, hf.GoAwayFrame)]
+    assert g and g[0].error_code == 1 and g[0].last_stream_id == 5, got  # PROTOCOL_ERROR
+    m = fetch_metrics(w.stats_port)
+    assert m.error("h2_protocol") == 1
+    assert m("weir_h2_goaways_total", code="PROTOCOL_ERROR") == 1
+    assert [e["target"] for e in origin.requests("/echo/")] == ["/echo/one", "/echo/five"]
+    r.close()
+
+
+def test_past_four_gaps_the_oldest_is_forgotten_and_its_headers_ignored(weir_factory, origin):
+    # five gaps (3, 7, 11, 15, 19): stream 3's is no longer known, so its
+    # HEADERS is ignored as libnghttp2 does, and the connection goes on
+    w = h2_weir(weir_factory, origin)
+    r = RawH2(w.port)
+    r.send(*[r.headers(sid, request_headers("/echo/%d" % sid)) for sid in (1, 5, 9, 13, 17, 21)])
+    assert answered(r.frames(1)) == [1, 5, 9, 13, 17, 21]
+    r.send(r.headers(3, request_headers("/echo/3")), r.headers(23, request_headers("/echo/23")))
+    got = r.frames(1)
+    assert answered(got) == [23] and goaway_of(got) is None, got
+    r.send(r.headers(7, request_headers("/echo/7")))  # a gap still known
+    assert goaway_of(r.frames(3)) == 1
+    assert fetch_metrics(w.stats_port).error("h2_protocol") == 1
+    assert origin.requests("/echo/3") == [] and origin.requests("/echo/7") == []
+    r.close()
+
+
 def test_settings_never_acknowledged_time_out(weir_factory, origin):
     w = h2_weir(weir_factory, origin, 'settings_timeout = "300ms";')
     r = RawH2(w.port, ack=False)

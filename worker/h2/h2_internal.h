@@ -27,6 +27,12 @@ struct h2_stream;
 #define H2_OUT_MIN (4u * (16384u + 9u) + 4096u)
 extern uint32_t h2_out_size;
 
+/* Ranges of stream ids a client skipped that a session remembers: clients
+ * number their streams one after another, so a gap is rare and more than
+ * a few are a client's own doing (older gaps are forgotten, and a HEADERS
+ * in one is then ignored, as libnghttp2 does). */
+#define H2_GAPS 4
+
 struct h2_session {
 	struct conn *c;
 	nghttp2_session *ng;
@@ -37,6 +43,9 @@ struct h2_session {
 	struct h2_stream *streams; /* every stream with a conn */
 	uint32_t nstreams;
 	uint32_t streams_seen;     /* streams this connection opened, for weir_h2_streams_per_connection */
+	int32_t max_id;            /* the highest stream the client's HEADERS named */
+	uint8_t ngaps;             /* of <gap>, the last H2_GAPS ranges of odd */
+	int32_t gap[H2_GAPS][2];   /* ids it skipped: never to be opened (h2_on_begin_frame) */
 	uint64_t rx_bytes;         /* bytes the client sent, and of them payload (DATA, header */
 	uint64_t rx_payload;       /* field names and values): http2.overhead_ratio */
 	struct h2_stream *start;   /* complete heads of this read batch */

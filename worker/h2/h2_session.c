@@ -83,14 +83,54 @@ static void h2_window_roll(struct h2_session *s)
 
 /* ---- nghttp2 callbacks ------------------------------------------------ */
 
+/*
+ * A client's HEADERS for stream <id>: whether it names a stream the client
+ * skipped. RFC 9113 5.1.1 makes that a connection error (a new stream's id
+ * must be above every one the client opened, and opening one closes the
+ * idle streams below it), but libnghttp2 ignores a HEADERS below the
+ * highest id it saw when it knows no such stream: it cannot tell a stream
+ * never opened from one closed and forgotten, whose late trailers are no
+ * error. weir remembers the ranges skipped, so the first kind is told.
+ */
+static int h2_stream_skipped(struct h2_session *s, int32_t id)
+{
+	if (!(id & 1))
+		return 0; /* an even id is libnghttp2's to refuse */
+	if (id > s->max_id) {
+		if (id > s->max_id + 2) {
+			int32_t *g = s->gap[s->ngaps++ % H2_GAPS];
+
+			g[0] = s->max_id + 2;
+			g[1] = id - 2;
+		}
+		s->max_id = id;
+		return 0;
+	}
+	for (unsigned i = 0; i < H2_GAPS && i < s->ngaps; i++)
+		if (id >= s->gap[i][0] && id <= s->gap[i][1])
+			return 1;
+	return 0;
+}
+
 static int h2_on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
 {
 	struct h2_session *s = ud;
-	(void)ng;
 
 	if (s->dead)
 		return 0;
 	if (hd->type == NGHTTP2_HEADERS) {
+		if (h2_stream_skipped(s, hd->stream_id)) {
+			worker_count_error(WEIR_ERR(H2_PROTOCOL));
+			if (worker_log_gate(&log_next, &log_unlogged)) {
+				log_info("%s: HTTP/2: HEADERS for stream %d, which the client skipped (it opened %d): "
+				         "GOAWAY (%u more not logged)",
+				         s->c->peer, hd->stream_id, s->max_id, log_unlogged);
+				log_unlogged = 0;
+			}
+			nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+			s->goaway = 1;
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
+		}
 		s->continuations = 0;
 		s->in_headers = !(hd->flags & NGHTTP2_FLAG_END_HEADERS);
 	} else if (hd->type == NGHTTP2_CONTINUATION) {
@@ -424,6 +464,7 @@ void h2_session_start(struct conn *c)
 	}
 	memset(s, 0, sizeof(*s));
 	s->c = c;
+	s->max_id = -1; /* stream 1 is no gap */
 	if (nghttp2_session_server_new3(&s->ng, h2_cbs, s, h2_opt, &h2_mem) != 0) {
 		h2_release(s);
 		worker_count_error(WEIR_ERR(NOMEM));
