@@ -169,15 +169,18 @@ def test_a_long_request_body_moves_in_reads_larger_than_an_io_buffer(weir_factor
 def test_a_client_dripping_a_long_body_keeps_its_io_buffer(weir_factory, origin):
     """A client's input buffer is held until its body ends, so one that
     sends slowly gets no stream buffer: 200 KB in 2 KB pieces arrives
-    whole, and no stream buffer was taken for it."""
+    whole, and no stream buffer was taken for it. Each piece waits for the
+    worker's read of the one before (its read count in /proc), so that a
+    busy machine cannot let pieces pile up into a long read."""
     w = stream_weir(weir_factory, origin)
     data = os.urandom(200000)
     m0 = w.metrics()
     with Client(w.port, timeout=30) as c:
         c.send(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data))
         for k in range(0, len(data), 2000):
+            r0 = worker_reads(w)
             c.send(data[k:k + 2000])
-            time.sleep(0.002)
+            wait_until(lambda: worker_reads(w) > r0, 5, interval=0.001, what="the worker's read of a piece")
         r = c.read_response(timeout=30)
     assert r.json() == {"body_len": len(data), "body_sha256": hashlib.sha256(data).hexdigest()}
     taken = w.metrics().total("weir_stream_buffers_total", result="taken") - m0.total("weir_stream_buffers_total",
