@@ -245,11 +245,15 @@ def test_a_chunked_response_with_extensions_and_trailers_arrives_with_the_right_
         assert c.request("GET", "/bytes/1").body == b"x"
 
 
-def writes_during(pid, action):
-    """Runs <action>() with strace counting the write calls of process
-    <pid>; returns (action's result, number of calls)."""
+WRITES = ("sendmsg", "sendto", "writev", "write")
+
+
+def writes_during(pid, action, calls=WRITES):
+    """Runs <action>() with strace counting the <calls> (by default the
+    write calls) of process <pid>; returns (action's result, number of
+    calls)."""
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".strace.%d" % os.getpid())
-    st = subprocess.Popen(["strace", "-qq", "-c", "--seccomp-bpf", "-o", out, "-e", "trace=sendmsg,sendto,writev,write",
+    st = subprocess.Popen(["strace", "-qq", "-c", "--seccomp-bpf", "-o", out, "-e", "trace=" + ",".join(calls),
                            "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: proc_status_line(pid, "TracerPid") not in (None, "0"), slack(5),
@@ -261,12 +265,12 @@ def writes_during(pid, action):
     with open(out) as f:
         text = f.read()
     os.unlink(out)
-    calls = 0
+    n = 0
     for line in text.splitlines():
         parts = line.split()
-        if parts and parts[-1] in ("sendmsg", "sendto", "writev", "write"):
-            calls += int(parts[3])  # % time, seconds, usecs/call, calls, [errors], name
-    return result, calls
+        if parts and parts[-1] in calls:
+            n += int(parts[3])  # % time, seconds, usecs/call, calls, [errors], name
+    return result, n
 
 
 def proc_status_line(pid, key):

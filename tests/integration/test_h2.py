@@ -12,8 +12,9 @@ import subprocess
 
 import pytest
 
-from harness import fetch_metrics, slack, wait_until
+from harness import fetch_metrics, simple, slack, wait_until
 from h2util import H2Client
+from test_bodies import writes_during
 from pki import make_ca, make_leaf, san
 from test_tls import start_tls_weir, tls_listener
 
@@ -268,3 +269,26 @@ def test_nghttp2_allocates_from_weirs_own_heap(weir):
     for c in cs:
         c.close()
     wait_until(lambda: in_use() <= base, slack(5), what="the sessions' memory handed back")
+
+
+@pytest.mark.skipif(not shutil.which("strace") or not shutil.which("h2load"), reason="needs strace and h2load")
+def test_long_answers_that_never_stall_make_no_epoll_ctl(weir_factory, origin):
+    """A 64 KiB answer to a client with a wide window (h2load's 1 GiB):
+    the upstream's reads pause while the stream's buffer is full and
+    resume in the same loop pass once it is framed, and the upstream
+    connection then goes back to its pool; a stop and a start of its
+    watcher in one pass may not cost a system call (each did: an
+    epoll_ctl ADD that failed with EEXIST, 22 for these 20 answers). The
+    first request connects, before the measured ones."""
+    w = simple(weir_factory, origin, workers=1)
+    (worker,) = w.worker_pids()
+    url = "http://127.0.0.1:%d/bytes/65536" % w.port
+    h2load = ["h2load", "-c1", "-m1", "-t1"]
+    assert "1 succeeded" in run(*h2load, "-n1", url).stdout.decode()
+
+    p, calls = writes_during(worker, lambda: run(*h2load, "-n20", url), calls=("epoll_ctl",))
+    out = p.stdout.decode()
+    assert "20 succeeded" in out and "20 2xx" in out, out
+    # the new client connection: added, a write-wait or two on it when
+    # its socket fills, and its end (2 to 5 are seen; 22 before)
+    assert calls <= 8, "%d epoll_ctl calls for 20 answers" % calls

@@ -157,7 +157,12 @@ void worker_io_set(ev_io *w, int events)
 		return;
 	ev_io_stop(wk.loop, w);
 	if (events) {
-		ev_io_set(w, w->fd, events);
+		/* Same fd, so ev_io_modify, not ev_io_set: the latter marks the
+		 * fd as new, and libev then re-registers it with the kernel
+		 * (an epoll_ctl that fails with EEXIST) even when a stop and a
+		 * start in one loop pass leave its events as they were, as an
+		 * upstream connection going back to its pool does. */
+		ev_io_modify(w, events);
 		ev_io_start(wk.loop, w);
 	}
 }
