@@ -856,6 +856,13 @@ void metrics_render(struct shm_segment *seg, struct textbuf *o)
 	metric(o, "weir_h2_stalls_total", "counter",
 	       "Response writes refused because a client's flow-control window kept its stream's buffer full.",
 	       c.h2_stalls);
+	family(o, "weir_h2_data_bytes_total", "counter",
+	       "Response DATA payload to HTTP/2 clients: sent from where it lay (plain connections, the client "
+	       "keeping up) or copied into the connection's write buffer first.");
+	textbuf_printf(o,
+	               "weir_h2_data_bytes_total{how=\"in_place\"} %llu\n"
+	               "weir_h2_data_bytes_total{how=\"copied\"} %llu\n",
+	               (unsigned long long)c.h2_data_bytes[0], (unsigned long long)c.h2_data_bytes[1]);
 	metric(o, "weir_h2_websocket_opened_total", "counter",
 	       "WebSocket over HTTP/2 (RFC 8441): tunnels opened, the upstream's 101 checked and answered 200.",
 	       c.h2_ws_opened);

@@ -52,7 +52,7 @@
 #include "shm/ticket.h"
 
 #define SHM_MAGIC 0x52494557u /* "WEIR" */
-#define SHM_LAYOUT_VERSION 31u
+#define SHM_LAYOUT_VERSION 32u
 #define SHM_SLOTS 128 /* worker slots: twice the worker maximum, for reloads */
 #define SHM_GENS 8    /* route generations */
 /* the arena the route generations' blocks are placed in (shm/route.h says
@@ -177,6 +177,7 @@ struct shm_counters {
 	uint64_t h2_rst_sent[H2_CODES];   /* RST_STREAM sent, by error code */
 	uint64_t h2_goaway_sent[H2_CODES];/* GOAWAY sent, by error code */
 	uint64_t h2_stalls;               /* response writes refused: the client's window held a stream full */
+	uint64_t h2_data_bytes[2];        /* response DATA payload: [0] sent from where it lay, [1] copied to be sent */
 	uint64_t h2_ws_opened;            /* WebSocket over HTTP/2: tunnels opened (a checked 101 made a 200) */
 	uint64_t h2_ws_refused[H2_WS_REFUSE_COUNT]; /* and extended CONNECTs refused, by enum h2_ws_refuse */
 	uint64_t h2_spc[H2_SPC_BUCKETS];  /* HTTP/2 connections closed, by the streams they carried (not cumulative) */

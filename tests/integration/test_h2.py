@@ -8,8 +8,12 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
+import time
 
+import h2.settings
 import pytest
 
 from harness import fetch_metrics, simple, slack, wait_until
@@ -17,6 +21,9 @@ from h2util import H2Client
 from test_bodies import writes_during
 from pki import make_ca, make_leaf, san
 from test_tls import start_tls_weir, tls_listener
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "origin"))
+from origin import random_body  # noqa: E402  the origin's own bytes
 
 CURL = shutil.which("curl")
 NGHTTP = shutil.which("nghttp")
@@ -194,6 +201,10 @@ def test_tls_offers_h2_by_alpn_and_tls_alpn_turns_it_off(weir_factory, origin, c
     p = run(CURL, "-s", "--http2", "--cacert", certs["ca"], "--resolve", resolve, "-w", "\n%{http_version}", url)
     body, version = p.stdout.rsplit(b"\n", 1)
     assert version == b"2" and body == b"x" * 300000, p.stderr
+    # TLS seals each record from one span: DATA payload is copied first
+    m = fetch_metrics(w.stats_port)
+    assert m("weir_h2_data_bytes_total", how="in_place") == 0
+    assert m("weir_h2_data_bytes_total", how="copied") >= 300000
     data = os.urandom(1000000)
     f = tmp_path / "up.bin"
     f.write_bytes(data)
@@ -292,3 +303,48 @@ def test_long_answers_that_never_stall_make_no_epoll_ctl(weir_factory, origin):
     # the new client connection: added, a write-wait or two on it when
     # its socket fills, and its end (2 to 5 are seen; 22 before)
     assert calls <= 8, "%d epoll_ctl calls for 20 answers" % calls
+
+
+def fetch_random_bodies(c, stats_port, n, k, wait):
+    """<k> streams of /text/<n>?rand=1 on <c> after a wide connection
+    window, <wait> seconds unread; checks every body byte for byte (a
+    seeded random body shows a payload out of place, 'x's would not) and
+    returns (bytes sent in place, bytes copied) from weir's counter."""
+    c.conn.increment_flow_control_window(2 ** 30)
+    c.flush()
+    sids = [c.request("/text/%d?rand=1" % n) for _ in range(k)]
+    time.sleep(wait)
+    rs = c.wait(sids, 20)
+    c.close()
+    want = random_body(n)
+    assert [r["status"] for r in rs] == [200] * k
+    for r in rs:
+        assert len(r["body"]) == n and r["body"] == want
+    m = fetch_metrics(stats_port)
+    in_place, copied = m("weir_h2_data_bytes_total", how="in_place"), m("weir_h2_data_bytes_total", how="copied")
+    assert in_place + copied >= k * n
+    return in_place, copied
+
+
+def test_long_answers_to_a_client_that_keeps_up_are_sent_from_where_they_lie(weir):
+    """h2c: a long DATA payload is not copied into the connection's write
+    buffer but sent from the upstream's input in the same sendmsg as the
+    frames around it, and arrives in order, on five streams at once."""
+    c = H2Client(weir.port)
+    in_place, copied = fetch_random_bodies(c, weir.stats_port, 300000, 5, 0)
+    assert in_place >= 4 * 300000, (in_place, copied)
+
+
+def test_a_client_that_stops_reading_gets_every_byte_in_order_once_it_reads(weir):
+    """The payload a full socket did not take is copied into the write
+    buffer before the upstream's input can move on: a client that opens
+    wide windows and then does not read for a while makes weir's writes
+    stop part way, and still gets the bodies whole and in order (more
+    than the 4 MiB a loopback socket's send buffer grows to)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    sock.settimeout(slack(5))
+    sock.connect(("127.0.0.1", weir.port))
+    c = H2Client(weir.port, sock=sock, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2 ** 31 - 1})
+    in_place, copied = fetch_random_bodies(c, weir.stats_port, 4000000, 3, 0.5 * slack(1))
+    assert copied > 0 and in_place > 0, (in_place, copied)

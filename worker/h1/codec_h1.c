@@ -79,22 +79,19 @@ size_t outq_bytes(const struct outq *q)
 	return n;
 }
 
-void outq_copy(const struct outq *q, size_t skip, char *dst, size_t n)
+size_t outq_at(const struct outq *q, size_t skip, const char **p)
 {
-	for (int i = q->first; n && i < q->first + q->count; i++) {
+	for (int i = q->first; i < q->first + q->count; i++) {
 		const struct iovec *v = &q->iov[i];
-		size_t k;
 
-		if (skip >= v->iov_len) {
-			skip -= v->iov_len;
-			continue;
+		if (skip < v->iov_len) {
+			*p = (const char *)v->iov_base + skip;
+			return v->iov_len - skip;
 		}
-		k = v->iov_len - skip < n ? v->iov_len - skip : n;
-		memcpy(dst, (const char *)v->iov_base + skip, k);
-		dst += k;
-		n -= k;
-		skip = 0;
+		skip -= v->iov_len;
 	}
+	*p = NULL;
+	return 0;
 }
 
 void outq_advance(struct outq *q, size_t n)

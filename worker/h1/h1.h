@@ -269,11 +269,12 @@ void outq_reset(struct outq *q);
 void outq_body(struct outq *q, struct buf *src, uint32_t used, const char *data, size_t len, int chunked);
 ssize_t outq_write(struct upconn *u, struct conn *c, struct outq *q, int more);
 /* For a codec that frames the queue itself (HTTP/2): outq_bytes(), the
- * bytes <q> holds; outq_copy(), <n> of them past the first <skip> into
- * <dst>, the queue unchanged; outq_advance(), <n> of them gone as a write
- * would take them (the queue empty: its span's input consumed). */
+ * bytes <q> holds; outq_at(), where the bytes past the first <skip>
+ * lie (*p) and how many of them lie there together (0 past the end), the
+ * queue unchanged; outq_advance(), <n> of them gone as a write would take
+ * them (the queue empty: its span's input consumed). */
 size_t outq_bytes(const struct outq *q);
-void outq_copy(const struct outq *q, size_t skip, char *dst, size_t n);
+size_t outq_at(const struct outq *q, size_t skip, const char **p);
 void outq_advance(struct outq *q, size_t n);
 
 /* ==== http ==== */

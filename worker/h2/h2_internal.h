@@ -132,6 +132,10 @@ void h2_stream_more(struct h2_stream *st);
 /* The send_data callback's half of a DATA frame of a direct response
  * (h2_stream.c): <n> payload bytes of the core's queue into <dst>. */
 void h2_stream_take(struct h2_stream *st, char *dst, size_t n);
+/* <n> payload bytes at <src> for their room at <dst> in <s>'s gathered
+ * write: copied there, or, on a plain connection, left where they are
+ * and sent from there (h2_session.c). */
+void h2_out_place(struct h2_session *s, char *dst, const char *src, size_t n);
 /* After a pass of the session's gathered write: each stream on its
  * <framed> list moves on in the core, before the next read can end it. */
 void h2_stream_pump_framed(struct h2_session *s);

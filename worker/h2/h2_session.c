@@ -321,8 +321,9 @@ static int h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *u
 
 /* A DATA frame of a direct response (NGHTTP2_DATA_FLAG_NO_COPY): its
  * header and payload go straight into the session's gathered write, from
- * the core's queue, which points into the upstream's input: one copy of
- * each byte between the upstream's socket and the client's, not three.
+ * the core's queue, which points into the upstream's input: on a plain
+ * connection no copy of a long payload between the upstream's socket and
+ * the client's (h2_out_place), one otherwise, not three.
  * The data source sized the frame to fit an empty <out>: until it fits
  * here nghttp2 asks again after the write; no padding is ever asked for
  * (no padding callback). */
@@ -340,6 +341,88 @@ static int h2_on_send_data(nghttp2_session *ng, nghttp2_frame *f, const uint8_t 
 	h2_stream_take(src->ptr, out->data + out->end + 9, length);
 	out->end += (uint32_t)(length + 9);
 	return 0;
+}
+
+/*
+ * Payload left in place. A DATA frame's payload already lies in memory
+ * that stays put until the core consumes it, which is only after the
+ * gathered write (h2_stream_pump_framed; a stream nghttp2 closes in
+ * between waits for that too). So a long payload is not copied into
+ * <out>: its room there is kept (<out> reads as if it were copied) and
+ * the write sends it from where it lies, the frames between it from
+ * <out>, in one sendmsg. Whatever the socket does not take is copied into
+ * its room before the write returns (h2_out_settle), so nothing points
+ * outside <out> past one write: a full socket costs the copy it always
+ * did, a client that keeps up costs none. On a 64 KiB answer that copy was
+ * two thirds of weir's user-space instructions per request (callgrind,
+ * docs/design.md). TLS seals each record from one span anyway, so its
+ * connections copy as before. One gathered write is under way at a time
+ * in a worker, so the places are the worker's, not each session's.
+ */
+#define H2_PLACES 32
+#define H2_PLACE_MIN 1024 /* a shorter payload is cheaper copied than sent apart */
+
+static struct h2_place {
+	uint32_t off, len; /* its room in <out> */
+	const char *src;   /* where it lies */
+} places[H2_PLACES];
+static unsigned nplaces;
+static const struct buf *places_out; /* the buffer they are rooms of */
+
+void h2_out_place(struct h2_session *s, char *dst, const char *src, size_t n)
+{
+	/* another session's places pending cannot happen (each gather is
+	 * written and settled before the next), but would cost only a copy */
+	if (n >= H2_PLACE_MIN && nplaces < H2_PLACES && !s->c->ssl && (!nplaces || places_out == s->out)) {
+		places_out = s->out;
+		places[nplaces++] = (struct h2_place){(uint32_t)(dst - s->out->data), (uint32_t)n, src};
+		return;
+	}
+	memcpy(dst, src, n);
+	SHM_ADD(wk.cnt, h2_data_bytes[1], n);
+}
+
+/* <out> from its start as iovecs, each place's bytes from where they lie;
+ * returns how many (at most 2 * H2_PLACES + 1). */
+static int h2_out_iov(struct buf *out, struct iovec *v)
+{
+	uint32_t at = out->start;
+	int n = 0;
+
+	for (unsigned i = 0; i < nplaces; i++) {
+		const struct h2_place *p = &places[i];
+		uint32_t from = p->off > at ? p->off : at;
+
+		if (p->off + p->len <= at)
+			continue; /* written */
+		if (from > at)
+			v[n++] = (struct iovec){out->data + at, from - at};
+		v[n++] = (struct iovec){(char *)p->src + (from - p->off), p->off + p->len - from};
+		at = p->off + p->len;
+	}
+	if (out->end > at)
+		v[n++] = (struct iovec){out->data + at, out->end - at};
+	return n;
+}
+
+/* After a write: the places it sent are done, the rest of each is copied
+ * into its room, and none is left. */
+static void h2_out_settle(struct buf *out)
+{
+	for (unsigned i = 0; i < nplaces; i++) {
+		const struct h2_place *p = &places[i];
+		uint32_t from = p->off > out->start ? p->off : out->start;
+
+		if (p->off + p->len <= out->start) {
+			SHM_ADD(wk.cnt, h2_data_bytes[0], p->len);
+			continue;
+		}
+		SHM_ADD(wk.cnt, h2_data_bytes[0], from - p->off);
+		SHM_ADD(wk.cnt, h2_data_bytes[1], p->off + p->len - from);
+		memcpy(out->data + from, p->src + (from - p->off), p->off + p->len - from);
+	}
+	nplaces = 0;
+	places_out = NULL;
 }
 
 /* ---- the session -------------------------------------------------------- */
@@ -613,22 +696,27 @@ static int h2_session_read(struct h2_session *s)
  * full, -1 on an error. */
 static int h2_session_write_out(struct h2_session *s)
 {
+	int rc = 1;
+
 	while (s->out && buf_len(s->out)) {
-		struct iovec v = {.iov_base = s->out->data + s->out->start, .iov_len = buf_len(s->out)};
-		ssize_t n = conn_sendv(s->c, &v, 1, 0);
+		struct iovec v[2 * H2_PLACES + 1];
+		ssize_t n = conn_sendv(s->c, v, h2_out_iov(s->out, v), 0);
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return errno == EAGAIN ? 0 : -1;
+			rc = errno == EAGAIN ? 0 : -1;
+			break;
 		}
 		SHM_ADD(wk.cnt, bytes_out, n);
 		s->out->start += (uint32_t)n;
 	}
 	if (s->out) {
-		s->out->start = s->out->end = 0;
+		h2_out_settle(s->out);
+		if (rc == 1)
+			s->out->start = s->out->end = 0;
 	}
-	return 1;
+	return rc;
 }
 
 void h2_gather(nghttp2_session *ng, struct buf *out, uint32_t cap, const uint8_t **pend, size_t *pend_len,

@@ -802,7 +802,8 @@ static int h2_submit_nv(struct h2_stream *st, const struct msg *m, nghttp2_nv *n
  * from the queue of the core's side, whose iovecs point into the
  * upstream's input, with no HTTP/1 text written and parsed back between.
  * A DATA frame goes into the session's gathered write with its payload
- * copied once (NGHTTP2_DATA_FLAG_NO_COPY, h2_on_send_data); the queue
+ * sent from where it lies on a plain connection, copied once otherwise
+ * (NGHTTP2_DATA_FLAG_NO_COPY, h2_on_send_data, h2_out_place); the queue
  * empties as nghttp2 frames it, and the stream's flush reports what was
  * framed, so the core consumes the upstream's input as from a socket.
  * weir's own answers (errors, returns, limits) come as a struct answer
@@ -818,12 +819,25 @@ void h2_stream_take(struct h2_stream *st, char *dst, size_t n)
 {
 	struct txn *t = st->sc.txn;
 
-	/* copied, not yet gone: the queue is the core's, which learns of it
-	 * from its flush (h2_flush) and then consumes the span */
+	/* placed, not yet gone: the queue is the core's, which learns of it
+	 * from its flush (h2_flush) and then consumes the span; until then
+	 * the bytes stay where they are, so the write may send them from
+	 * there (h2_out_place) */
 	if (!n || !t || st->core_done)
 		return;
-	outq_copy(&t->down.q, st->taken, dst, n);
-	st->taken += (uint32_t)n;
+	while (n) {
+		const char *p;
+		size_t k = outq_at(&t->down.q, st->taken, &p);
+
+		if (k == 0)
+			break; /* cannot happen: the data source counted them */
+		if (k > n)
+			k = n;
+		h2_out_place(st->s, dst, p, k);
+		dst += k;
+		n -= k;
+		st->taken += (uint32_t)k;
+	}
 	if (!st->in_framed) {
 		/* not an event fed from inside nghttp2: the core is called
 		 * once this pass's frames are gathered (h2_stream_pump_framed),
