@@ -130,7 +130,8 @@ struct hrec {
 size_t h2_rec(const struct buf *hb, size_t off, struct hrec *r);
 void h2_stream_more(struct h2_stream *st);
 /* The send_data callback's half of a DATA frame of a direct response
- * (h2_stream.c): <n> payload bytes of the core's queue into <dst>. */
+ * (h2_stream.c): <n> payload bytes of the core's queue for their room at
+ * <dst>, each span through h2_out_place. */
 void h2_stream_take(struct h2_stream *st, char *dst, size_t n);
 /* <n> payload bytes at <src> for their room at <dst> in <s>'s gathered
  * write: copied there, or, on a plain connection, left where they are
