@@ -196,6 +196,18 @@ void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at);
  * re-armed for it, and the callback returns), 0 when the deadline passed. */
 int worker_deadline_early(ev_timer *tm, ev_tstamp dl);
 
+/* In <tm>'s callback, once deadline <dl> passed: the events <io> waits for
+ * that are ready now, or 0. A worker that could not run for a while
+ * (starved of CPU, stopped, a paused VM) comes back with deadlines passed
+ * and the I/O that came meanwhile unseen: libev runs a pass's expired
+ * timers before its I/O, and an epoll_wait cut short by a stop sees none.
+ * So a deadline is judged after the I/O that is there: when this returns
+ * nonzero, <tm> is armed to fire at once and the caller runs its I/O
+ * callback with those events instead of judging. *<graced> (the deadline
+ * last graced) keeps that to once per deadline: one that the I/O did not
+ * move is judged when the timer fires again. */
+int worker_deadline_grace(ev_timer *tm, const ev_io *io, ev_tstamp dl, ev_tstamp *graced);
+
 /* An I/O buffer of wk.buf_size data bytes, or NULL when the slab is out. */
 struct buf *buf_get(void);
 

@@ -6,6 +6,7 @@
  */
 #include "worker/base/base.h"
 
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -34,6 +35,30 @@ int worker_deadline_early(ev_timer *tm, ev_tstamp dl)
 	ev_timer_set(tm, dl - now, 0);
 	ev_timer_start(wk.loop, tm);
 	return 1;
+}
+
+int worker_deadline_grace(ev_timer *tm, const ev_io *io, ev_tstamp dl, ev_tstamp *graced)
+{
+	struct pollfd p = {.fd = io->fd};
+	int ready = 0;
+
+	if (!ev_is_active(io) || *graced == dl)
+		return 0;
+	p.events = (short)((io->events & EV_READ ? POLLIN : 0) | (io->events & EV_WRITE ? POLLOUT : 0));
+	/* one poll(2), only when a deadline passed: never on the hot path */
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	/* an error or hang-up is I/O too: the callback finds and names it */
+	if (p.revents & (POLLIN | POLLHUP | POLLERR))
+		ready |= io->events & EV_READ;
+	if (p.revents & (POLLOUT | POLLHUP | POLLERR))
+		ready |= io->events & EV_WRITE;
+	if (!ready)
+		return 0;
+	*graced = dl;
+	ev_timer_set(tm, 0., 0);
+	ev_timer_start(wk.loop, tm);
+	return ready;
 }
 
 ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags)

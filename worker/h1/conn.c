@@ -737,11 +737,15 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct conn *c = w->data;
-	(void)loop;
+	int ready;
 	(void)revents;
 
 	if (worker_deadline_early(&c->timer, c->deadline))
 		return;
+	if ((ready = worker_deadline_grace(&c->timer, &c->io, c->deadline, &c->graced))) {
+		conn_io_cb(loop, &c->io, ready);
+		return;
+	}
 	switch (c->state) {
 	case CONN_PROXY:
 		conn_proxy_timeout(c);

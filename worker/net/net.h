@@ -54,6 +54,7 @@ struct conn {
 	ev_io io;
 	ev_timer timer;
 	ev_tstamp deadline;
+	ev_tstamp graced; /* the deadline last graced (worker_deadline_grace) */
 	struct conn *next, *prev; /* worker's connection list */
 	struct buf *in;           /* request bytes, NULL when none are pending */
 	struct txn *txn;

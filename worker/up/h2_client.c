@@ -465,11 +465,15 @@ static void h2c_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void h2c_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct h2c_session *s = w->data;
-	(void)loop;
+	int ready;
 	(void)revents;
 
 	if (worker_deadline_early(w, s->sock->deadline))
 		return;
+	if ((ready = worker_deadline_grace(w, &s->sock->io, s->sock->deadline, &s->sock->graced))) {
+		h2c_io_cb(loop, &s->sock->io, ready);
+		return;
+	}
 	if (!s->ready) {
 		log_warn("upstream %s: %s timed out", s->srv->addr, s->sock->handshaking ? "TLS handshake" : "connect");
 		upstream_fail(s->table, s->si);

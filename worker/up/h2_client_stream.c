@@ -66,11 +66,18 @@ static void h2c_stream_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void h2c_stream_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct upconn *u = w->data;
-	(void)loop;
+	const struct h2c_stream *st = u->h2;
+	struct upconn *sock = st->s->sock;
+	int ready;
 	(void)revents;
 
 	if (worker_deadline_early(w, u->deadline))
 		return;
+	/* the stream's I/O is its session's */
+	if ((ready = worker_deadline_grace(w, &sock->io, u->deadline, &u->graced))) {
+		ev_invoke(loop, &sock->io, ready);
+		return;
+	}
 	if (u->txn)
 		txn_on_upstream_timeout(u->txn);
 }

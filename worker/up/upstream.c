@@ -62,14 +62,20 @@ void upstream_set_deadline(struct upconn *u, ev_tstamp at)
 	worker_deadline_set(&u->timer, &u->deadline, at);
 }
 
+static void upstream_io_cb(struct ev_loop *loop, ev_io *w, int revents);
+
 static void upstream_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct upconn *u = w->data;
-	(void)loop;
+	int ready;
 	(void)revents;
 
 	if (worker_deadline_early(&u->timer, u->deadline))
 		return;
+	if ((ready = worker_deadline_grace(&u->timer, &u->io, u->deadline, &u->graced))) {
+		upstream_io_cb(loop, &u->io, ready);
+		return;
+	}
 	if (u->txn)
 		txn_on_upstream_timeout(u->txn);
 	else
