@@ -1,7 +1,10 @@
 /*
  * http_common.c: the head reader shared by requests and responses.
  *
- * One pass over the bytes: memchr places the line ends (a bare CR, a bare
+ * A head that arrived whole is read by scan_whole, a faster path that
+ * accepts only what the scanner below accepts and leaves the rest to it.
+ *
+ * The scanner, one pass over the bytes: memchr places the line ends (a bare CR, a bare
  * LF, an obs-fold and a CR not followed by LF are refused as they are
  * met), and each completed line is split and checked where it lies: the
  * request line (method SP target SP "HTTP/1.x"), or a field line (a tchar
@@ -31,7 +34,7 @@ const uint8_t http_ctype[256] = {
 	0x14, 0x33, 0x02, 0x13, 0x33, 0x13, 0x33, 0x33, 0x32, 0x32, 0x33, 0x33, 0x32, 0x33, 0x33, 0x12,
 	0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x12, 0x32, 0x12, 0x32, 0x12, 0x12,
 	0x12, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33,
-	0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x12, 0x02, 0x12, 0x13, 0x33,
+	0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x12, 0x02, 0x12, 0x13, 0x73,
 	0x13, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x3b, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33,
 	0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x12, 0x13, 0x12, 0x33, 0x00,
 	0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12,
@@ -161,10 +164,18 @@ static int request_line(struct http_head_state *st, const char *p, const char *e
 	return 0;
 }
 
+/* The flags a name's classes (http_name_end) give before name_token
+ * reads it: only HDR_UNDERSCORE, which spares it a memchr. */
+static inline uint16_t name_flags(uint8_t cls)
+{
+	return cls & HTTP_C_UNDERSCORE ? HDR_UNDERSCORE : 0;
+}
+
 /* The value [v, e) of a field named <n>[0..nlen) (tchar, checked, and
  * room for it in the list): field-vchar and whitespace only (trimmed by
  * http_head_finish), then the list's next entry. */
-static inline int field_take(struct http_head_state *st, const char *n, size_t nlen, const char *v, const char *e)
+static inline int field_take(struct http_head_state *st, const char *n, size_t nlen, const char *v, const char *e,
+                             uint8_t cls)
 {
 	struct hdr *h;
 
@@ -176,7 +187,7 @@ static inline int field_take(struct http_head_state *st, const char *n, size_t n
 	h->value = v;
 	h->value_len = (uint32_t)(e - v);
 	h->tok = 0;
-	h->flags = 0;
+	h->flags = name_flags(cls);
 	return 0;
 }
 
@@ -187,18 +198,20 @@ static inline int field_take(struct http_head_state *st, const char *n, size_t n
 static int field_line(struct http_head_state *st, const char *p, const char *e)
 {
 	const char *n = p;
+	uint8_t cls = 0;
 
 	if (st->nhdrs >= st->max_headers)
 		return WEIR_ERR(HEADERS_TOO_LARGE);
-	while (p < e && http_is((unsigned char)*p, HTTP_C_TCHAR))
-		p++;
+	p = http_name_end(p, e, &cls);
 	if (p == n || p == e || *p != ':')
 		return WEIR_ERR(BAD_REQUEST);
-	return field_take(st, n, (size_t)(p - n), p + 1, e);
+	return field_take(st, n, (size_t)(p - n), p + 1, e, cls);
 }
 
 int http_head_field(struct http_head_state *st, const char *n, size_t nlen, const char *v, size_t vlen)
 {
+	uint8_t cls = 0;
+
 	if (st->nhdrs >= st->max_headers)
 		return WEIR_ERR(HEADERS_TOO_LARGE);
 	/* the line it would be, ": " and CRLF, and the blank line after:
@@ -206,12 +219,9 @@ int http_head_field(struct http_head_state *st, const char *n, size_t nlen, cons
 	st->head_end += nlen + vlen + 4;
 	if (st->head_end + 2 > st->max_head)
 		return WEIR_ERR(HEADERS_TOO_LARGE);
-	if (nlen == 0)
+	if (nlen == 0 || http_name_end(n, n + nlen, &cls) != n + nlen)
 		return WEIR_ERR(BAD_REQUEST);
-	for (size_t i = 0; i < nlen; i++)
-		if (!http_is((unsigned char)n[i], HTTP_C_TCHAR))
-			return WEIR_ERR(BAD_REQUEST);
-	return field_take(st, n, nlen, v, v + vlen);
+	return field_take(st, n, nlen, v, v + vlen, cls);
 }
 
 /*
@@ -365,6 +375,73 @@ bad:
 	return rc ? rc : WEIR_ERR(BAD_REQUEST);
 }
 
+/*
+ * The fast path: a head whose every line is already in <buf>[0..limit),
+ * read in one pass with no state kept between lines. It accepts only what
+ * scan_lines accepts, with the same results (the same line checks run on
+ * the same spans); anything else (a head not yet complete, a leading empty
+ * line, a bad byte anywhere, one header too many) is left to scan_lines,
+ * which gives the exact answer. Most heads arrive whole, and this path
+ * costs about half the instructions: one scan per value finds its end and
+ * checks its bytes at once, where scan_lines runs two memchr() and then
+ * the value check over the same bytes. fuzz_request and fuzz_response
+ * parse each head whole, split and a byte at a time, and compare.
+ */
+static int scan_whole(struct http_head_state *st, const char *buf, size_t limit)
+{
+	const char *p = buf, *e = buf + limit;
+	uint32_t nlines = 0;
+
+	for (;;) {
+		const char *cr, *n;
+		uint8_t cls = 0;
+
+		if (p == e)
+			return 0;
+		if (*p == '\r') {
+			if (nlines == 0 || e - p < 2 || p[1] != '\n')
+				return 0;
+			st->nlines = nlines;
+			st->head_end = (size_t)(p + 2 - buf);
+			st->done = 1;
+			return 1;
+		}
+		if (nlines == 0) {
+			cr = p + http_plain_span(p, e);
+			if (e - cr < 2 || cr[0] != '\r' || cr[1] != '\n')
+				return 0;
+			st->line0 = 0;
+			st->line0_end = (size_t)(cr - buf);
+			if (st->is_request && request_line(st, p, cr))
+				return 0;
+		} else {
+			if (st->nhdrs >= st->max_headers)
+				return 0;
+			n = p;
+			p = http_name_end(p, e, &cls);
+			if (p == n || p == e || *p != ':')
+				return 0;
+			cr = p + 1 + http_plain_span(p + 1, e);
+			if (e - cr < 2 || cr[0] != '\r' || cr[1] != '\n')
+				return 0;
+			/* the value [p + 1, cr) is field-vchar and whitespace: the
+			 * span stopped at its CR, the first byte that is not */
+			struct hdr *h = &st->hdrs[st->nhdrs++];
+			h->name = n;
+			h->name_len = (uint32_t)(p - n);
+			h->value = p + 1;
+			h->value_len = (uint32_t)(cr - p - 1);
+			h->tok = 0;
+			h->flags = name_flags(cls);
+		}
+		nlines++;
+		p = cr + 2;
+		/* an obs-fold, or whitespace before a field name */
+		if (p < e && (*p == ' ' || *p == '\t'))
+			return 0;
+	}
+}
+
 int http_head_feed(struct http_head_state *st, const char *buf, size_t len)
 {
 	size_t limit;
@@ -379,6 +456,13 @@ int http_head_feed(struct http_head_state *st, const char *buf, size_t len)
 	st->start = buf;
 
 	limit = len < st->max_head ? len : st->max_head;
+	if (st->fed == 0 && limit > 0) {
+		if (scan_whole(st, buf, limit)) {
+			st->fed = limit;
+			return 0;
+		}
+		st->nhdrs = 0; /* what it took goes again, through the scanner */
+	}
 	if (st->fed < limit) {
 		rc = scan_lines(st, buf, limit);
 		st->fed = limit;
@@ -427,7 +511,8 @@ static uint32_t name_lookalike(const char *n, size_t l)
 }
 
 /* Token and flags by name: the token table knows the names that matter;
- * a '_' (one memchr: most names have none) makes at most a lookalike. */
+ * a '_' (found as the name was read: h->flags holds HDR_UNDERSCORE) makes
+ * at most a lookalike. */
 static void name_token(struct hdr *h)
 {
 	const char *n = h->name;
@@ -436,7 +521,7 @@ static void name_token(struct hdr *h)
 
 	if (l >= 6 && span_iprefix(n, l, "proxy-")) {
 		/* every Proxy-* name is hop-by-hop, well-known or not */
-		if (memchr(n, '_', l)) {
+		if (h->flags & HDR_UNDERSCORE) {
 			h->tok = HT_OTHER;
 			h->flags = HDR_HOP | HDR_UNDERSCORE;
 			return;
@@ -447,7 +532,7 @@ static void name_token(struct hdr *h)
 		return;
 	}
 	/* no well-known name has a '_' */
-	if (memchr(n, '_', l)) {
+	if (h->flags & HDR_UNDERSCORE) {
 		h->tok = HT_OTHER;
 		h->flags = (uint16_t)(HDR_UNDERSCORE | name_lookalike(n, l));
 		return;

@@ -176,6 +176,19 @@ static const char *const split_cases[] = {
 	"GET / HTTP/1.1\r\nHost: a\nX: a\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\rX",
 	"GET / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\nHost: a\r\n\r\n",
+	/* around the 16-byte steps of the whole-head path (scan_whole): long
+	 * names with a '_' or other tchar past 16 bytes, values with HTAB and
+	 * obs-text, and a bad byte on each side of a step */
+	"GET / HTTP/1.1\r\nHost: a\r\nX-Long-Name-Of-Letters_and_more: 0123456789abcdef\tghij\x80\xff tail \r\n"
+	"Abcdefghijklmnopq.r~s:v\r\nX:\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX: 0123456789abcd\x7f\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX: 0123456789abcde\x7fg\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX: 0123456789abcdefghijklmnopqrstu\x01v\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX: 0123456789abcdefghijklmnopqrs\nv\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nX: 0123456789abcdefghijklmnopqrs\rv\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nAbcdefghijklmnopqrstuvwxyz0123456789 : v\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nAbcdefghijklmnopqrstuvwxyz0123456789\x01: v\r\n\r\n",
+	"GET /0123456789abcdef0123456789\x7f HTTP/1.1\r\nHost: a\r\n\r\n",
 };
 
 static void test_a_head_split_at_every_byte_boundary_parses_the_same(void)
