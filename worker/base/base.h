@@ -189,24 +189,32 @@ static inline ev_tstamp worker_after(uint32_t ms)
 	return ev_now(wk.loop) + ms / 1000.0;
 }
 
-/* Sets deadline *<dl> to <at>, re-arming <tm> only if it moves earlier. */
-void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at);
+/* A connection's deadline, beside the timer <tm> that serves it. */
+struct deadline {
+	ev_tstamp at;     /* the deadline */
+	ev_tstamp fires;  /* when <tm> fires, while it is active: kept here so
+	                   * that moving a deadline asks libev nothing */
+	ev_tstamp graced; /* the deadline last graced (worker_deadline_grace) */
+};
 
-/* In <tm>'s callback: 1 when it fired before deadline <dl> (it is then
+/* Sets deadline <d> to <at>, re-arming <tm> only if it moves earlier. */
+void worker_deadline_set(ev_timer *tm, struct deadline *d, ev_tstamp at);
+
+/* In <tm>'s callback: 1 when it fired before deadline <d> (it is then
  * re-armed for it, and the callback returns), 0 when the deadline passed. */
-int worker_deadline_early(ev_timer *tm, ev_tstamp dl);
+int worker_deadline_early(ev_timer *tm, struct deadline *d);
 
-/* In <tm>'s callback, once deadline <dl> passed: the events <io> waits for
+/* In <tm>'s callback, once deadline <d> passed: the events <io> waits for
  * that are ready now, or 0. A worker that could not run for a while
  * (starved of CPU, stopped, a paused VM) comes back with deadlines passed
  * and the I/O that came meanwhile unseen: libev runs a pass's expired
  * timers before its I/O, and an epoll_wait cut short by a stop sees none.
  * So a deadline is judged after the I/O that is there: when this returns
  * nonzero, <tm> is armed to fire at once and the caller runs its I/O
- * callback with those events instead of judging. *<graced> (the deadline
- * last graced) keeps that to once per deadline: one that the I/O did not
- * move is judged when the timer fires again. */
-int worker_deadline_grace(ev_timer *tm, const ev_io *io, ev_tstamp dl, ev_tstamp *graced);
+ * callback with those events instead of judging. d->graced keeps that to
+ * once per deadline: one that the I/O did not move is judged when the
+ * timer fires again. */
+int worker_deadline_grace(ev_timer *tm, const ev_io *io, struct deadline *d);
 
 /* An I/O buffer of wk.buf_size data bytes, or NULL when the slab is out. */
 struct buf *buf_get(void);

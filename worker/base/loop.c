@@ -12,37 +12,42 @@
 
 struct worker wk;
 
-void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, ev_tstamp at)
+/* Arms <tm> to fire at <at>. */
+static void deadline_arm(ev_timer *tm, struct deadline *d, ev_tstamp at)
+{
+	ev_timer_set(tm, at - ev_now(wk.loop), 0);
+	ev_timer_start(wk.loop, tm);
+	d->fires = at;
+}
+
+void worker_deadline_set(ev_timer *tm, struct deadline *d, ev_tstamp at)
 {
 	/* a deadline moved later is only a store, so the timer may be armed
 	 * before the deadline it serves: re-arm only when the new deadline
 	 * comes before the timer fires (a request's "no deadline" followed by
-	 * the keep-alive one then costs nothing) */
-	if (!ev_is_active(tm) || at < ev_now(wk.loop) + ev_timer_remaining(wk.loop, tm)) {
+	 * the keep-alive one then costs nothing). Several times a request:
+	 * d->fires answers what ev_timer_remaining() would. */
+	if (!ev_is_active(tm) || at < d->fires) {
 		ev_timer_stop(wk.loop, tm);
-		ev_timer_set(tm, at - ev_now(wk.loop), 0);
-		ev_timer_start(wk.loop, tm);
+		deadline_arm(tm, d, at);
 	}
-	*dl = at;
+	d->at = at;
 }
 
-int worker_deadline_early(ev_timer *tm, ev_tstamp dl)
+int worker_deadline_early(ev_timer *tm, struct deadline *d)
 {
-	ev_tstamp now = ev_now(wk.loop);
-
-	if (dl <= now + 0.001)
+	if (d->at <= ev_now(wk.loop) + 0.001)
 		return 0;
-	ev_timer_set(tm, dl - now, 0);
-	ev_timer_start(wk.loop, tm);
+	deadline_arm(tm, d, d->at);
 	return 1;
 }
 
-int worker_deadline_grace(ev_timer *tm, const ev_io *io, ev_tstamp dl, ev_tstamp *graced)
+int worker_deadline_grace(ev_timer *tm, const ev_io *io, struct deadline *d)
 {
 	struct pollfd p = {.fd = io->fd};
 	int ready = 0;
 
-	if (!ev_is_active(io) || *graced == dl)
+	if (!ev_is_active(io) || d->graced == d->at)
 		return 0;
 	p.events = (short)((io->events & EV_READ ? POLLIN : 0) | (io->events & EV_WRITE ? POLLOUT : 0));
 	/* one poll(2), only when a deadline passed: never on the hot path */
@@ -55,9 +60,8 @@ int worker_deadline_grace(ev_timer *tm, const ev_io *io, ev_tstamp dl, ev_tstamp
 		ready |= io->events & EV_WRITE;
 	if (!ready)
 		return 0;
-	*graced = dl;
-	ev_timer_set(tm, 0., 0);
-	ev_timer_start(wk.loop, tm);
+	d->graced = d->at;
+	deadline_arm(tm, d, ev_now(wk.loop));
 	return ready;
 }
 

@@ -34,7 +34,7 @@ static void conn_write_answer(struct conn *c);
 
 void conn_set_deadline(struct conn *c, ev_tstamp at)
 {
-	worker_deadline_set(&c->timer, &c->deadline, at);
+	worker_deadline_set(&c->timer, &c->dl, at);
 }
 
 void conn_io_set(struct conn *c, int events)
@@ -740,9 +740,9 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	int ready;
 	(void)revents;
 
-	if (worker_deadline_early(&c->timer, c->deadline))
+	if (worker_deadline_early(&c->timer, &c->dl))
 		return;
-	if ((ready = worker_deadline_grace(&c->timer, &c->io, c->deadline, &c->graced))) {
+	if ((ready = worker_deadline_grace(&c->timer, &c->io, &c->dl))) {
 		conn_io_cb(loop, &c->io, ready);
 		return;
 	}

@@ -20,6 +20,7 @@
 
 #include "common/config.h"
 #include "shm/shm.h"
+#include "worker/base/base.h"
 
 /* ==== conn: a client connection ==== */
 /*
@@ -53,8 +54,7 @@ enum conn_state {
 struct conn {
 	ev_io io;
 	ev_timer timer;
-	ev_tstamp deadline;
-	ev_tstamp graced; /* the deadline last graced (worker_deadline_grace) */
+	struct deadline dl;
 	struct conn *next, *prev; /* worker's connection list */
 	struct buf *in;           /* request bytes, NULL when none are pending */
 	struct txn *txn;

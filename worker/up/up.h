@@ -48,8 +48,7 @@ struct txn;
 struct upconn {
 	ev_io io;
 	ev_timer timer;
-	ev_tstamp deadline;
-	ev_tstamp graced; /* the deadline last graced (worker_deadline_grace) */
+	struct deadline dl;
 	struct upconn *next;  /* pool link */
 	struct txn *txn;      /* NULL while pooled */
 	struct buf *in;       /* response bytes */
