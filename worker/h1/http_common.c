@@ -725,17 +725,18 @@ int http_host_valid(const char *p, size_t len)
 			return 0;
 		i++;
 	} else {
-		for (; i < len && p[i] != ':'; i++) {
-			unsigned char c = (unsigned char)p[i];
-
-			if (c == '%') {
-				if (i + 2 >= len || !http_is((unsigned char)p[i + 1], HTTP_C_HEX) ||
-				    !http_is((unsigned char)p[i + 2], HTTP_C_HEX))
-					return 0;
-				i += 2;
-			} else if (!http_is(c, HTTP_C_REGNAME)) {
+		for (;;) {
+			/* the run of unreserved and sub-delims (':' is neither),
+			 * then what ended it: the port's ':', a pct-encoded byte,
+			 * or a byte that may not be there */
+			while (i < len && http_is((unsigned char)p[i], HTTP_C_REGNAME))
+				i++;
+			if (i == len || p[i] == ':')
+				break;
+			if (p[i] != '%' || i + 2 >= len || !http_is((unsigned char)p[i + 1], HTTP_C_HEX) ||
+			    !http_is((unsigned char)p[i + 2], HTTP_C_HEX))
 				return 0;
-			}
+			i += 3;
 		}
 		if (i == 0)
 			return 0;
