@@ -842,6 +842,14 @@ class Weir:
     def error_lines(self):
         return [l for l in self.read(self.error_log).splitlines() if l.strip()]
 
+    def logged(self, match, timeout=3.0):
+        """The first error-log line for which <match>(line) is true, waited
+        for: a worker writes its lines to a file after its pass's answers
+        (one write per loop pass), so a line may land after the answer."""
+        def found():
+            return next((l for l in self.error_lines() if match(l)), None)
+        return wait_until(found, slack(timeout), what="an error-log line like that")
+
     def access_lines(self):
         return [l for l in self.read(self.access_log).splitlines() if l.strip()]
 

@@ -87,7 +87,7 @@ def test_the_breaker_opens_on_the_error_share_and_answers_503_with_retry_after(w
     assert m("weir_upstream_rejected_total", upstream="g", by="breaker_open") == 5
     assert m.error("breaker_open") == 5
     assert transitions(w, "open") == 1
-    assert any("breaker open for 20 s (error_percent; opening 1 in a row)" in l for l in w.error_lines())
+    w.logged(lambda l: "breaker open for 20 s (error_percent; opening 1 in a row)" in l)
     wait_until(lambda: len([l for l in w.access_lines() if l.endswith(" ctl=breaker_open")]) == 5,
                slack(2), what="five access log lines naming the breaker")
     status, text, _ = stats_request(w.stats_port, "GET", "/upstreams")
@@ -118,7 +118,7 @@ def test_half_open_lets_exactly_the_trials_through_over_both_workers_then_closes
     wait_until(lambda: state(w) == "closed", slack(2), what="closed after three good trials")
     assert transitions(w, "half_open") == 1 and transitions(w, "closed") == 1
     assert all(r.status == 200 for r in ask(w, "/echo", 6))
-    assert any("breaker closed: 3 trial requests answered well" in l for l in w.error_lines())
+    w.logged(lambda l: "breaker closed: 3 trial requests answered well" in l)
 
 
 def test_a_failed_trial_opens_it_again_for_twice_as_long(weir_factory, origin_factory):
@@ -146,7 +146,7 @@ def test_the_breaker_opens_on_the_pool_share_in_use(weir_factory, origin_factory
     assert all(r.status in (200, 503) for r in got)
     assert sum(r.status == 200 for r in got) >= 6  # the sixth in flight trips it, itself admitted
     assert state(w) == "open"
-    assert any("(pool_percent; opening 1 in a row)" in l for l in w.error_lines())
+    w.logged(lambda l: "(pool_percent; opening 1 in a row)" in l)
     open_answer_ok(ask(w, "/echo", 1)[0])
     wait_until(lambda: w.metrics()("weir_upstream_requests_in_flight", upstream="g") == 0, slack(2),
                what="nothing in flight")
@@ -162,7 +162,7 @@ def test_the_breaker_opens_on_p99_latency(weir_factory, origin_factory):
     assert state(w) == "closed"
     ask(w, "/slow/700", 1)  # 1 of 21 is past 1 %
     wait_until(lambda: state(w) == "open", slack(2), what="open on latency")
-    assert any("(latency_p99;" in l for l in w.error_lines())
+    w.logged(lambda l: "(latency_p99;" in l)
 
 
 def test_max_requests_caps_the_requests_in_flight_node_wide(weir_factory, origin_factory):

@@ -71,7 +71,7 @@ def test_a_client_that_closes_while_waiting_closes_the_upstream_request_logged_4
     assert o.closed == [b"GET /wait/1 HTTP/1.1"]
     logged_499(w, "/wait/1")
     assert w.metrics().error("client_aborted") == before + 1
-    assert any("client closed the connection before its answer" in l for l in w.error_lines())
+    w.logged(lambda l: "client closed the connection before its answer" in l)
     o.stop()
 
 
@@ -224,7 +224,7 @@ def test_a_route_says_otherwise_than_the_top_level_both_ways(weir_factory, origi
 def aborted_at_once(w, target, why):
     logged_499(w, target)
     assert w.metrics().error("client_aborted") == 1
-    assert any("client closed the connection before its answer; " + why in l for l in w.error_lines())
+    w.logged(lambda l: "client closed the connection before its answer; " + why in l)
 
 
 def delay_weir(weir_factory, origin):

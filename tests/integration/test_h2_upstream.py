@@ -421,10 +421,7 @@ def test_a_tls_server_that_does_not_pick_h2_is_a_connect_failure(weir_factory, h
     assert r.status == 502
     m = fetch_metrics(w.stats_port)
     assert m("weir_errors_total", kind="upstream_alpn") == 1  # once, with the answer
-    # the worker's log lines reach the file through the master, maybe
-    # after the answer
-    wait_until(lambda: any("did not pick h2" in l for l in w.error_lines()), slack(3),
-               what="the error-log line")
+    w.logged(lambda l: "did not pick h2" in l)
 
 
 def test_weir_t_rejects_bad_protocols_and_combinations(tmp_path):

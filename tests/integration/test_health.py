@@ -106,7 +106,7 @@ def test_a_failing_server_is_taken_out_within_fall_intervals_and_gets_no_request
     back = time.monotonic() - t1
     spread(w, 20)
     assert len(b.requests("/echo")) > n_b
-    assert any("health up after 2 passed check(s)" in l and b.addr in l for l in w.error_lines())
+    w.logged(lambda l: "health up after 2 passed check(s)" in l and b.addr in l)
     assert checks(w, b.addr, "bad_status") >= 2
     assert upstreams_line(w, b.addr)["health"] == "up"
     # one transition each way, one line each
@@ -155,7 +155,7 @@ def test_a_probe_target_that_accepts_and_stalls_times_out_and_does_not_delay_a_r
                          routes=[{"path": "/", "upstream": "a"}], workers=2)
         wait_until(lambda: checks(w, addr, "timeout") >= 1, slack(4), what="the stalled check to time out")
         assert health(w, addr) == 0
-        assert any("no status line within 900 ms" in l for l in w.error_lines()), w.error_lines()
+        w.logged(lambda l: "no status line within 900 ms" in l)
         # waiting on a stalled server costs the prober nothing
         pid = prober_pid(w)
         f0 = harness.proc_stat(pid)
@@ -233,7 +233,7 @@ def test_a_prober_that_dies_is_replaced_and_checks_go_on(weir_factory, origin_fa
     pid = wait_until(lambda: prober_pid(w), slack(3), what="the prober's start line")
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: prober_pid(w) not in (None, pid), slack(5), what="a new prober")
-    assert any("health prober (pid %d) was killed by signal 9" % pid in l for l in w.error_lines())
+    w.logged(lambda l: "health prober (pid %d) was killed by signal 9" % pid in l)
     health_set(b, 500)
     wait_until(lambda: health(w, b.addr) == 0, slack(3), what="b down, checked by the new prober")
     assert w.metrics()("weir_workers_alive") == 2
