@@ -78,6 +78,30 @@ def test_an_http2_request_that_came_within_keepalive_during_a_stall_is_served(we
         c.close()
 
 
+def test_an_http2_window_update_that_came_during_a_stall_keeps_the_stream(weir_factory, origin):
+    # the stream's own timer has no socket: its session's is asked
+    w = simple(weir_factory, origin, workers=1, timeouts={"client_send": "1s"})
+    c = H2Client(w.port, settings={1 << 2: 1024})  # INITIAL_WINDOW_SIZE
+    try:
+        c.read_some(0.3)
+        sid = c.request("/bytes/5000")
+        time.sleep(0.3)  # 1 KiB went out; the stream waits on its window
+        (pid,) = w.wait_workers()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(0.4)
+            c.conn.increment_flow_control_window(8192, stream_id=sid)
+            c.flush()
+            time.sleep(0.8)  # the worker resumes 0.5 s past client_send
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        (r,) = c.wait([sid])
+        assert r["status"] == 200 and r["reset"] is None and r["body"] == b"x" * 5000, \
+            (r["status"], r["reset"], len(r["body"]))
+    finally:
+        c.close()
+
+
 @pytest.fixture
 def h2_origin():
     o = H2Origin()

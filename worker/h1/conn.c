@@ -736,14 +736,16 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct conn *c = w->data;
+	struct conn *c = w->data, *io_owner;
 	int ready;
 	(void)revents;
 
 	if (worker_deadline_early(&c->timer, &c->dl))
 		return;
-	if ((ready = worker_deadline_grace(&c->timer, &c->io, &c->dl))) {
-		conn_io_cb(loop, &c->io, ready);
+	/* an HTTP/2 stream's conn has no socket: its session's is asked */
+	io_owner = c->h2s ? h2_session_conn(c) : c;
+	if ((ready = worker_deadline_grace(&c->timer, &io_owner->io, &c->dl))) {
+		conn_io_cb(loop, &io_owner->io, ready);
 		return;
 	}
 	switch (c->state) {

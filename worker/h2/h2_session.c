@@ -509,6 +509,11 @@ const struct conn *h2_conn_parent(const struct conn *c)
 	return c->h2s->s->c;
 }
 
+struct conn *h2_session_conn(struct conn *c)
+{
+	return c->h2s->s->c;
+}
+
 int h2_preface_check(const char *p, size_t len)
 {
 	size_t n = len < PREFACE_LEN ? len : PREFACE_LEN;
