@@ -13,41 +13,41 @@
 struct worker wk;
 
 /* Arms <tm> to fire at <at>. */
-static void deadline_arm(ev_timer *tm, struct deadline *d, ev_tstamp at)
+static void deadline_arm(ev_timer *tm, ev_tstamp at)
 {
 	ev_timer_set(tm, at - ev_now(wk.loop), 0);
 	ev_timer_start(wk.loop, tm);
-	d->fires = at;
 }
 
-void worker_deadline_set(ev_timer *tm, struct deadline *d, ev_tstamp at)
+void worker_deadline_set(ev_timer *tm, ev_tstamp *dl, uint8_t *graced, ev_tstamp at)
 {
 	/* a deadline moved later is only a store, so the timer may be armed
 	 * before the deadline it serves: re-arm only when the new deadline
 	 * comes before the timer fires (a request's "no deadline" followed by
-	 * the keep-alive one then costs nothing). Several times a request:
-	 * d->fires answers what ev_timer_remaining() would. */
-	if (!ev_is_active(tm) || at < d->fires) {
+	 * the keep-alive one then costs nothing) */
+	if (!ev_is_active(tm) || at < ev_now(wk.loop) + ev_timer_remaining(wk.loop, tm)) {
 		ev_timer_stop(wk.loop, tm);
-		deadline_arm(tm, d, at);
+		deadline_arm(tm, at);
 	}
-	d->at = at;
+	if (at != *dl)
+		*graced = 0;
+	*dl = at;
 }
 
-int worker_deadline_early(ev_timer *tm, struct deadline *d)
+int worker_deadline_early(ev_timer *tm, ev_tstamp dl)
 {
-	if (d->at <= ev_now(wk.loop) + 0.001)
+	if (dl <= ev_now(wk.loop) + 0.001)
 		return 0;
-	deadline_arm(tm, d, d->at);
+	deadline_arm(tm, dl);
 	return 1;
 }
 
-int worker_deadline_grace(ev_timer *tm, const ev_io *io, struct deadline *d)
+int worker_deadline_grace(ev_timer *tm, const ev_io *io, uint8_t *graced)
 {
 	struct pollfd p = {.fd = io->fd};
 	int ready = 0;
 
-	if (!ev_is_active(io) || d->graced == d->at)
+	if (!ev_is_active(io) || *graced)
 		return 0;
 	p.events = (short)((io->events & EV_READ ? POLLIN : 0) | (io->events & EV_WRITE ? POLLOUT : 0));
 	/* one poll(2), only when a deadline passed: never on the hot path */
@@ -60,8 +60,8 @@ int worker_deadline_grace(ev_timer *tm, const ev_io *io, struct deadline *d)
 		ready |= io->events & EV_WRITE;
 	if (!ready)
 		return 0;
-	d->graced = d->at;
-	deadline_arm(tm, d, ev_now(wk.loop));
+	*graced = 1;
+	deadline_arm(tm, ev_now(wk.loop));
 	return ready;
 }
 

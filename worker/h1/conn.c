@@ -34,7 +34,7 @@ static void conn_write_answer(struct conn *c);
 
 void conn_set_deadline(struct conn *c, ev_tstamp at)
 {
-	worker_deadline_set(&c->timer, &c->dl, at);
+	worker_deadline_set(&c->timer, &c->deadline, &c->graced, at);
 }
 
 void conn_io_set(struct conn *c, int events)
@@ -740,11 +740,11 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	int ready;
 	(void)revents;
 
-	if (worker_deadline_early(&c->timer, &c->dl))
+	if (worker_deadline_early(&c->timer, c->deadline))
 		return;
 	/* an HTTP/2 stream's conn has no socket: its session's is asked */
 	io_owner = c->h2s ? h2_session_conn(c) : c;
-	if ((ready = worker_deadline_grace(&c->timer, &io_owner->io, &c->dl))) {
+	if ((ready = worker_deadline_grace(&c->timer, &io_owner->io, &c->graced))) {
 		conn_io_cb(loop, &io_owner->io, ready);
 		return;
 	}

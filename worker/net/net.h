@@ -20,7 +20,6 @@
 
 #include "common/config.h"
 #include "shm/shm.h"
-#include "worker/base/base.h"
 
 /* ==== conn: a client connection ==== */
 /*
@@ -54,13 +53,14 @@ enum conn_state {
 struct conn {
 	ev_io io;
 	ev_timer timer;
-	struct deadline dl;
+	ev_tstamp deadline;
 	struct conn *next, *prev; /* worker's connection list */
 	struct buf *in;           /* request bytes, NULL when none are pending */
 	struct txn *txn;
 	const char *answer;       /* CONN_ANSWER: remaining bytes of the answer */
 	struct buf *answer_buf;   /* the answer's own copy when it carries an X-Request-Id */
 	uint32_t answer_len;      /* (CONN_LINGER: bytes discarded so far) */
+	uint8_t graced;           /* its deadline was graced (worker_deadline_grace) */
 	ev_tstamp linger_until;   /* CONN_LINGER: close by then whatever happens */
 	uint8_t state;
 	uint8_t readable;         /* the socket reported readable, not yet drained */

@@ -468,9 +468,9 @@ static void h2c_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	int ready;
 	(void)revents;
 
-	if (worker_deadline_early(w, &s->sock->dl))
+	if (worker_deadline_early(w, s->sock->deadline))
 		return;
-	if ((ready = worker_deadline_grace(w, &s->sock->io, &s->sock->dl))) {
+	if ((ready = worker_deadline_grace(w, &s->sock->io, &s->sock->graced))) {
 		h2c_io_cb(loop, &s->sock->io, ready);
 		return;
 	}

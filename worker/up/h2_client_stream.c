@@ -71,10 +71,10 @@ static void h2c_stream_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	int ready;
 	(void)revents;
 
-	if (worker_deadline_early(w, &u->dl))
+	if (worker_deadline_early(w, u->deadline))
 		return;
 	/* the stream's I/O is its session's */
-	if ((ready = worker_deadline_grace(w, &sock->io, &u->dl))) {
+	if ((ready = worker_deadline_grace(w, &sock->io, &u->graced))) {
 		ev_invoke(loop, &sock->io, ready);
 		return;
 	}

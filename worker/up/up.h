@@ -48,7 +48,7 @@ struct txn;
 struct upconn {
 	ev_io io;
 	ev_timer timer;
-	struct deadline dl;
+	ev_tstamp deadline;
 	struct upconn *next;  /* pool link */
 	struct txn *txn;      /* NULL while pooled */
 	struct buf *in;       /* response bytes */
@@ -62,6 +62,7 @@ struct upconn {
 	uint8_t reused;       /* taken from the pool for this request */
 	uint8_t ended;        /* TLS: the server's end read behind a response's
 	                       * records: no event will tell it, never pooled */
+	uint8_t graced;       /* its deadline was graced (worker_deadline_grace) */
 	SSL *ssl;             /* TLS groups only (tls_client.h), else NULL */
 	const struct codec_ops *codec; /* its codec (worker/h1), set by the core when it
 	                               * first carries a stream */

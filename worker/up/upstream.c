@@ -59,7 +59,7 @@ static void upstream_close_socket(struct upconn *u)
 
 void upstream_set_deadline(struct upconn *u, ev_tstamp at)
 {
-	worker_deadline_set(&u->timer, &u->dl, at);
+	worker_deadline_set(&u->timer, &u->deadline, &u->graced, at);
 }
 
 static void upstream_io_cb(struct ev_loop *loop, ev_io *w, int revents);
@@ -70,9 +70,9 @@ static void upstream_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	int ready;
 	(void)revents;
 
-	if (worker_deadline_early(&u->timer, &u->dl))
+	if (worker_deadline_early(&u->timer, u->deadline))
 		return;
-	if ((ready = worker_deadline_grace(&u->timer, &u->io, &u->dl))) {
+	if ((ready = worker_deadline_grace(&u->timer, &u->io, &u->graced))) {
 		upstream_io_cb(loop, &u->io, ready);
 		return;
 	}
