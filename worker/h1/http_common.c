@@ -171,23 +171,31 @@ static inline uint16_t name_flags(uint8_t cls)
 	return cls & HTTP_C_UNDERSCORE ? HDR_UNDERSCORE : 0;
 }
 
-/* The value [v, e) of a field named <n>[0..nlen) (tchar, checked, and
- * room for it in the list): field-vchar and whitespace only (trimmed by
- * http_head_finish), then the list's next entry. */
-static inline int field_take(struct http_head_state *st, const char *n, size_t nlen, const char *v, const char *e,
+/* The list's next entry: a field named <n>[0..nlen) (tchar, its classes
+ * <cls>) with the value [v, e) (fit; trimmed by http_head_finish), room
+ * for it checked. */
+static inline void field_put(struct http_head_state *st, const char *n, size_t nlen, const char *v, const char *e,
                              uint8_t cls)
 {
-	struct hdr *h;
+	struct hdr *h = &st->hdrs[st->nhdrs++];
 
-	if (!http_value_ok(v, e))
-		return WEIR_ERR(BAD_REQUEST);
-	h = &st->hdrs[st->nhdrs++];
 	h->name = n;
 	h->name_len = (uint32_t)nlen;
 	h->value = v;
 	h->value_len = (uint32_t)(e - v);
 	h->tok = 0;
 	h->flags = name_flags(cls);
+}
+
+/* The value [v, e) of a field named <n>[0..nlen) (tchar, checked, and
+ * room for it in the list): field-vchar and whitespace only, then the
+ * list's next entry. */
+static inline int field_take(struct http_head_state *st, const char *n, size_t nlen, const char *v, const char *e,
+                             uint8_t cls)
+{
+	if (http_plain_span(v, e) != (size_t)(e - v))
+		return WEIR_ERR(BAD_REQUEST);
+	field_put(st, n, nlen, v, e, cls);
 	return 0;
 }
 
@@ -426,13 +434,7 @@ static int scan_whole(struct http_head_state *st, const char *buf, size_t limit)
 				return 0;
 			/* the value [p + 1, cr) is field-vchar and whitespace: the
 			 * span stopped at its CR, the first byte that is not */
-			struct hdr *h = &st->hdrs[st->nhdrs++];
-			h->name = n;
-			h->name_len = (uint32_t)(p - n);
-			h->value = p + 1;
-			h->value_len = (uint32_t)(cr - p - 1);
-			h->tok = 0;
-			h->flags = name_flags(cls);
+			field_put(st, n, (size_t)(p - n), p + 1, cr, cls);
 		}
 		nlines++;
 		p = cr + 2;

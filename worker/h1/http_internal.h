@@ -52,33 +52,14 @@ static inline int http_word_plain(const char *p)
 }
 
 /*
- * 1 when [p, e) is field-vchar and whitespace only (RFC 9110 5.5): no CTL
- * but HTAB, no DEL. Every value of every head passes here, and a byte loop
- * by the table costs some 5 instructions a byte, so a value of eight bytes
- * or more goes a word at a time, its last few bytes as the word that ends
- * at <e>. From the first word with a byte below SP (often an HTAB, which
- * is allowed) on, the table judges a byte at a time.
- */
-static inline int http_value_ok(const char *p, const char *e)
-{
-	if (e - p >= 8) {
-		while (e - p >= 8 && http_word_plain(p))
-			p += 8;
-		if (p == e || (e - p < 8 && http_word_plain(e - 8)))
-			return 1;
-	}
-	for (; p < e; p++)
-		if (!http_is((unsigned char)*p, HTTP_C_VCHAR | HTTP_C_WS))
-			return 0;
-	return 1;
-}
-
-/*
  * The length of the longest prefix of [p, e) that is field-vchar and
- * whitespace (no CTL but HTAB, no DEL): where a field value ends, at its
- * CR, and whether its bytes are fit, in one scan. SSE2 (in every x86-64)
- * looks at 16 bytes at a time while 16 remain; the rest goes through
- * http_value_ok's word test and the table.
+ * whitespace (RFC 9110 5.5: no CTL but HTAB, no DEL): where a field value
+ * ends, at its CR, and whether its bytes are fit, in one scan; a value is
+ * fit when the span is all of it. Every value of every head passes here,
+ * and a byte loop by the table costs some 5 instructions a byte: SSE2 (in
+ * every x86-64) looks at 16 bytes at a time while 16 remain, then the
+ * word test 8 at a time, and from the first word with a byte below SP
+ * (often an HTAB, which is allowed) on, the table a byte at a time.
  */
 static inline size_t http_plain_span(const char *p, const char *e)
 {
