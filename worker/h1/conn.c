@@ -747,7 +747,7 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (worker_deadline_early(&c->timer, c->deadline))
 		return;
 	/* an HTTP/2 stream's conn has no socket: its session's is asked */
-	io_owner = c->h2s ? h2_session_conn(c) : c;
+	io_owner = c->h2s ? h2_conn_parent(c) : c;
 	if ((ready = worker_deadline_grace(&c->timer, &io_owner->io, &c->graced))) {
 		conn_io_cb(loop, &io_owner->io, ready);
 		return;

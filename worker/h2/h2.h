@@ -68,10 +68,6 @@ void h2_session_start(struct conn *c);
 /* The session's watcher and timer (conn.c's callbacks, CONN_H2). */
 void h2_session_io(struct conn *c, int revents);
 
-/* The connection of the session stream conn <c> (c->h2s set) belongs to:
- * the watcher of its socket, which a stream's own timer asks before it
- * judges a deadline (worker_deadline_grace). */
-struct conn *h2_session_conn(struct conn *c);
 void h2_session_timeout(struct conn *c);
 
 /* Drain: a graceful GOAWAY; the connection closes once its streams end. */

@@ -504,12 +504,7 @@ void h2_release(void *p)
 	slab_free(&wk.slab, cls_h2, p);
 }
 
-const struct conn *h2_conn_parent(const struct conn *c)
-{
-	return c->h2s->s->c;
-}
-
-struct conn *h2_session_conn(struct conn *c)
+struct conn *h2_conn_parent(const struct conn *c)
 {
 	return c->h2s->s->c;
 }

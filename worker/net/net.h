@@ -84,8 +84,8 @@ struct conn {
 };
 
 /* An HTTP/2 stream's conn (c->h2s set): the connection of its session,
- * which holds the socket and the SSL (worker/h2/h2.h). */
-const struct conn *h2_conn_parent(const struct conn *c);
+ * which holds the socket, its watcher and the SSL (worker/h2/h2.h). */
+struct conn *h2_conn_parent(const struct conn *c);
 
 /* ==== tls_names ==== */
 /*
