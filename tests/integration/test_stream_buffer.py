@@ -12,7 +12,10 @@ import shutil
 import subprocess
 import time
 
+import pytest
+
 from harness import Client, build_request, simple, slack, wait_until
+from test_bodies import writes_during
 
 CURL = shutil.which("curl") or "/usr/bin/curl"
 STREAM = 96 * 1024  # not the body class's 64 KiB, so the class is its own
@@ -109,13 +112,27 @@ def test_stream_buffer_0_keeps_every_body_in_the_io_buffer(weir_factory, origin)
     assert str(STREAM_CLASS) not in sizes, sizes
 
 
-def worker_reads(w):
-    """read() calls the worker has made (/proc/PID/io syscr)."""
-    pid = w.worker_pids()[0]
-    with open("/proc/%d/io" % pid) as f:
-        return int(dict(l.split(": ") for l in f.read().splitlines())["syscr"])
+READS = ("recvfrom", "read")
 
 
+def worker_reads(w, action):
+    """Runs <action>() with strace counting the worker's socket reads
+    (weir reads sockets with recv(2), so /proc/PID/io's syscr, which counts
+    only read(2) and its kin, does not see them); returns (action's result,
+    reads)."""
+    return writes_during(w.worker_pids()[0], action, calls=READS)
+
+
+def unread(w, c):
+    """Bytes the client <c> sent that weir has not read yet: the receive
+    queue of weir's end of the connection (ss)."""
+    port = c.sock.getsockname()[1]
+    out = subprocess.run(["ss", "-Htn", "state", "established", "( sport = :%d and dport = :%d )" % (w.port, port)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return int(out[0]) if out else None
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
 def test_a_long_body_moves_in_reads_larger_than_an_io_buffer(weir_factory, origin):
     """Each read into a 16 KiB I/O buffer takes at most 16 KiB, so 8 MiB of
     bodies need at least 512 reads through it (the binary before the stream
@@ -127,21 +144,25 @@ def test_a_long_body_moves_in_reads_larger_than_an_io_buffer(weir_factory, origi
     n, count = 1 << 20, 8
     with Client(w.port, timeout=30) as c:
         assert c.request("GET", "/bytes/3").body == b"xxx"  # connected, pooled
-        before = worker_reads(w)
-        for _ in range(count):
-            got = [0, 0]
 
-            def sink(b):
-                got[0] += len(b)
-                got[1] += len(b) - bytes(b).count(b"x")
+        def downloads():
+            for _ in range(count):
+                got = [0, 0]
 
-            c.send(build_request("GET", "/big/%d" % n))
-            r = c.read_response(sink=sink, timeout=30)
-            assert r.status == 200 and got == [n, 0], (r, got)
-        reads = worker_reads(w) - before
-    assert reads < count * n // 16384 // 2, reads
+                def sink(b):
+                    got[0] += len(b)
+                    got[1] += len(b) - bytes(b).count(b"x")
+
+                c.send(build_request("GET", "/big/%d" % n))
+                r = c.read_response(sink=sink, timeout=30)
+                assert r.status == 200 and got == [n, 0], (r, got)
+
+        _, reads = worker_reads(w, downloads)
+    # the client's reads are in the count too: one per request
+    assert count < reads < count * n // 16384 // 2, reads
 
 
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
 def test_a_long_request_body_moves_in_reads_larger_than_an_io_buffer(weir_factory, origin):
     """Uploads as downloads: 8 MiB of Content-Length request bodies need
     at least 512 reads through a 16 KiB input buffer (the binary before
@@ -152,16 +173,18 @@ def test_a_long_request_body_moves_in_reads_larger_than_an_io_buffer(weir_factor
     data = os.urandom(n)
     with Client(w.port, timeout=30) as c:
         assert c.request("GET", "/bytes/3").body == b"xxx"  # connected, pooled
-        before = worker_reads(w)
-        for _ in range(count):
-            r = c.request("POST", "/upload", body=data, timeout=30)
-            assert r.status == 200 and r.json() == {"body_len": n, "body_sha256": hashlib.sha256(data).hexdigest()}
-        reads = worker_reads(w) - before
+
+        def uploads():
+            for _ in range(count):
+                r = c.request("POST", "/upload", body=data, timeout=30)
+                assert r.status == 200 and r.json() == {"body_len": n, "body_sha256": hashlib.sha256(data).hexdigest()}
+
+        _, reads = worker_reads(w, uploads)
         # a pipelined request behind a long body is read and answered
         c.send(build_request("POST", "/upload", body=data) + build_request("GET", "/bytes/5"))
         assert c.read_response(timeout=30).json()["body_len"] == n
         assert c.read_response(timeout=30).body == b"x" * 5
-    assert reads < count * n // 16384 // 2, reads
+    assert count < reads < count * n // 16384 // 2, reads
     wait_until(lambda: w.metrics().get("weir_stream_buffers_total", kind="upload", result="taken") >= count // 2,
                slack(3), what="the uploads' stream buffers counted")
 
@@ -170,17 +193,16 @@ def test_a_client_dripping_a_long_body_keeps_its_io_buffer(weir_factory, origin)
     """A client's input buffer is held until its body ends, so one that
     sends slowly gets no stream buffer: 200 KB in 2 KB pieces arrives
     whole, and no stream buffer was taken for it. Each piece waits for the
-    worker's read of the one before (its read count in /proc), so that a
-    busy machine cannot let pieces pile up into a long read."""
+    worker's read of the one before (its socket's receive queue empty), so
+    that a busy machine cannot let pieces pile up into a long read."""
     w = stream_weir(weir_factory, origin)
     data = os.urandom(200000)
     m0 = w.metrics()
     with Client(w.port, timeout=30) as c:
         c.send(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data))
         for k in range(0, len(data), 2000):
-            r0 = worker_reads(w)
             c.send(data[k:k + 2000])
-            wait_until(lambda: worker_reads(w) > r0, 5, interval=0.001, what="the worker's read of a piece")
+            wait_until(lambda: unread(w, c) == 0, 5, interval=0.001, what="the worker's read of a piece")
         r = c.read_response(timeout=30)
     assert r.json() == {"body_len": len(data), "body_sha256": hashlib.sha256(data).hexdigest()}
     taken = w.metrics().total("weir_stream_buffers_total", result="taken") - m0.total("weir_stream_buffers_total",

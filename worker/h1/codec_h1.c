@@ -620,7 +620,7 @@ static ssize_t h1_client_flush(struct side *s, int more)
 /* h1_client_recv() over TLS, into <room> bytes of u->in: SSL_read gives a
  * record at a time, so the records already read are decrypted one after
  * the other until the room is full (a stream buffer then fills from one
- * read(2) and goes on in one write, not a record each); a socket drained
+ * recv(2) and goes on in one write, not a record each); a socket drained
  * by BoringSSL may still leave decrypted bytes in it, which no event will
  * announce. */
 static int h1_client_recv_tls(struct upconn *u, size_t room)
@@ -695,7 +695,7 @@ static int h1_client_recv(struct side *s)
 		return rc;
 	}
 	for (;;) {
-		n = read(u->io.fd, u->in->data + u->in->end, room);
+		n = recv(u->io.fd, u->in->data + u->in->end, room, 0);
 		if (n > 0) {
 			u->in->end += (uint32_t)n;
 			if ((size_t)n < room)

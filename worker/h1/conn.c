@@ -93,7 +93,7 @@ ssize_t conn_recv(struct conn *c, void *p, size_t n)
 	if (c->h2s)
 		return h2_stream_recv(c, p, n);
 	if (!c->ssl)
-		return read(c->io.fd, p, n);
+		return recv(c->io.fd, p, n, 0);
 	c->tls_read_wants = 0;
 	errno = 0;
 	rc = SSL_read(c->ssl, p, n > INT_MAX ? INT_MAX : (int)n);

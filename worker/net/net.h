@@ -355,7 +355,7 @@ static inline size_t tls_gather(const struct iovec *iov, int cnt, char *buf, siz
  * BoringSSL reads a record in two calls, its 5-byte header and then its
  * body, and with a plain socket BIO each call is a read(2): two system
  * calls for every small request. This BIO reads whatever the socket holds
- * into a worker buffer (one read(2) for a whole request, or for several
+ * into a worker buffer (one recv(2) for a whole request, or for several
  * pipelined records) and serves BoringSSL's calls from it. The buffer is
  * taken from the slab only while it holds bytes, so an idle connection
  * keeps none. A large record body, asked for whole, is read straight into
@@ -388,7 +388,7 @@ int tls_bio_pending(const SSL *ssl);
 /* Whether the next reads of <ssl> fill <room> bytes, more than an I/O
  * buffer (a long body into a stream buffer): then what the socket holds is
  * read ahead into a stream buffer of its own, so several records come in
- * one read(2), and the reader decrypts them while tls_bio_pending(). */
+ * one recv(2), and the reader decrypts them while tls_bio_pending(). */
 void tls_bio_read_ahead(SSL *ssl, size_t room);
 
 /* A write of <iov> to <ssl>, client or upstream side: the sealed records

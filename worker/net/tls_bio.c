@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <openssl/bio.h>
@@ -16,7 +17,7 @@
 
 /* A call for this many bytes or more is a record body BoringSSL wants
  * whole: reading it into BoringSSL's own buffer saves a copy, and at this
- * size one more read(2) per record is small beside the record's cost. */
+ * size one more recv(2) per record is small beside the record's cost. */
 #define TLS_BIO_DIRECT 4096
 
 /* Records one write(2) of a seal buffer carries, and the room each needs
@@ -70,12 +71,12 @@ static int tls_bio_read(BIO *b, char *out, int len)
 
 		/* no buffer to spare: read what was asked, as a plain BIO; a
 		 * reader filling a stream buffer reads ahead as much, so that
-		 * its records come in one read(2), not one each */
+		 * its records come in one recv(2), not one each */
 		if (s->ahead && (in = buf_take_stream(wk.stream_size, STREAM_BUF_TLS_READ)))
 			;
 		else if (len >= TLS_BIO_DIRECT || !(in = buf_get()))
-			return tls_bio_result(b, read(s->fd, out, (size_t)len), 1);
-		n = read(s->fd, in->data, in->cap);
+			return tls_bio_result(b, recv(s->fd, out, (size_t)len, 0), 1);
+		n = recv(s->fd, in->data, in->cap, 0);
 		if (n <= 0) {
 			buf_put(in);
 			return tls_bio_result(b, n, 1);

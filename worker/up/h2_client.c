@@ -357,7 +357,7 @@ static int h2c_session_read(struct h2c_session *s)
 	struct upconn *u = s->sock;
 
 	for (int i = 0; i < 8 && s->sock; i++) {
-		ssize_t n = u->ssl ? tls_client_recv(u, in, sizeof(in)) : read(u->io.fd, in, sizeof(in));
+		ssize_t n = u->ssl ? tls_client_recv(u, in, sizeof(in)) : recv(u->io.fd, in, sizeof(in), 0);
 
 		if (n > 0) {
 			s->in_ng = 1;
