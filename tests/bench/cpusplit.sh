@@ -2,7 +2,7 @@
 # cpusplit.sh: where the CPU goes, per request, when weir, nginx and HAProxy
 # each proxy the same load on this machine.
 #
-#   tests/bench/cpusplit.sh [--tls] [--close] [--path P] [--duration S] [--conns C]
+#   tests/bench/cpusplit.sh [--tls] [--close] [--path P] [--duration S] [--rounds R] [--conns C]
 #                           [--threads T] [--pin] [--workers N] [--steering cpu|hash] [--only P,...]
 #
 # peers.sh compares requests/s, but on a 2-core machine the load generator
@@ -13,7 +13,15 @@
 # seconds; with --tls the proxies terminate TLS with peers.sh's ECDSA
 # certificate in /tmp/peers-tls; with --close every request is a new
 # connection) and, for each proxy in turn, reads the CPU time of the proxy
-# and of the origin from /proc/PID/stat and wrk's from time(1). It prints
+# and of the origin from /proc/PID/stat and wrk's from time(1).
+#
+# --rounds R (default 1) measures every proxy R times, taking turns: round
+# 1 runs each for S seconds, then round 2 does, and so on, all of them
+# started once. This VM's speed drifts by a quarter from one minute to
+# the next, more than the differences measured, so one long run per proxy
+# compares each with a different machine; in turns, a drift falls on all
+# of them alike. Each round prints its own CPU per request, and the
+# summary pools the rounds. It prints
 #
 #   NAME rps=R us/req proxy=P (user U) wrk=W origin=O sum=S
 #
@@ -49,12 +57,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/bench/peerconf.sh
 
-TLS=0 CLOSE=0 DUR=5 CONNS=64 PATH_=/ THREADS=1 PIN=0 WORKERS=1 STEER=hash ONLY=floor,weir,nginx,haproxy
+TLS=0 CLOSE=0 DUR=5 ROUNDS=1 CONNS=64 PATH_=/ THREADS=1 PIN=0 WORKERS=1 STEER=hash ONLY=floor,weir,nginx,haproxy
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tls) TLS=1 ;;
 	--close) CLOSE=1 ;;
 	--duration) DUR=$2; shift ;;
+	--rounds) ROUNDS=$2; shift ;;
 	--conns) CONNS=$2; shift ;;
 	--path) PATH_=$2; shift ;;
 	--threads) THREADS=$2; shift ;;
@@ -62,7 +71,7 @@ while [ $# -gt 0 ]; do
 	--workers) WORKERS=$2; shift ;;
 	--steering) STEER=$2; shift ;;
 	--only) ONLY=$2; shift ;;
-	*) echo "usage: $0 [--tls] [--close] [--path P] [--duration S] [--conns C] [--threads T]" \
+	*) echo "usage: $0 [--tls] [--close] [--path P] [--duration S] [--rounds R] [--conns C] [--threads T]" \
 		"[--pin] [--workers N] [--steering cpu|hash] [--only P,...]" >&2; exit 2 ;;
 	esac
 	shift
@@ -120,7 +129,7 @@ hz=$(getconf CLK_TCK)
 
 setsid nginx -c "$W/origin.conf" & OP=$!; PIDS+=($OP)
 sleep 0.3
-FLOOR=""
+NAMES=() declare -A PID URL PORTOF
 for p in floor floorsplice weir nginx haproxy; do
 	case ",$ONLY," in *",$p,"*) ;; *) continue ;; esac
 	S=$SCHEME
@@ -131,14 +140,17 @@ for p in floor floorsplice weir nginx haproxy; do
 	nginx) setsid nginx -c "$W/nginx.conf" & PP=$!; PORT=18081 ;;
 	haproxy) setsid haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.out" 2>&1 & PP=$!; PORT=18082 ;;
 	esac
-	PIDS+=($PP)
-	URL="$S://127.0.0.1:$PORT$PATH_"
-	for _ in $(seq 1 50); do curl -ksf -o /dev/null "$URL" && break; sleep 0.1; done
-	wrk -t1 -c"$CONNS" -d1 "${HDR[@]}" "$URL" >/dev/null 2>&1 # warm-up
+	PIDS+=($PP) NAMES+=($p) PID[$p]=$PP PORTOF[$p]=$PORT URL[$p]="$S://127.0.0.1:$PORT$PATH_"
+	for _ in $(seq 1 50); do curl -ksf -o /dev/null "${URL[$p]}" && break; sleep 0.1; done
+	wrk -t1 -c"$CONNS" -d1 "${HDR[@]}" "${URL[$p]}" >/dev/null 2>&1 # warm-up
+done
+
+# one wrk run against <name>'s URL; appends "name req rps pticks uticks oticks wu ws" to $W/runs
+measure() {
+	local p=$1 PP=${PID[$1]} URL=${URL[$1]} p0 u0 o0 p1 u1 o1 req rps wu ws
 	p0=$(ticks $PP) u0=$(uticks $PP) o0=$(ticks $OP)
-	CONNS_SEEN=""
-	if [ "$p" = weir ] && [ "$WORKERS" -gt 1 ]; then
-		(sleep "$(awk -v d="$DUR" 'BEGIN {print d / 2}')"; conns $PORT >"$W/conns") & SP=$!
+	if [ "$p" = weir ] && [ "$WORKERS" -gt 1 ] && [ ! -s "$W/conns" ]; then
+		(sleep "$(awk -v d="$DUR" 'BEGIN {print d / 2}')"; conns ${PORTOF[$p]} >"$W/conns") & SP=$!
 	fi
 	if [ "$PIN" = 1 ]; then
 		CPUS=$(taskset -pc $$ | sed 's/.*: //' | tr ',' ' ')
@@ -155,20 +167,46 @@ for p in floor floorsplice weir nginx haproxy; do
 	else
 		/usr/bin/time -f "%U %S" -o "$W/time" wrk -t"$THREADS" -c"$CONNS" -d"$DUR" "${HDR[@]}" "$URL" >"$W/wrk" 2>&1
 	fi
-	if [ -n "${SP:-}" ]; then wait $SP; CONNS_SEEN=$(cat "$W/conns"); SP=""; fi
+	if [ -n "${SP:-}" ]; then wait $SP; SP=""; fi
 	p1=$(ticks $PP) u1=$(uticks $PP) o1=$(ticks $OP)
 	req=$(awk '/requests in/ {print $1}' "$W/wrk")
 	rps=$(awk '/Requests\/sec/ {print $2}' "$W/wrk")
 	read -r wu ws <"$W/time"
-	line=$(awk -v n=$p -v r="$req" -v rps="$rps" -v p=$((p1 - p0)) -v u=$((u1 - u0)) -v o=$((o1 - o0)) \
-		-v wu="$wu" -v ws="$ws" -v hz="$hz" -v fl="$FLOOR" 'BEGIN {
+	echo "$p $req $rps $((p1 - p0)) $((u1 - u0)) $((o1 - o0)) $wu $ws" >>"$W/runs"
+}
+
+# the summary line of <name>: its runs of every round pooled (requests/s
+# their mean), as a ratio to the floor's CPU per request <2> when given
+report() {
+	awk -v n=$1 -v hz="$hz" -v fl="${2:-}" '$1 == n {
+		r += $2; rps += $3; p += $4; u += $5; o += $6; wu += $7; ws += $8; k++ }
+	END {
 		t = 1e6 / hz / r; w = (wu + ws) * 1e6 / r
 		printf "%-8s rps=%.0f us/req proxy=%.2f (user %.2f) wrk=%.2f origin=%.2f sum=%.2f",
-			n, rps, p * t, u * t, w, o * t, p * t + w + o * t
+			n, rps / k, p * t, u * t, w, o * t, p * t + w + o * t
 		if (fl != "") printf " x floor=%.2f", p * t / fl
-		printf "\n" }')
+		printf "\n" }' "$W/runs"
+}
+
+: >"$W/runs"
+for r in $(seq 1 "$ROUNDS"); do
+	[ "$ROUNDS" -gt 1 ] && : >"$W/round"
+	for p in "${NAMES[@]}"; do
+		measure $p
+		[ "$ROUNDS" -gt 1 ] && tail -1 "$W/runs" >>"$W/round"
+	done
+	if [ "$ROUNDS" -gt 1 ]; then
+		# each round's figures alone, so a drift of the machine shows
+		awk -v r=$r -v hz="$hz" '{ t = 1e6 / hz / $2; line = line sprintf(" %s=%.2f", $1, $4 * t)
+			if ($1 == "floor") fl = $4 * t; if ($1 == "weir") we = $4 * t }
+			END { printf "round %d us/req proxy:%s", r, line
+			if (fl != "" && we != "") printf " (weir x floor=%.2f)", we / fl; printf "\n" }' "$W/round"
+	fi
+done
+FLOOR=""
+for p in "${NAMES[@]}"; do
+	line=$(report $p "$FLOOR")
 	echo "$line"
-	[ -n "$CONNS_SEEN" ] && echo "         conns:$CONNS_SEEN"
+	[ "$p" = weir ] && [ -s "$W/conns" ] && echo "         conns:$(cat "$W/conns")"
 	[ "$p" = floor ] && FLOOR=$(echo "$line" | sed 's/.*proxy=\([0-9.]*\).*/\1/')
-	kill $PP; wait $PP 2>/dev/null || true
 done
