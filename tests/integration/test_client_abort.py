@@ -56,8 +56,8 @@ def send(w, target):
     return s
 
 
-def logged_499(w, target, proto="HTTP/1.1"):
-    wait_until(lambda: any('"GET %s %s" 499' % (target, proto) in l for l in w.access_lines()), slack(3),
+def logged_499(w, target, proto="HTTP/1.1", method="GET"):
+    wait_until(lambda: any('"%s %s %s" 499' % (method, target, proto) in l for l in w.access_lines()), slack(3),
                what="a 499 access line")
 
 
@@ -221,8 +221,8 @@ def test_a_route_says_otherwise_than_the_top_level_both_ways(weir_factory, origi
 # backoff, a forward auth answer): the wait ends at once, logged 499 and
 # counted as during a wait on the upstream, and what it held goes back
 
-def aborted_at_once(w, target, why):
-    logged_499(w, target)
+def aborted_at_once(w, target, why, method="GET"):
+    logged_499(w, target, method=method)
     assert w.metrics().error("client_aborted") == 1
     w.logged(lambda l: "client closed the connection before its answer; " + why in l)
 
@@ -250,6 +250,29 @@ def test_a_client_that_leaves_during_a_rate_limit_delay_is_gone_at_once(weir_fac
     s.close()
     aborted_at_once(w, "/echo/delayed", "its rate limit delay ended")
     assert not origin.requests("/echo/delayed")
+
+
+def post_head(w, target, length, first=b""):
+    """A POST of a <length>-byte body whose head and <first> bytes of it are
+    sent, the rest not yet."""
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.sendall(b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % (target.encode(), length) + first)
+    return s
+
+
+def test_a_client_that_leaves_mid_body_during_a_rate_limit_delay_is_gone_at_once(weir_factory, origin):
+    """Its body still to come: the close is seen during the delay all the
+    same (the body's bytes are read into the room of its buffer), not a
+    minute later when the delay would end."""
+    w = delay_weir(weir_factory, origin)
+    with w.client() as c:
+        assert c.request("GET", "/echo/first").status == 200
+    s = post_head(w, "/upload", 100000, b"x" * 10)
+    wait_delayed(w)
+    s.sendall(b"y" * 2000)  # read while it waits
+    s.close()
+    aborted_at_once(w, "/upload", "its rate limit delay ended", method="POST")
+    assert not origin.requests("/upload")
 
 
 def test_an_http2_cancel_during_a_rate_limit_delay_is_logged_499(weir_factory, origin):
@@ -290,6 +313,65 @@ def test_a_client_that_leaves_the_upstream_queue_gives_its_place_up_at_once(weir
     wait_until(lambda: o.closed, slack(3), what="the first request's connection closed")
     assert o.closed == [b"GET /first HTTP/1.1"]
     o.stop()
+
+
+def test_a_client_that_leaves_mid_body_gives_its_queue_place_up_at_once(weir_factory):
+    o = HoldingOrigin()
+    w = queue_weir(weir_factory, [o.addr])
+    first = send(w, "/first")
+    wait_until(lambda: o.heads, slack(3), what="the first request at the origin")
+    s = post_head(w, "/queued", 100000, b"z" * 100)  # past body_buffer: it streams
+    wait_until(lambda: queue_depth(w) == 1, slack(3), what="the second request queued")
+    s.close()
+    wait_until(lambda: queue_depth(w) == 0, slack(3), what="the queue emptied")
+    aborted_at_once(w, "/queued", "its place in the upstream's queue given up", method="POST")
+    first.close()
+    wait_until(lambda: o.closed, slack(3), what="the first request's connection closed")
+    assert o.closed == [b"GET /first HTTP/1.1"]
+    o.stop()
+
+
+def test_a_body_sent_during_a_queue_wait_reaches_the_upstream_whole(weir_factory, origin):
+    """What is read of the body while the request waits stays for its
+    body phase: the upstream gets every byte, in order, and a body larger
+    than the buffer's room goes on from the socket once the wait is over."""
+    import hashlib
+    import json
+    import os
+    w = queue_weir(weir_factory, [origin.addr])
+    for i, (n, early) in enumerate(((100000, 5000), (300000, 40000))):  # past body_buffer: they stream
+        first = send(w, "/slow/1000?%d" % i)  # holds the group's one place for a second
+        wait_until(lambda: origin.requests("/slow/1000?%d" % i), slack(3), what="the slow request at the origin")
+        body = os.urandom(n)
+        s = post_head(w, "/upload", n, body[:7])
+        s.settimeout(slack(10))
+        wait_until(lambda: queue_depth(w) == 1, slack(3), what="the upload queued")
+        s.sendall(body[7:early])  # during the wait: 5000 fit the buffer's room, 40000 do not
+        wait_until(lambda: queue_depth(w) == 0, slack(5), what="the upload on its way")
+        s.sendall(body[early:])
+        data = read_to_eof_or_answer(s)
+        assert data.startswith(b"HTTP/1.1 200 "), data[:200]
+        j = json.loads(data.partition(b"\r\n\r\n")[2])
+        assert j == {"body_len": n, "body_sha256": hashlib.sha256(body).hexdigest()}, (n, j)
+        s.close()
+        first.close()
+    assert w.metrics().error("client_aborted") == 0
+
+
+def read_to_eof_or_answer(s):
+    """An answer with a Content-Length, read whole."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        b = s.recv(65536)
+        assert b, data
+        data += b
+    head, _, rest = data.partition(b"\r\n\r\n")
+    n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+    while len(rest) < n:
+        b = s.recv(65536)
+        assert b, data
+        rest += b
+    return head + b"\r\n\r\n" + rest
 
 
 def test_requests_pipelined_during_a_wait_are_kept_and_answered(weir_factory, origin):

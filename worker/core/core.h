@@ -984,13 +984,16 @@ static inline int txn_waiting(const struct txn *t)
 	return !t->u && (t->rl.waiting || t->bk.queued || t->rt.armed || (t->fa && t->fa->u));
 }
 
-/* txn.c. A wait of txn_waiting() begins: an HTTP/1 client whose request
- * is all read is watched for its close, nothing else. */
+/* txn.c. A wait of txn_waiting() begins: an HTTP/1 client is watched for
+ * its close, and read while its input buffer has room: pipelined requests
+ * after a whole request, the body's bytes before it. */
 void txn_wait_arm(struct txn *t);
 
 /* txn.c. The client's socket is readable during such a wait: bytes are
- * kept (pipelined requests), a close or reset ends the request as one
- * during a wait on the upstream does (abort_on_client_close). */
+ * kept (pipelined requests, or the body for its phase), a close or reset
+ * ends the request as one during a wait on the upstream does
+ * (abort_on_client_close), and at once when it leaves a Content-Length
+ * body short of its end. */
 void txn_wait_client(struct txn *t);
 
 /* ---- txn_phases.c: the life of a request, in order ---------------- */

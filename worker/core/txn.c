@@ -221,13 +221,44 @@ static int txn_reads_on(const struct txn *t)
 	return t->req_body_done && !c->eof && (!c->in || c->in->end < c->in->cap);
 }
 
+/* Whether a waiting <t>'s client is read: after the whole request as
+ * txn_reads_on() says; before it, the body's bytes while the input buffer
+ * has room at its end and nothing of the body was handed up yet (a retry's
+ * backoff after a try that sent some keeps them as they are). Read into
+ * that room only (conn_read: no compaction, no stream buffer), they wait
+ * there for the body phase as the first of them did, and the client's
+ * close behind them is seen at once, not when the wait ends. A full
+ * buffer stops the reads: that client's close is seen when the wait is
+ * over, as before. */
+static int txn_wait_reads(const struct txn *t)
+{
+	const struct conn *c = t->c;
+
+	if (c->h2s)
+		return 0;
+	if (t->req_body_done)
+		return txn_reads_on(t);
+	return !c->eof && !t->down.in.total && (!c->in || c->in->end < c->in->cap);
+}
+
 void txn_wait_arm(struct txn *t)
 {
-	struct conn *c = t->c;
+	conn_io_set(t->c, txn_wait_reads(t) ? EV_READ : 0);
+}
 
-	/* a body still to come is not read (it would only pile up): that
-	 * client's close is seen when the wait is over */
-	conn_io_set(c, !c->h2s && txn_reads_on(t) ? EV_READ : 0);
+/* The client closed (<rc> 0) or reset its connection while <t> waited
+ * with its body still to come. Returns 1 if the request went with it. A
+ * Content-Length body short of its end can never be whole: that request
+ * goes, whatever abort_on_client_close says; one that is all in the
+ * buffer, or a chunked one, is a request after which the client closed. */
+static int txn_wait_body_left(struct txn *t, int rc)
+{
+	const struct conn *c = t->c;
+
+	if (rc == 0 && !(t->req.body == HTTP_BODY_LENGTH && (!c->in || buf_len(c->in) < t->down.in.left)))
+		return txn_client_left(t, rc);
+	txn_client_abort(t);
+	return 1;
 }
 
 void txn_wait_client(struct txn *t)
@@ -235,10 +266,18 @@ void txn_wait_client(struct txn *t)
 	struct conn *c = t->c;
 	int rc;
 
-	if (c->readable && !c->h2s && txn_reads_on(t)) {
-		rc = t->down.ops->recv(&t->down);
-		if ((rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED)) && txn_client_left(t, rc))
-			return;
+	if (c->readable && txn_wait_reads(t)) {
+		if (!t->req_body_done) {
+			rc = conn_read(c);
+			if (rc > 0)
+				t->body_in += (uint64_t)rc;
+			else if ((rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED)) && txn_wait_body_left(t, rc))
+				return;
+		} else {
+			rc = t->down.ops->recv(&t->down);
+			if ((rc == 0 || rc == WEIR_ERR(CLIENT_CLOSED)) && txn_client_left(t, rc))
+				return;
+		}
 	}
 	txn_wait_arm(t);
 }
