@@ -177,8 +177,9 @@ struct buf {
 	char data[];
 };
 
-/* Writes <cnt> iovecs to plain socket <fd>: send() for one, sendmsg() for
- * more, with <flags> (MSG_MORE). Client and upstream sides share it. */
+/* Writes <cnt> iovecs to plain socket <fd>: send() for one or for a few
+ * short ones copied together (1 KiB at most), sendmsg() for more, with
+ * <flags> (MSG_MORE). Client and upstream sides share it. */
 ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags);
 
 /* Deadlines, one mechanism for client and upstream connections: a timer

@@ -65,13 +65,33 @@ int worker_deadline_grace(ev_timer *tm, const ev_io *io, uint8_t *graced)
 	return ready;
 }
 
+/* Gathers of at most this many bytes are copied into one and sent with
+ * send(2): a response head and a short body, say. sendmsg(2) copies in
+ * the msghdr and the iovec array and walks it; a loopback loop of 250 +
+ * 18 bytes measured about 300 ns a write more for it (six runs of 400,000
+ * writes, alternating) than for copying the bytes and sending them, about
+ * 1% of a proxied small request. Above this size the copy would cost more
+ * than it saves. */
+#define WORKER_SEND_GATHER 1024
+
 ssize_t worker_sendv(int fd, const struct iovec *iov, int cnt, int flags)
 {
 	struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
+	char small[WORKER_SEND_GATHER];
+	size_t n = 0;
 
 	if (cnt == 1)
 		return send(fd, iov[0].iov_base, iov[0].iov_len, flags);
-	return sendmsg(fd, &mh, flags);
+	for (int i = 0; i < cnt; i++)
+		n += iov[i].iov_len;
+	if (n > sizeof(small))
+		return sendmsg(fd, &mh, flags);
+	n = 0;
+	for (int i = 0; i < cnt; i++) {
+		memcpy(small + n, iov[i].iov_base, iov[i].iov_len);
+		n += iov[i].iov_len;
+	}
+	return send(fd, small, n, flags);
 }
 
 struct buf *buf_get_class(int cls, uint32_t cap)
