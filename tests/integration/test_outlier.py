@@ -76,18 +76,22 @@ def test_five_5xx_in_a_row_counted_over_both_workers_eject_the_server(weir_facto
     c1, c2 = two_workers_clients(w)
     a.clear_log()
     from_a = {0: 0, 1: 0}
+    seen = []  # (client, status, origin) of every answer, for the message
     i = 0
     # each worker alternates A and B; only A fails: A's run grows by one
     # per A answer, whichever worker sent it
     while len(a.requests()) < 5:
         c = (c1, c2)[i % 2]
         r = c.request("GET", "/on/A/status/503")
+        seen.append((i % 2, r.status, r.get("X-Origin")))
         if r.get("X-Origin") == "A":
             assert r.status == 503
             from_a[i % 2] += 1
+        else:
+            assert r.status == 200 and r.get("X-Origin") == "B", seen
         i += 1
         assert i < 40
-    assert from_a[0] < 5 and from_a[1] < 5 and from_a[0] + from_a[1] == 5, from_a
+    assert from_a[0] < 5 and from_a[1] < 5 and from_a[0] + from_a[1] == 5, (from_a, seen, w.error_lines())
     wait_until(lambda: ejections(w, a.addr, "consecutive_5xx") == 1, slack(2), what="one ejection")
     assert ejected(w, a.addr) == 1
     for c in (c1, c2):
