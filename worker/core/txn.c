@@ -211,34 +211,32 @@ static int txn_client_left(struct txn *t, int rc)
 	return 1;
 }
 
+/* Whether client <c> may be read: its close not read yet, and room at the
+ * end of its input buffer. */
+static int txn_client_room(const struct conn *c)
+{
+	return !c->eof && (!c->in || c->in->end < c->in->cap);
+}
+
 /* Whether <t>'s client is read on after its whole request, for pipelined
  * requests and its close: not before the close was read, nor past a full
  * buffer of what it pipelined. */
 static int txn_reads_on(const struct txn *t)
 {
-	const struct conn *c = t->c;
-
-	return t->req_body_done && !c->eof && (!c->in || c->in->end < c->in->cap);
+	return t->req_body_done && txn_client_room(t->c);
 }
 
-/* Whether a waiting <t>'s client is read: after the whole request as
- * txn_reads_on() says; before it, the body's bytes while the input buffer
- * has room at its end and nothing of the body was handed up yet (a retry's
- * backoff after a try that sent some keeps them as they are). Read into
- * that room only (conn_read: no compaction, no stream buffer), they wait
- * there for the body phase as the first of them did, and the client's
- * close behind them is seen at once, not when the wait ends. A full
- * buffer stops the reads: that client's close is seen when the wait is
- * over, as before. */
+/* Whether a waiting <t>'s client is read: as txn_reads_on() says after the
+ * whole request; before it, while nothing of the body was handed up yet
+ * (a retry's backoff after a try that sent some keeps them as they are).
+ * Body bytes read into the room only (conn_read: no compaction, no stream
+ * buffer) wait there for the body phase as the first of them did, and the
+ * client's close behind them is seen at once, not when the wait ends. A
+ * full buffer stops the reads: that client's close is seen when the wait
+ * is over, as before. */
 static int txn_wait_reads(const struct txn *t)
 {
-	const struct conn *c = t->c;
-
-	if (c->h2s)
-		return 0;
-	if (t->req_body_done)
-		return txn_reads_on(t);
-	return !c->eof && !t->down.in.total && (!c->in || c->in->end < c->in->cap);
+	return !t->c->h2s && (t->req_body_done || !t->down.in.total) && txn_client_room(t->c);
 }
 
 void txn_wait_arm(struct txn *t)
