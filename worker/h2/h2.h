@@ -67,7 +67,6 @@ void h2_session_start(struct conn *c);
 
 /* The session's watcher and timer (conn.c's callbacks, CONN_H2). */
 void h2_session_io(struct conn *c, int revents);
-
 void h2_session_timeout(struct conn *c);
 
 /* Drain: a graceful GOAWAY; the connection closes once its streams end. */
