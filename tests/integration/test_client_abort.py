@@ -7,7 +7,7 @@ HAProxy's default)."""
 import socket
 import time
 
-from harness import wait_until, slack
+from harness import Client, wait_until, slack
 from test_tls import certs, start_tls_weir, client_ctx, tls_connect  # noqa: F401  (certs is a fixture)
 from test_websocket import RawOrigin
 
@@ -336,42 +336,23 @@ def test_a_body_sent_during_a_queue_wait_reaches_the_upstream_whole(weir_factory
     body phase: the upstream gets every byte, in order, and a body larger
     than the buffer's room goes on from the socket once the wait is over."""
     import hashlib
-    import json
     import os
     w = queue_weir(weir_factory, [origin.addr])
     for i, (n, early) in enumerate(((100000, 5000), (300000, 40000))):  # past body_buffer: they stream
         first = send(w, "/slow/1000?%d" % i)  # holds the group's one place for a second
         wait_until(lambda: origin.requests("/slow/1000?%d" % i), slack(3), what="the slow request at the origin")
         body = os.urandom(n)
-        s = post_head(w, "/upload", n, body[:7])
-        s.settimeout(slack(10))
-        wait_until(lambda: queue_depth(w) == 1, slack(3), what="the upload queued")
-        s.sendall(body[7:early])  # during the wait: 5000 fit the buffer's room, 40000 do not
-        wait_until(lambda: queue_depth(w) == 0, slack(5), what="the upload on its way")
-        s.sendall(body[early:])
-        data = read_to_eof_or_answer(s)
-        assert data.startswith(b"HTTP/1.1 200 "), data[:200]
-        j = json.loads(data.partition(b"\r\n\r\n")[2])
-        assert j == {"body_len": n, "body_sha256": hashlib.sha256(body).hexdigest()}, (n, j)
-        s.close()
+        with Client(w.port, timeout=10) as c:
+            c.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % n + body[:7])
+            wait_until(lambda: queue_depth(w) == 1, slack(3), what="the upload queued")
+            c.send(body[7:early])  # during the wait: 5000 fit the buffer's room, 40000 do not
+            wait_until(lambda: queue_depth(w) == 0, slack(5), what="the upload on its way")
+            c.send(body[early:])
+            r = c.read_response()
+        assert r.status == 200, r
+        assert r.json() == {"body_len": n, "body_sha256": hashlib.sha256(body).hexdigest()}, (n, r.json())
         first.close()
     assert w.metrics().error("client_aborted") == 0
-
-
-def read_to_eof_or_answer(s):
-    """An answer with a Content-Length, read whole."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        b = s.recv(65536)
-        assert b, data
-        data += b
-    head, _, rest = data.partition(b"\r\n\r\n")
-    n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
-    while len(rest) < n:
-        b = s.recv(65536)
-        assert b, data
-        rest += b
-    return head + b"\r\n\r\n" + rest
 
 
 def test_requests_pipelined_during_a_wait_are_kept_and_answered(weir_factory, origin):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness import Client, build_request, simple, slack, wait_until
+from harness import Client, build_request, simple, slack, unread_by_server, wait_until
 from test_bodies import writes_during
 
 CURL = shutil.which("curl") or "/usr/bin/curl"
@@ -123,15 +123,6 @@ def worker_reads(w, action):
     return writes_during(w.worker_pids()[0], action, calls=READS)
 
 
-def unread(w, c):
-    """Bytes the client <c> sent that weir has not read yet: the receive
-    queue of weir's end of the connection (ss)."""
-    port = c.sock.getsockname()[1]
-    out = subprocess.run(["ss", "-Htn", "state", "established", "( sport = :%d and dport = :%d )" % (w.port, port)],
-                         capture_output=True, text=True, check=True).stdout.split()
-    return int(out[0]) if out else None
-
-
 @pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
 def test_a_long_body_moves_in_reads_larger_than_an_io_buffer(weir_factory, origin):
     """Each read into a 16 KiB I/O buffer takes at most 16 KiB, so 8 MiB of
@@ -202,7 +193,7 @@ def test_a_client_dripping_a_long_body_keeps_its_io_buffer(weir_factory, origin)
         c.send(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data))
         for k in range(0, len(data), 2000):
             c.send(data[k:k + 2000])
-            wait_until(lambda: unread(w, c) == 0, 5, interval=0.001, what="the worker's read of a piece")
+            wait_until(lambda: unread_by_server(w.port, c.sock) == 0, 5, interval=0.001, what="the worker's read of a piece")
         r = c.read_response(timeout=30)
     assert r.json() == {"body_len": len(data), "body_sha256": hashlib.sha256(data).hexdigest()}
     taken = w.metrics().total("weir_stream_buffers_total", result="taken") - m0.total("weir_stream_buffers_total",
