@@ -45,13 +45,16 @@ def ejected(w, server):
 
 
 def worker_of(c):
-    """The pid of the weir worker holding client connection <c>."""
-    port = c.sock.getsockname()[1]
-    out = subprocess.run(["ss", "-tnpH", "state", "established", "( dport = :%d )" % port],
+    """The pid of the weir worker holding client connection <c>. Both
+    ends are named: the client's port alone may also be the source of a
+    connection to another server (the kernel shares an ephemeral port
+    between destinations), and that server's end would match too."""
+    mine, weirs = c.sock.getsockname()[1], c.sock.getpeername()[1]
+    out = subprocess.run(["ss", "-tnpH", "state", "established", "( sport = :%d and dport = :%d )" % (weirs, mine)],
                          capture_output=True, text=True, timeout=5).stdout
-    m = re.search(r"pid=(\d+)", out)
-    assert m, out
-    return int(m.group(1))
+    pids = re.findall(r"pid=(\d+)", out)
+    assert len(pids) == 1, out
+    return int(pids[0])
 
 
 def two_workers_clients(w):
