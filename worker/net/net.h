@@ -325,7 +325,7 @@ static inline void tls_ssl_close(SSL *ssl)
 /*
  * One TLS record for several iovecs: a head and the first body bytes, or
  * chunk framing, are copied into <buf> (<cap> bytes, at most a record) so
- * they leave in one record and one write(2). Sets *p to what SSL_write
+ * they leave in one record and one send(2). Sets *p to what SSL_write
  * should send and returns its length; a single or large first iovec goes
  * as it is. A retry after WANT_WRITE gathers the same bytes again, as
  * BoringSSL's moving-buffer mode allows.
@@ -363,7 +363,7 @@ static inline size_t tls_gather(const struct iovec *iov, int cnt, char *buf, siz
  *
  * Writes of up to a record go to the socket as they come. A longer write
  * (tls_sendv) is sealed record by record into a seal buffer taken from the
- * slab and leaves in one write(2), where BoringSSL alone would make one
+ * slab and leaves in one send(2), where BoringSSL alone would make one
  * per 16 KiB record. What the socket does not take stays in the BIO and
  * goes first, before any other byte, when the socket has room; plaintext
  * is told written only once its record has wholly left, so the caller's

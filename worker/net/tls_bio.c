@@ -20,7 +20,7 @@
  * size one more recv(2) per record is small beside the record's cost. */
 #define TLS_BIO_DIRECT 4096
 
-/* Records one write(2) of a seal buffer carries, and the room each needs
+/* Records one send(2) of a seal buffer carries, and the room each needs
  * beyond its plaintext (TLS 1.2's GCM nonce and tag with the header is 29,
  * TLS 1.3's 22; the rest is for a handshake message BoringSSL may send
  * before the first record, a session ticket say). Five records hold the
@@ -104,7 +104,7 @@ static int tls_bio_drain(struct tls_bio *s)
 	int rc = 1;
 
 	while (buf_len(o)) {
-		ssize_t n = write(s->fd, o->data + o->start, buf_len(o));
+		ssize_t n = send(s->fd, o->data + o->start, buf_len(o), MSG_NOSIGNAL);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -152,7 +152,7 @@ static int tls_bio_write(BIO *b, const char *p, int len)
 			return -1;
 		}
 	}
-	return tls_bio_result(b, write(s->fd, p, (size_t)len), 0);
+	return tls_bio_result(b, send(s->fd, p, (size_t)len, MSG_NOSIGNAL), 0);
 }
 
 static long tls_bio_ctrl(BIO *b, int cmd, long num, void *ptr)
