@@ -53,11 +53,16 @@
 # floorsplice, run only when --only names it, is the floor moving response
 # bodies through a pipe with splice(2) (floor --splice): with --path /64k
 # it shows what splicing plain bodies could save on this kernel.
+# --compare BIN adds "weirb": weir built otherwise (another commit, other
+# compiler flags) on the same configuration, on ports 18085 and 18091,
+# measured in the same rounds as build/weir, so an A/B of two builds
+# shares every drift of the machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/bench/peerconf.sh
 
 TLS=0 CLOSE=0 DUR=5 ROUNDS=1 CONNS=64 PATH_=/ THREADS=1 PIN=0 WORKERS=1 STEER=hash ONLY=floor,weir,nginx,haproxy
+COMPARE=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tls) TLS=1 ;;
@@ -71,8 +76,9 @@ while [ $# -gt 0 ]; do
 	--workers) WORKERS=$2; shift ;;
 	--steering) STEER=$2; shift ;;
 	--only) ONLY=$2; shift ;;
+	--compare) COMPARE=$2; shift ;;
 	*) echo "usage: $0 [--tls] [--close] [--path P] [--duration S] [--rounds R] [--conns C] [--threads T]" \
-		"[--pin] [--workers N] [--steering cpu|hash] [--only P,...]" >&2; exit 2 ;;
+		"[--pin] [--workers N] [--steering cpu|hash] [--only P,...] [--compare BIN]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -127,16 +133,26 @@ conns() { ss -Htnp state established "( sport = :$1 )" | grep -o 'pid=[0-9]*' | 
 	awk '{printf " %s=%d", substr($2, 5), $1}'; }
 hz=$(getconf CLK_TCK)
 
+if [ -n "$COMPARE" ]; then
+	# the other binary's weir: the same configuration on ports of its own
+	sed -e 's/127.0.0.1:18080/127.0.0.1:18085/' -e 's/127.0.0.1:18090/127.0.0.1:18091/' "$WEIR_CONF" >"$W/weirb.conf"
+fi
+
 setsid nginx -c "$W/origin.conf" & OP=$!; PIDS+=($OP)
 sleep 0.3
 NAMES=() declare -A PID URL PORTOF
-for p in floor floorsplice weir nginx haproxy; do
-	case ",$ONLY," in *",$p,"*) ;; *) continue ;; esac
+for p in floor floorsplice weir weirb nginx haproxy; do
+	if [ "$p" = weirb ]; then
+		[ -n "$COMPARE" ] || continue
+	else
+		case ",$ONLY," in *",$p,"*) ;; *) continue ;; esac
+	fi
 	S=$SCHEME
 	case $p in
 	floor) setsid build/bench/floor 18083 19000 & PP=$!; PORT=18083; S=http ;;
 	floorsplice) setsid build/bench/floor --splice 18084 19000 & PP=$!; PORT=18084; S=http ;;
 	weir) setsid build/weir -c $WEIR_CONF >"$W/weir.out" 2>&1 & PP=$!; PORT=18080 ;;
+	weirb) setsid "$COMPARE" -c "$W/weirb.conf" >"$W/weirb.out" 2>&1 & PP=$!; PORT=18085 ;;
 	nginx) setsid nginx -c "$W/nginx.conf" & PP=$!; PORT=18081 ;;
 	haproxy) setsid haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.out" 2>&1 & PP=$!; PORT=18082 ;;
 	esac
