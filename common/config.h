@@ -353,6 +353,9 @@ struct config_log {
 	char error_path[4096];  /* "stderr" (default) or a file path */
 	char access_path[4096]; /* "stderr", "off" (default "stderr") or a file path */
 	enum log_level level;   /* default LOG_LEVEL_INFO */
+	/* ms an access line may wait in a worker's buffer before it is
+	 * written (default 1000); 0: at the end of the loop pass that made it */
+	uint32_t access_flush;
 	/* "weir" (default, the line weir always wrote), "combined" (nginx's),
 	 * "json", or a format of variables (common/vars.h) */
 	char format[VARS_TEXT];

@@ -189,6 +189,10 @@ static const struct config_key log_keys[] = {
     {.name = "access", .type = CONFIG_KEY_STRING, .flags = CONFIG_KEY_NOECHO, AT(struct config_log, access_path),
      FITS(struct config_log, access_path), .def = "stderr", .check = log_access_check,
      .doc = "the access log, one line per request: `\"stderr\"`, `\"off\"`, a file path or `\"syslog:/dev/log\"`"},
+    {.name = "access_flush", .type = CONFIG_KEY_DURATION_OFF, AT(struct config_log, access_flush), .min = 1,
+     .max = 60000, .def = "1s",
+     .doc = "the longest an access line waits in a worker's buffer; `\"off\"`: written at the end of the "
+            "event loop's pass that made it"},
     {.name = "format", .type = CONFIG_KEY_STRING, AT(struct config_log, format), FITS(struct config_log, format),
      .def = "weir", .check = config_check_log_format,
      .doc = "`\"weir\"`, `\"combined\"` (nginx's), `\"json\"` or a format of [variables](#variables)"},

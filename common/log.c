@@ -342,7 +342,7 @@ int log_access_enabled(void)
 	return lg.access_fd >= 0;
 }
 
-void log_flush(void)
+void log_flush_held(void)
 {
 	struct timespec now;
 
@@ -351,7 +351,17 @@ void log_flush(void)
 		if (lg.sites[i].suppressed && log_since(&lg.sites[i].start, &now) >= 1.0)
 			log_site_report(&lg.sites[i]);
 	log_flush_errors();
+}
+
+void log_flush_access(void)
+{
 	log_buf_write(lg.access_fd, lg.access_sock, lg.abuf, &lg.alen);
+}
+
+void log_flush(void)
+{
+	log_flush_held();
+	log_flush_access();
 }
 
 void log_access(const char *line, size_t len)

@@ -13,9 +13,10 @@
  * per pass (log_flush_errors) or when 16 KiB are pending. In a worker,
  * more than 10 lines a second from one call site (one format string) are
  * held back and summed up as "... N more like this". Access lines are gathered and
- * written when the buffer fills or when log_flush() is called (the worker
- * does so every second and on exit), so a busy worker spends one system
- * call on many requests.
+ * written when the buffer fills or when log_flush_access() is called (a
+ * worker does so every log.access_flush, or at the end of each loop pass
+ * when that is off, and on exit), so a busy worker spends one system call
+ * on many requests.
  *
  * Line shape: "2026-11-30T05:40:00.123Z [warn] worker 1: message".
  */
@@ -60,6 +61,14 @@ void log_access(const char *line, size_t len);
 /* Writes what the logs' readers take now of the pending lines (both logs),
  * and reports call sites held back in the last second. */
 void log_flush(void);
+
+/* log_flush() but for the access lines, which a worker writes on a clock
+ * of their own (log.access_flush). */
+void log_flush_held(void);
+
+/* Writes what the access log's reader takes now of the pending lines:
+ * cheap when none are pending. */
+void log_flush_access(void);
 
 /* Writes what the error log's reader takes now of the pending error lines:
  * cheap when none are pending (a worker calls it on every loop pass). */

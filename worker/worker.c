@@ -24,6 +24,7 @@
 #define ACCEPT_BATCH 64
 
 static ev_prepare log_prepare;
+static ev_timer access_flush; /* log.access_flush: the access lines' own clock */
 _Static_assert(sizeof(((struct shm_counters *)0)->log_dropped) / sizeof(uint64_t) == LOG_DROP_COUNT,
                "shm_counters.log_dropped has one counter per enum log_drop");
 
@@ -152,13 +153,24 @@ static void worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 }
 
 /* Error lines of this pass go out in one write, without blocking, just
- * before the loop waits (common/log.h). */
+ * before the loop waits (common/log.h); access lines too when
+ * log.access_flush is off. */
 static void worker_log_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 {
 	(void)loop;
 	(void)p;
 	(void)revents;
 	log_flush_errors();
+	if (!wk.cfg->log.access_flush)
+		log_flush_access();
+}
+
+static void worker_access_flush_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)t;
+	(void)revents;
+	log_flush_access();
 }
 
 /* The slab's gauges, whole and per class, into this worker's slot. */
@@ -224,7 +236,7 @@ static void worker_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	(void)t;
 	(void)revents;
-	log_flush();
+	log_flush_held(); /* the access lines keep their own clock */
 	for (int i = 0; i < LOG_DROP_COUNT; i++)
 		SHM_SET(wk.cnt, log_dropped[i], log_dropped((enum log_drop)i));
 	/* chunks a surge left wholly free go back to the kernel */
@@ -349,6 +361,12 @@ static int worker_setup(const struct worker_start *ws)
 	ev_timer_start(wk.loop, &wk.tick);
 	ev_prepare_init(&log_prepare, worker_log_cb);
 	ev_prepare_start(wk.loop, &log_prepare);
+	if (cfg->log.access_flush && log_access_enabled()) {
+		ev_tstamp every = cfg->log.access_flush / 1000.0;
+
+		ev_timer_init(&access_flush, worker_access_flush_cb, every, every);
+		ev_timer_start(wk.loop, &access_flush);
+	}
 
 	ev_timer_init(&acc.resume, worker_accept_resume_cb, ACCEPT_PAUSE, 0);
 	wk.nlisten = ws->nlisten;

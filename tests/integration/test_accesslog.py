@@ -261,6 +261,7 @@ def weir_t(tmp_path, **kw):
     ({"routes": [{"path": "/", "upstream": "a", "extra": 'log_sample = "0.12345"; '}]}, "log_sample",
      "at most 4 decimals"),
     ({"routes": [{"path": "/", "upstream": "a", "extra": "log = 1; "}]}, "log = 1", "routes.log must be true or false"),
+    ({"log_extra": 'access_flush = "2m"; '}, "access_flush", "log.access_flush must be from 1ms to 1m (got 2m)"),
 ])
 def test_bad_log_settings_are_refused_with_their_line(tmp_path, kw, needle, why):
     rc, err, p, text = weir_t(tmp_path, **kw)
@@ -293,3 +294,31 @@ def test_the_consumer_of_a_route_with_auth_is_a_variable(weir_factory, origin, t
         assert c.request("GET", "/bytes/1", headers=[("X-Api-Key", "k-alice-0123456789")]).status == 200
         assert c.request("GET", "/bytes/1").status == 401
     assert lines(w, 2) == ["200 alice alice", "401 - -"]
+
+
+def test_access_flush_off_writes_each_line_as_its_answer_leaves(weir_factory, origin):
+    """log.access_flush = "off": the line is written at the end of the loop
+    pass that answered, so it is in the file as the client reads the
+    answer. At the default's one write a second, six lines each within
+    0.3 s of their answer would come by chance once in a thousand runs."""
+    w = simple(weir_factory, origin, workers=1, log_extra='access_flush = "off"; ')
+    with Client(w.port) as c:
+        for i in range(6):
+            assert c.request("GET", "/bytes/%d" % (i + 1)).status == 200
+            wait_until(lambda: len(w.access_lines()) == i + 1, slack(0.3), interval=0.01,
+                       what="line %d as its answer is read" % (i + 1))
+            time.sleep(0.15)  # spread the requests over the default's second
+    assert ["/bytes/%d" % (i + 1) in l for i, l in enumerate(w.access_lines())] == [True] * 6
+
+
+def test_access_flush_holds_lines_until_its_time(weir_factory, origin):
+    """log.access_flush = "3s": a line waits in the worker's buffer up to
+    3 s, where the default writes it within a second."""
+    w = simple(weir_factory, origin, workers=1, log_extra='access_flush = "3s"; ')
+    with Client(w.port) as c:
+        assert c.request("GET", "/bytes/3").status == 200
+    t0 = time.monotonic()
+    time.sleep(1.6)
+    assert w.access_lines() == []
+    line = lines(w, 1)[0]
+    assert "/bytes/3" in line and time.monotonic() - t0 < 3 + slack(2), line
