@@ -28,7 +28,13 @@
 # in microseconds of CPU per request: P is what one proxied request costs
 # the proxy (U of it in user space, the rest in the kernel), and 2 cores
 # divided by S bounds the requests/s of the whole set-up. Softirq time the
-# kernel does not charge to a process is not in these figures.
+# kernel does not charge to a process is not in these figures. With weir
+# and a peer measured, a last line puts weir against the better peer:
+#
+#   weir/better peer: cpu=C (PEER) rps=Q (PEER)
+#
+# C is weir's CPU per request over the lower of the peers', Q weir's
+# requests/s over the higher (the terms of issue 18's targets).
 #
 # The floor (tests/bench/floor.c, built here into build/bench/floor) runs
 # first: the least a keep-alive proxy can do on this kernel, one upstream
@@ -226,3 +232,16 @@ for p in "${NAMES[@]}"; do
 	[ "$p" = weir ] && [ -s "$W/conns" ] && echo "         conns:$(cat "$W/conns")"
 	[ "$p" = floor ] && FLOOR=$(echo "$line" | sed 's/.*proxy=\([0-9.]*\).*/\1/')
 done
+# weir against the better peer, as issue 18's targets are put: CPU per
+# request over the lower of the peers', requests/s over the higher
+awk '$1 ~ /^(weir|nginx|haproxy)$/ { r[$1] += $2; rps[$1] += $3; p[$1] += $4; k[$1]++ }
+	END {
+		if (!k["weir"]) exit
+		for (n in k) if (n != "weir") {
+			c = p[n] / r[n]; q = rps[n] / k[n]
+			if (bc == "" || c < bc) { bc = c; bcn = n }
+			if (bq == "" || q > bq) { bq = q; bqn = n }
+		}
+		if (bc == "") exit
+		printf "weir/better peer: cpu=%.2f (%s) rps=%.2f (%s)\n", p["weir"] / r["weir"] / bc, bcn,
+			rps["weir"] / k["weir"] / bq, bqn }' "$W/runs"
