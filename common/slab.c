@@ -172,21 +172,26 @@ void *slab_alloc(struct slab *s, int cls)
 	struct slab_chunk *k;
 	struct free_obj *o;
 
-	if (!c->avail && slab_grow(s, c) < 0)
+	c->in_use++;
+	s->in_use_bytes += c->size;
+	if (c->ncached)
+		return c->cached[--c->ncached];
+	if (!c->avail && slab_grow(s, c) < 0) {
+		c->in_use--;
+		s->in_use_bytes -= c->size;
 		return NULL;
+	}
 	k = c->avail;
 	o = k->free;
 	k->free = o->next;
 	if (--k->nfree == 0)
 		avail_unlink(c, k);
-	c->in_use++;
-	s->in_use_bytes += c->size;
 	return o;
 }
 
-void slab_free(struct slab *s, int cls, void *p)
+/* Gives <p> back to its chunk's free list. */
+static void slab_return(struct slab *s, struct slab_class *c, void *p)
 {
-	struct slab_class *c = &s->classes[cls];
 	struct slab_chunk *k = (struct slab_chunk *)((uintptr_t)p & ~(uintptr_t)(SLAB_CHUNK_BYTES - 1));
 	struct free_obj *o = p;
 
@@ -202,8 +207,19 @@ void slab_free(struct slab *s, int cls, void *p)
 	} else if (!k->in_avail) {
 		avail_push_head(c, k);
 	}
+}
+
+void slab_free(struct slab *s, int cls, void *p)
+{
+	struct slab_class *c = &s->classes[cls];
+
 	c->in_use--;
 	s->in_use_bytes -= c->size;
+	if (c->ncached < SLAB_CACHED) {
+		c->cached[c->ncached++] = p;
+		return;
+	}
+	slab_return(s, c, p);
 }
 
 size_t slab_release_idle(struct slab *s, uint64_t now_ms, uint64_t idle_ms)
@@ -215,8 +231,13 @@ size_t slab_release_idle(struct slab *s, uint64_t now_ms, uint64_t idle_ms)
 		return 0;
 	for (int i = 0; i < s->nclasses; i++) {
 		struct slab_class *c = &s->classes[i];
-		struct slab_chunk *k = c->avail_tail, *prev;
+		struct slab_chunk *k, *prev;
 
+		/* the objects kept at hand go back first, so a chunk they
+		 * alone kept from being wholly free can age and go */
+		while (c->ncached)
+			slab_return(s, c, c->cached[--c->ncached]);
+		k = c->avail_tail;
 		/* the wholly free chunks are the end of the list */
 		for (; k && k->nfree == k->nobj; k = prev) {
 			prev = k->prev;

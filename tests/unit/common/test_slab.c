@@ -263,25 +263,70 @@ static void test_idle_chunks_are_given_back(void)
 
 static void test_chunks_in_use_are_filled_before_free_ones(void)
 {
+	static void *b[1000];
 	struct slab s;
-	void *a, *b[200], *x;
+	void *a, *x;
+	size_t per;
+	int k, n;
+
+	slab_init(&s, 0);
+	k = slab_add_class(&s, 1000);
+	per = s.classes[k].per_chunk; /* 261: more than the class's array holds */
+	CU_ASSERT_FATAL(per > SLAB_CACHED + 10 && 2 * per + 10 < 1000);
+	n = (int)(2 * per + 10);
+	a = slab_alloc(&s, k);
+	for (int i = 0; i < n; i++)
+		b[i] = slab_alloc(&s, k); /* three chunks, the last one partly */
+	for (int i = (int)per - 1; i < n; i++)
+		slab_free(&s, k, b[i]);
+	/* the objects kept at hand go back to their chunks; the second and
+	 * third are then wholly free (stamped at 0: not idle yet) */
+	CU_ASSERT_EQUAL(slab_release_idle(&s, 0, 1000), 0);
+	/* the class's array full of the first chunk's objects, one more of
+	 * them goes back to its chunk */
+	for (int i = 0; i < SLAB_CACHED; i++)
+		slab_free(&s, k, b[i]);
+	slab_free(&s, k, b[SLAB_CACHED + 10]);
+	/* the last freed come first, then the first chunk's gap, not a
+	 * wholly free chunk */
+	for (int i = SLAB_CACHED - 1; i >= 0; i--)
+		CU_ASSERT_PTR_EQUAL(slab_alloc(&s, k), b[i]);
+	x = slab_alloc(&s, k);
+	CU_ASSERT_PTR_EQUAL(x, b[SLAB_CACHED + 10]);
+	slab_release_idle(&s, 100000, 1000); /* stamped at 0: both free chunks go */
+	CU_ASSERT_EQUAL(s.classes[k].total, per);
+	CU_ASSERT_EQUAL(s.classes[k].in_use, per);
+	(void)a;
+}
+
+/* An alloc and a free that meet the class's array touch no chunk: the
+ * objects there count as free, and a chunk that only they kept from being
+ * wholly free is given back once the idle time has passed. */
+static void test_freed_objects_kept_at_hand(void)
+{
+	struct slab s;
+	void *p[SLAB_CACHED + 1];
 	int k;
 
 	slab_init(&s, 0);
-	k = slab_add_class(&s, 4000); /* 65 to a chunk */
-	a = slab_alloc(&s, k);
-	for (int i = 0; i < 130; i++)
-		b[i] = slab_alloc(&s, k); /* three chunks, the last one partly */
-	for (int i = 64; i < 130; i++)
-		slab_free(&s, k, b[i]); /* the second and third chunks wholly free */
-	/* the next objects come from the first chunk's gap, then a free one */
-	slab_free(&s, k, b[10]);
-	x = slab_alloc(&s, k);
-	CU_ASSERT_PTR_EQUAL(x, b[10]);
-	slab_release_idle(&s, 100000, 1000); /* stamped at 0: both free chunks go */
-	CU_ASSERT_EQUAL(s.classes[k].total, s.classes[k].per_chunk);
-	CU_ASSERT_EQUAL(s.classes[k].in_use, 65);
-	(void)a;
+	k = slab_add_class(&s, 100000); /* two to a chunk: a chunk per pair */
+	for (int i = 0; i <= SLAB_CACHED; i++)
+		p[i] = slab_alloc(&s, k);
+	CU_ASSERT_EQUAL(s.classes[k].in_use, SLAB_CACHED + 1);
+	for (int i = 0; i <= SLAB_CACHED; i++)
+		slab_free(&s, k, p[i]);
+	CU_ASSERT_EQUAL(s.classes[k].in_use, 0);
+	CU_ASSERT_EQUAL(s.in_use_bytes, 0);
+	CU_ASSERT_EQUAL(s.classes[k].ncached, SLAB_CACHED);
+	/* the last one into the array is the first out */
+	CU_ASSERT_PTR_EQUAL(slab_alloc(&s, k), p[SLAB_CACHED - 1]);
+	slab_free(&s, k, p[SLAB_CACHED - 1]);
+	/* every chunk is wholly free once the array is emptied, and goes */
+	CU_ASSERT_EQUAL(slab_release_idle(&s, 0, 1000), 0);
+	CU_ASSERT_EQUAL(s.classes[k].ncached, 0);
+	CU_ASSERT(slab_release_idle(&s, 5000, 1000) > 0);
+	CU_ASSERT_EQUAL(s.mapped, 0);
+	CU_ASSERT_EQUAL(s.classes[k].total, 0);
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -345,6 +390,8 @@ static const struct unit_test tests[] = {
 	{"chunks wholly free for the idle time are given back, and the class grows again",
 	 test_idle_chunks_are_given_back},
 	{"chunks in use are filled before wholly free ones", test_chunks_in_use_are_filled_before_free_ones},
+	{"the last objects freed are kept at hand, count as free, and their chunks still go back",
+	 test_freed_objects_kept_at_hand},
 	{"in the ASan build a write off either end of a chunk faults", test_guard_pages_in_the_asan_build},
 };
 
