@@ -163,12 +163,14 @@ def test_the_operators_setup_from_the_issue_behaves_as_written(weir_factory, ori
         r = get("payment", "/on/P1/close-early")
         assert r.status == 200 and r.get("X-Origin") == "P2", r
     # (each worker balances on its own: which server a request meets first
-    # is not known, so ask until one met P1)
+    # is not known, so ask until one met P1; at random, seven in a row miss
+    # it once in 128 runs, and once in CI did: 30 tries miss it once in
+    # half a billion, and a miss costs nothing, as P2 answers at once)
     tried0 = w.metrics()("weir_upstream_retries_by_result_total", upstream="payment", result="attempted")
     statuses = []
     while 504 not in statuses:
         statuses.append(get("payment", "/on/P1/stall").status)
-        assert len(statuses) < 8, statuses
+        assert len(statuses) < 30, statuses
     assert set(statuses) <= {200, 504}, statuses
     assert w.metrics()("weir_upstream_retries_by_result_total", upstream="payment", result="attempted") == tried0
     # inventory: 2 failures in 22 answers is more than 5 %
