@@ -12,13 +12,13 @@
  * memory of a surge goes back to the kernel once it is over, while the
  * steady state makes no system calls at all.
  *
- * A class keeps up to SLAB_CACHED freed objects at hand, in
- * an array of its own, and hands them out first. An alloc and a free then
- * touch only the class and the object: a chunk's header is read only when
- * the array is empty or full. Between two requests a busy worker's other
- * work (and the kernel's) has evicted the headers from the caches, and
- * reading them was most of the slab's cost. The objects held there count
- * as free in every figure below; their chunks see them come back when
+ * A class keeps up to SLAB_CACHED freed objects at hand, in an array of
+ * its own, and hands them out first. An alloc and a free then touch only
+ * the class and the object: a chunk's header is read only when the array
+ * is empty or full. Between two requests a busy worker's other work (and
+ * the kernel's) has evicted the headers from the caches, and reading them
+ * was most of the slab's cost. The objects held there count as free in
+ * every figure below; their chunks see them come back when
  * slab_release_idle() empties the arrays (each tick).
  *
  * Each class reports what it holds (slab_class_held() and the fields
