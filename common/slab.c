@@ -172,20 +172,19 @@ void *slab_alloc(struct slab *s, int cls)
 	struct slab_chunk *k;
 	struct free_obj *o;
 
+	if (c->ncached) {
+		o = c->cached[--c->ncached];
+	} else {
+		if (!c->avail && slab_grow(s, c) < 0)
+			return NULL;
+		k = c->avail;
+		o = k->free;
+		k->free = o->next;
+		if (--k->nfree == 0)
+			avail_unlink(c, k);
+	}
 	c->in_use++;
 	s->in_use_bytes += c->size;
-	if (c->ncached)
-		return c->cached[--c->ncached];
-	if (!c->avail && slab_grow(s, c) < 0) {
-		c->in_use--;
-		s->in_use_bytes -= c->size;
-		return NULL;
-	}
-	k = c->avail;
-	o = k->free;
-	k->free = o->next;
-	if (--k->nfree == 0)
-		avail_unlink(c, k);
 	return o;
 }
 
