@@ -326,21 +326,26 @@ static int worker_setup(const struct worker_start *ws)
 	 * plain buffer when it is small, this class (taken only while such a
 	 * body is held) when a body_buffer is larger: the largest of the
 	 * global one and those of groups and routes */
+	/* a long response body from an HTTP/1 upstream reads into the
+	 * stream class (held only while such a body streams, as an I/O
+	 * buffer would be), with room for a head in front of it; buffered
+	 * request bodies of the same size share it */
+	wk.stream_size = cfg->limits.stream_buffer;
+	wk.stream_cap = wk.stream_size + WORKER_STREAM_HEAD;
+	wk.stream_max = cfg->limits.stream_buffers;
 	wk.body_size = worker_body_buffer_max(cfg);
-	wk.cls_body = wk.body_size > wk.buf_size ? slab_add_class(&wk.slab, sizeof(struct buf) + wk.body_size) : -1;
+	wk.cls_body = wk.body_size > wk.buf_size
+	                  ? slab_add_class(&wk.slab, sizeof(struct buf) +
+	                                                 (wk.body_size == wk.stream_size ? wk.stream_cap : wk.body_size))
+	                  : -1;
 	if (wk.cls_body < 0)
 		wk.body_size = 0; /* every body past an I/O buffer streams */
-	/* a long response body from an HTTP/1 upstream reads into this class
-	 * (held only while such a body streams, as an I/O buffer would be);
-	 * buffered request bodies of the same size share it */
-	wk.stream_size = cfg->limits.stream_buffer;
-	wk.stream_max = cfg->limits.stream_buffers;
 	if (wk.stream_size <= wk.buf_size || wk.stream_max == 0)
 		wk.cls_stream = -1;
 	else if (wk.stream_size == wk.body_size)
 		wk.cls_stream = wk.cls_body;
 	else
-		wk.cls_stream = slab_add_class(&wk.slab, sizeof(struct buf) + wk.stream_size);
+		wk.cls_stream = slab_add_class(&wk.slab, sizeof(struct buf) + wk.stream_cap);
 	h2_init(cfg);
 	h2_client_init(cfg);
 

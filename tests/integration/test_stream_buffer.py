@@ -1,9 +1,11 @@
 """limits.stream_buffer: a response body from an HTTP/1 upstream with more
 still to come than an I/O buffer holds reads into a larger buffer of its
 own slab class, swapped in when nothing of the body is in the I/O buffer,
-and given back when the body ends. Bodies are checked byte for byte, to a
-fast, a slow and an HTTP/2 client; the class's gauges show it was taken
-and given back, and that a short body never takes it."""
+and given back when the body ends; an upstream connection whose last
+response went past an I/O buffer reads its next head into one. Bodies are
+checked byte for byte, to a fast, a slow and an HTTP/2 client; the class's
+gauges show it was taken and given back, and that a short body never
+takes it."""
 
 import hashlib
 import os
@@ -19,7 +21,12 @@ from test_bodies import writes_during
 
 CURL = shutil.which("curl") or "/usr/bin/curl"
 STREAM = 96 * 1024  # not the body class's 64 KiB, so the class is its own
-STREAM_CLASS = STREAM + 16  # its objects: the data and the struct buf
+# its objects: the struct buf, room for a response head (WORKER_STREAM_HEAD)
+# and the body's bytes
+STREAM_CLASS = 16 + 2048 + STREAM
+# the I/O buffer's data bytes at the default limits: the larger head size
+# (16 KiB) and the room a head may grow by, 512 bytes and one per header
+IO_BUF = 16384 + 512 + 100
 
 
 def body_of(n):
@@ -74,6 +81,29 @@ def test_a_body_an_io_buffer_holds_takes_no_stream_buffer(weir_factory, origin):
     time.sleep(1.2)  # a tick, so the gauges are fresh
     g = stream_class(w)
     assert g["high_water"] == 0 and g["held"] == 0, g
+
+
+def test_a_head_after_a_response_past_an_io_buffer_reads_into_a_stream_buffer(weir_factory, origin):
+    """A body of less than an I/O buffer whose head takes it past one: the
+    body's rest never needs a stream buffer (the binary before took none
+    for all four requests), but the upstream connection's next head reads
+    into one, so that such a response comes in one read. The guess follows
+    the last response: a short one after it still takes one, the next
+    does not. One worker, one client connection, one pooled upstream
+    connection."""
+    w = stream_weir(weir_factory, origin)
+    n = IO_BUF - 50  # the origin's head is longer than 50 bytes
+    taken = []
+    with Client(w.port, timeout=20) as c:
+        for path, body in (("/text/%d?rand=1" % n, body_of(n)), ("/text/%d?rand=1" % n, body_of(n)),
+                           ("/bytes/3", b"xxx"), ("/bytes/3", b"xxx")):
+            r = c.request("GET", path)
+            assert r.status == 200 and r.body == body, (path, r)
+            taken.append(w.metrics().get("weir_stream_buffers_total", kind="response", result="taken"))
+    assert taken == [0, 1, 2, 2], taken
+    m = w.metrics()
+    assert m.total("weir_upstream_connects_total") == 1 and m.total("weir_upstream_reuses_total") == 3, m.text
+    wait_until(lambda: stream_class(w)["in_use"] == 0, slack(5), what="the stream buffer given back")
 
 
 def test_a_slow_reader_gets_every_byte_from_a_stream_buffer(weir_factory, origin):

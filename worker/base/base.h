@@ -56,6 +56,15 @@ struct upconn;
 #define WORKER_HEAD_GROWTH(headers) (512u + (uint32_t)(headers))
 
 /*
+ * Room a stream buffer has in front of its limits.stream_buffer bytes of
+ * body: a response head read into one (worker/h1, h1_client_in) leaves
+ * the body all of them, so a body of that size comes in one read. Most
+ * response heads are a few hundred bytes; a longer one takes the room
+ * from the body, which then needs one read more.
+ */
+#define WORKER_STREAM_HEAD 2048u
+
+/*
  * Per-worker state of one upstream server, keyed by its identity (group
  * name and address), never by its place in a table: a reload may reorder,
  * add or remove servers while requests on the older table are in flight,
@@ -104,7 +113,8 @@ struct worker {
 	uint32_t body_size; /* data bytes of one such body buffer */
 	int cls_stream;    /* stream buffers (limits.stream_buffer), -1 when none */
 	uint32_t buf_size; /* data bytes of one buffer */
-	uint32_t stream_size; /* data bytes of one stream buffer */
+	uint32_t stream_size; /* body bytes of one stream buffer */
+	uint32_t stream_cap;  /* its data bytes: a head's room in front (WORKER_STREAM_HEAD) */
 	uint32_t stream_max;  /* stream buffers it may hold at once */
 
 	ev_io accept_io[CONFIG_MAX_LISTENERS];

@@ -122,7 +122,7 @@ struct buf *buf_take_stream(uint64_t left, int kind)
 	if (left <= wk.buf_size || wk.cls_stream < 0)
 		return NULL;
 	if (wk.slab.classes[wk.cls_stream].in_use < wk.stream_max &&
-	    (b = buf_get_class(wk.cls_stream, wk.stream_size))) {
+	    (b = buf_get_class(wk.cls_stream, wk.stream_cap))) {
 		SHM_ADD(wk.cnt, stream_buffers[kind][0], 1);
 		return b;
 	}

@@ -227,7 +227,10 @@ static void h1_body_start(struct side *s, const struct msg *m, uint32_t budget)
 {
 	struct side_in *bi = &s->in;
 
-	bi->budget = budget;
+	/* a budget of a stream buffer's body or more splits nothing one read
+	 * brings: a head read into a stream buffer (h1_client_in) may leave
+	 * up to its head room more than that behind it */
+	bi->budget = wk.cls_stream >= 0 && budget >= wk.stream_size && budget < wk.stream_cap ? wk.stream_cap : budget;
 	bi->framing = (uint8_t)m->body;
 	bi->left = m->content_length;
 	bi->total = 0;
@@ -666,10 +669,30 @@ static int h1_client_in(struct side *s, struct upconn *u)
 {
 	uint64_t left = s->in.framing == HTTP_BODY_LENGTH && !s->in.eos ? s->in.left : 0;
 
-	if (!u->in)
+	if (!u->in) {
+		/* no body under way (a head to read): a connection whose last
+		 * response did not fit an I/O buffer reads it into a stream
+		 * buffer, so that a response of 64 KiB comes in one read and
+		 * leaves in one write, as it was sent (its head, then the rest
+		 * of its body, would be two of each) */
+		if (left == 0 && u->long_body && s->in.framing == HTTP_BODY_NONE)
+			left = wk.stream_size;
 		return (u->in = buf_get_stream(left, STREAM_BUF_RESPONSE)) ? 0 : WEIR_ERR(NOMEM);
+	}
 	h1_in_stream(&s->in, &u->in, left, STREAM_BUF_RESPONSE);
 	return 0;
+}
+
+/* As h1_body_start(), noting on the connection whether this response's
+ * head and Content-Length body go past an I/O buffer: the next head is
+ * then read into a stream buffer (h1_client_in). A server's responses to
+ * one client tend to be alike, and a wrong guess costs a buffer held for
+ * one response's life. */
+static void h1_client_body_start(struct side *s, const struct msg *m, uint32_t budget)
+{
+	h1_body_start(s, m, budget);
+	if (s->u)
+		s->u->long_body = m->body == HTTP_BODY_LENGTH && m->head_len + m->content_length > wk.buf_size;
 }
 
 static int h1_client_recv(struct side *s)
@@ -808,7 +831,7 @@ const struct codec_ops h1_client_codec = {
 	.send_body = h1_send_body,
 	.flush = h1_client_flush,
 	.recv = h1_client_recv,
-	.body_start = h1_body_start,
+	.body_start = h1_client_body_start,
 	.body_next = h1_client_body_next,
 	.consumed = h1_client_consumed,
 	.discard = h1_client_discard,

@@ -63,6 +63,8 @@ struct upconn {
 	uint8_t ended;        /* TLS: the server's end read behind a response's
 	                       * records: no event will tell it, never pooled */
 	uint8_t graced;       /* its deadline was graced (worker_deadline_grace) */
+	uint8_t long_body;    /* its last response went past an I/O buffer: the
+	                       * next head reads into a stream buffer (worker/h1) */
 	SSL *ssl;             /* TLS groups only (tls_client.h), else NULL */
 	const struct codec_ops *codec; /* its codec (worker/h1), set by the core when it
 	                               * first carries a stream */
