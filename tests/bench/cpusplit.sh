@@ -28,8 +28,17 @@
 # in microseconds of CPU per request: P is what one proxied request costs
 # the proxy (U of it in user space, the rest in the kernel), and 2 cores
 # divided by S bounds the requests/s of the whole set-up. Softirq time the
-# kernel does not charge to a process is not in these figures. With weir
-# and a peer measured, a last line puts weir against the better peer:
+# kernel does not charge to a process is not in these figures. Under each
+# line,
+#
+#   sleeps/req=V idle=I
+#
+# V is how often the proxy blocked waiting for an event (its voluntary
+# context switches) per request, I the share of the machine's CPU time
+# left idle while it was measured: with three single-threaded processes
+# on two cores, each request a chain through all three, a proxy that
+# sleeps often leaves cores idle that its requests/s then does not use.
+# With weir and a peer measured, a last line puts weir against the better peer:
 #
 #   weir/better peer: cpu=C (PEER) rps=Q (PEER)
 #
@@ -167,10 +176,18 @@ for p in floor floorsplice weir weirb nginx haproxy; do
 	wrk -t1 -c"$CONNS" -d1 "${HDR[@]}" "${URL[$p]}" >/dev/null 2>&1 # warm-up
 done
 
-# one wrk run against <name>'s URL; appends "name req rps pticks uticks oticks wu ws" to $W/runs
+# voluntary context switches of <pid> and its children: the times the
+# proxy slept waiting for an event
+sleeps() { for q in $(tree "$1"); do awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$q/status"; done |
+	awk '{t += $1} END {print t}'; }
+# the machine's idle ticks, every CPU
+idle() { awk '/^cpu / {print $5}' /proc/stat; }
+
+# one wrk run against <name>'s URL; appends "name req rps pticks uticks
+# oticks wu ws sleeps idleticks" to $W/runs
 measure() {
-	local p=$1 PP=${PID[$1]} URL=${URL[$1]} p0 u0 o0 p1 u1 o1 req rps wu ws
-	p0=$(ticks $PP) u0=$(uticks $PP) o0=$(ticks $OP)
+	local p=$1 PP=${PID[$1]} URL=${URL[$1]} p0 u0 o0 p1 u1 o1 req rps wu ws v0 v1 i0 i1
+	p0=$(ticks $PP) u0=$(uticks $PP) o0=$(ticks $OP) v0=$(sleeps $PP) i0=$(idle)
 	if [ "$p" = weir ] && [ "$WORKERS" -gt 1 ] && [ ! -s "$W/conns" ]; then
 		(sleep "$(awk -v d="$DUR" 'BEGIN {print d / 2}')"; conns ${PORTOF[$p]} >"$W/conns") & SP=$!
 	fi
@@ -190,24 +207,24 @@ measure() {
 		/usr/bin/time -f "%U %S" -o "$W/time" wrk -t"$THREADS" -c"$CONNS" -d"$DUR" "${HDR[@]}" "$URL" >"$W/wrk" 2>&1
 	fi
 	if [ -n "${SP:-}" ]; then wait $SP; SP=""; fi
-	p1=$(ticks $PP) u1=$(uticks $PP) o1=$(ticks $OP)
+	p1=$(ticks $PP) u1=$(uticks $PP) o1=$(ticks $OP) v1=$(sleeps $PP) i1=$(idle)
 	req=$(awk '/requests in/ {print $1}' "$W/wrk")
 	rps=$(awk '/Requests\/sec/ {print $2}' "$W/wrk")
 	read -r wu ws <"$W/time"
-	echo "$p $req $rps $((p1 - p0)) $((u1 - u0)) $((o1 - o0)) $wu $ws" >>"$W/runs"
+	echo "$p $req $rps $((p1 - p0)) $((u1 - u0)) $((o1 - o0)) $wu $ws $((v1 - v0)) $((i1 - i0))" >>"$W/runs"
 }
 
 # the summary line of <name>: its runs of every round pooled (requests/s
 # their mean), as a ratio to the floor's CPU per request <2> when given
 report() {
-	awk -v n=$1 -v hz="$hz" -v fl="${2:-}" '$1 == n {
-		r += $2; rps += $3; p += $4; u += $5; o += $6; wu += $7; ws += $8; k++ }
+	awk -v n=$1 -v hz="$hz" -v fl="${2:-}" -v dur="$DUR" -v ncpu="$(nproc)" '$1 == n {
+		r += $2; rps += $3; p += $4; u += $5; o += $6; wu += $7; ws += $8; v += $9; i += $10; k++ }
 	END {
 		t = 1e6 / hz / r; w = (wu + ws) * 1e6 / r
 		printf "%-8s rps=%.0f us/req proxy=%.2f (user %.2f) wrk=%.2f origin=%.2f sum=%.2f",
 			n, rps / k, p * t, u * t, w, o * t, p * t + w + o * t
 		if (fl != "") printf " x floor=%.2f", p * t / fl
-		printf "\n" }' "$W/runs"
+		printf "\n%-8s sleeps/req=%.3f idle=%.2f\n", "", v / r, i / (hz * dur * ncpu * k) }' "$W/runs"
 }
 
 : >"$W/runs"
@@ -230,7 +247,7 @@ for p in "${NAMES[@]}"; do
 	line=$(report $p "$FLOOR")
 	echo "$line"
 	[ "$p" = weir ] && [ -s "$W/conns" ] && echo "         conns:$(cat "$W/conns")"
-	[ "$p" = floor ] && FLOOR=$(echo "$line" | sed 's/.*proxy=\([0-9.]*\).*/\1/')
+	[ "$p" = floor ] && FLOOR=$(echo "$line" | sed -n 's/.*proxy=\([0-9.]*\).*/\1/p')
 done
 # weir against the better peer, as issue 18's targets are put: CPU per
 # request over the lower of the peers', requests/s over the higher
