@@ -322,17 +322,17 @@ static int worker_setup(const struct worker_start *ws)
 	wk.cls_buf = slab_add_class(&wk.slab, sizeof(struct buf) + wk.buf_size);
 	for (int i = 0; i < WORKER_SMALL_CLASSES; i++)
 		wk.cls_small[i] = slab_add_class(&wk.slab, (size_t)WORKER_SMALL_MIN << i);
-	/* a request body buffered before connecting fits in one object: a
-	 * plain buffer when it is small, this class (taken only while such a
-	 * body is held) when a body_buffer is larger: the largest of the
-	 * global one and those of groups and routes */
 	/* a long response body from an HTTP/1 upstream reads into the
 	 * stream class (held only while such a body streams, as an I/O
-	 * buffer would be), with room for a head in front of it; buffered
-	 * request bodies of the same size share it */
+	 * buffer would be), with room for a head in front of it */
 	wk.stream_size = cfg->limits.stream_buffer;
 	wk.stream_cap = wk.stream_size + WORKER_STREAM_HEAD;
 	wk.stream_max = cfg->limits.stream_buffers;
+	/* a request body buffered before connecting fits in one object: a
+	 * plain buffer when it is small, this class (taken only while such a
+	 * body is held) when a body_buffer is larger: the largest of the
+	 * global one and those of groups and routes. Of a stream buffer's
+	 * body size, it is the stream class too, its objects sized for one */
 	wk.body_size = worker_body_buffer_max(cfg);
 	wk.cls_body = wk.body_size > wk.buf_size
 	                  ? slab_add_class(&wk.slab, sizeof(struct buf) +

@@ -178,8 +178,7 @@ done
 
 # voluntary context switches of <pid> and its children: the times the
 # proxy slept waiting for an event
-sleeps() { for q in $(tree "$1"); do awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$q/status"; done |
-	awk '{t += $1} END {print t}'; }
+sleeps() { for q in $(tree "$1"); do cat "/proc/$q/status"; done | awk '/^voluntary_ctxt_switches/ {t += $2} END {print t}'; }
 # the machine's idle ticks, every CPU
 idle() { awk '/^cpu / {print $5}' /proc/stat; }
 

@@ -675,7 +675,7 @@ static int h1_client_in(struct side *s, struct upconn *u)
 		 * buffer, so that a response of 64 KiB comes in one read and
 		 * leaves in one write, as it was sent (its head, then the rest
 		 * of its body, would be two of each) */
-		if (left == 0 && u->long_body && s->in.framing == HTTP_BODY_NONE)
+		if (u->long_body && s->in.framing == HTTP_BODY_NONE)
 			left = wk.stream_size;
 		return (u->in = buf_get_stream(left, STREAM_BUF_RESPONSE)) ? 0 : WEIR_ERR(NOMEM);
 	}
