@@ -332,11 +332,14 @@ static int worker_setup(const struct worker_start *ws)
 	 * plain buffer when it is small, this class (taken only while such a
 	 * body is held) when a body_buffer is larger: the largest of the
 	 * global one and those of groups and routes. Of a stream buffer's
-	 * body size, it is the stream class too, its objects sized for one */
+	 * body size, it is the stream class too, its objects sized for one;
+	 * with stream buffers off, nothing shares it, and a head's room in
+	 * front would never be used */
 	wk.body_size = worker_body_buffer_max(cfg);
 	wk.cls_body = wk.body_size > wk.buf_size
-	                  ? slab_add_class(&wk.slab, sizeof(struct buf) +
-	                                                 (wk.body_size == wk.stream_size ? wk.stream_cap : wk.body_size))
+	                  ? slab_add_class(&wk.slab, sizeof(struct buf) + (wk.body_size == wk.stream_size && wk.stream_max
+	                                                                       ? wk.stream_cap
+	                                                                       : wk.body_size))
 	                  : -1;
 	if (wk.cls_body < 0)
 		wk.body_size = 0; /* every body past an I/O buffer streams */

@@ -8,6 +8,7 @@ gauges show it was taken and given back, and that a short body never
 takes it."""
 
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -34,15 +35,18 @@ def body_of(n):
     return random.Random(n).randbytes(n)
 
 
+def class_bytes(w, size):
+    """{kind: bytes} of the slab class of objects of <size>, None while it
+    is not published."""
+    m = w.metrics()
+    g = {dict(l)["kind"]: v for (n, l), v in m.samples.items()
+         if n == "weir_slab_class_bytes" and dict(l)["size"] == str(size)}
+    return g if len(g) == 4 else None
+
+
 def stream_class(w):
     """{kind: bytes} of the stream buffers' slab class, once published."""
-    def got():
-        m = w.metrics()
-        g = {dict(l)["kind"]: v for (n, l), v in m.samples.items()
-             if n == "weir_slab_class_bytes" and dict(l)["size"] == str(STREAM_CLASS)}
-        return g if len(g) == 4 else None
-
-    return wait_until(got, slack(5), what="the stream class's gauges")
+    return wait_until(lambda: class_bytes(w, STREAM_CLASS), slack(5), what="the stream class's gauges")
 
 
 def stream_weir(weir_factory, origin, **kw):
@@ -138,6 +142,28 @@ def test_stream_buffer_0_keeps_every_body_in_the_io_buffer(weir_factory, origin)
     with Client(w.port, timeout=20) as c:
         assert c.request("GET", "/text/300000?rand=1").body == body_of(300000)
     time.sleep(1.2)
+    sizes = {dict(l)["size"] for (n, l) in w.metrics().samples if n == "weir_slab_class_bytes"}
+    assert str(STREAM_CLASS) not in sizes, sizes
+
+
+def test_a_body_class_shared_with_no_stream_buffer_has_no_room_for_a_head(weir_factory, origin):
+    # body_buffer equal to stream_buffer shares one class; with stream
+    # buffers off, no response head is ever read into its objects, so they
+    # are sized for the body alone
+    w = stream_weir(weir_factory, origin, limits={"stream_buffers": 0, "body_buffer": "96k"})
+    body = random.Random(7).randbytes(80000)
+    with Client(w.port, timeout=20) as c:
+        r = c.request("POST", "/echo", body=body)
+    assert r.status == 200, r
+    got = json.loads(r.body)
+    assert (got["body_len"], got["body_sha256"]) == (len(body), hashlib.sha256(body).hexdigest())
+    plain = 16 + STREAM
+
+    def body_class():
+        g = class_bytes(w, plain)
+        return g if g and g["high_water"] >= plain else None
+
+    wait_until(body_class, slack(5), what="the body class, sized for a body alone, used")
     sizes = {dict(l)["size"] for (n, l) in w.metrics().samples if n == "weir_slab_class_bytes"}
     assert str(STREAM_CLASS) not in sizes, sizes
 
