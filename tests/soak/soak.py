@@ -26,7 +26,14 @@ of tests/origin/origin.py. The load, each kind in its own process:
   download    GET /big/N, 1..16 MB, plain and TLS, every byte counted
   slow        slow clients: a request head dripped a byte at a time, a body
               dripped 100 bytes at a time, a 2 MB answer read 4 kB at a time
-  h2, ws      hooks for HTTP/2 and WebSocket: skipped until weir has them
+  h2          HTTP/2 connections (h2c with prior knowledge, or TLS with
+              ALPN h2), batches of up to 8 concurrent streams: the GETs
+              above and uploads of up to 200 kB, flow control honoured;
+              a stream a GOAWAY or REFUSED_STREAM says was not processed
+              is sent again on a new connection (RFC 9113 8.7)
+  ws          WebSocket sessions (plain and TLS) through weir to
+              tests/origin/ws_origin.py: 5 to 30 text and binary messages
+              of up to 64 kB, each echo checked, then the close handshake
 
 Faults: SIGHUP to the master every --reload seconds, SIGUSR2 every
 --upgrade seconds (the new master takes over; the old one drains and
@@ -42,6 +49,8 @@ and prints a summary:
     is a request on a reused keep-alive connection that got no byte of an
     answer within 3 s after a HUP or USR2 (the race every HTTP/1.1 client
     retries, RFC 9112 9.3.1): every other failure fails the soak, listed
+    (an HTTP/2 stream counts once it is answered, a WebSocket session once
+    it is closed cleanly)
   - upgrades that did not complete: must be 0
   - weir_errors_total by kind (drain_cut explains slow clients cut by a
     drain; none is expected with timeouts.drain at 30 s)
@@ -67,9 +76,18 @@ import sys
 import tempfile
 import time
 
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+from h2util import split_goaway  # noqa: E402
 ORIGIN_PY = os.path.join(REPO, "tests", "origin", "origin.py")
+WS_ORIGIN_PY = os.path.join(REPO, "tests", "origin", "ws_origin.py")
 SANITIZER = re.compile(r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer|SUMMARY: \w+Sanitizer")
 SAMPLE_EVERY = 10
 # a failure this soon after a signal, on a reused connection, with no byte
@@ -258,6 +276,209 @@ def simple_get(rng):
     return "/echo", lambda st, b: check(st == 200 and json.loads(b)["method"] == "GET", "bad /echo")
 
 
+def h2_request(rng):
+    """(method, path, body, verify(status, body)) of one stream: one of
+    simple_get's, or an upload (one in five)."""
+    if rng.random() < 0.2:
+        body = rng.randbytes(int(1000 * 200 ** rng.random()))
+        digest = hashlib.sha256(body).hexdigest()
+
+        def verify(st, b):
+            check(st == 200, "h2 upload answered %d" % st)
+            j = json.loads(b)
+            check(j["body_len"] == len(body) and j["body_sha256"] == digest, "h2 upload body arrived altered")
+        return ("POST", "/upload", body, verify)
+    target, verify = simple_get(rng)
+    return ("GET", target, None, verify)
+
+
+class H2Conn:
+    """An HTTP/2 client connection (the h2 library's state machine on a
+    blocking socket): exchange() sends a batch of streams and reads until
+    every one is answered or the connection says it will not be."""
+
+    def __init__(self, port, tls_ctx=None, timeout=30):
+        s = socket.socket()
+        s.settimeout(timeout)
+        try:
+            s.connect(("127.0.0.1", port))
+            if tls_ctx:
+                s = tls_ctx.wrap_socket(s, server_hostname="localhost")
+                if s.selected_alpn_protocol() != "h2":
+                    raise Failed("ALPN chose %r, not h2" % s.selected_alpn_protocol(), 0)
+        except (OSError, ssl.SSLError) as e:
+            s.close()
+            raise Failed("h2 connect: %s" % e.__class__.__name__, 0)
+        self.s, self.tls = s, tls_ctx is not None
+        self.c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.c.initiate_connection()
+        self.last_id = None  # a GOAWAY's last stream id
+        self.gone = False    # no more streams on this connection
+        self.error = "closed"
+        self.streams = {}
+        self.rbuf = b""
+        self.flush()
+
+    def close(self):
+        try:
+            self.s.close()
+        except OSError:
+            pass
+
+    def flush(self):
+        data = self.c.data_to_send()
+        if data:
+            try:
+                self.s.sendall(data)
+            except (OSError, ssl.SSLError) as e:
+                self.gone = True
+                raise Failed("h2 send: %s" % e.__class__.__name__, 0)
+
+    def pump(self):
+        try:
+            data = self.s.recv(65536)
+        except socket.timeout:
+            raise Failed("h2 timeout", 0)
+        except (OSError, ssl.SSLError) as e:
+            data = b""
+            self.error = e.__class__.__name__
+        if not data:
+            self.gone = True
+            return False
+        try:
+            events = self.c.receive_data(self.strip_goaway(data))
+        except h2.exceptions.ProtocolError as e:
+            raise Failed("h2 protocol error from weir: %s" % e, 0)
+        for ev in events:
+            st = self.streams.get(getattr(ev, "stream_id", None))
+            if isinstance(ev, h2.events.ResponseReceived) and st is not None:
+                st["status"] = int(dict(ev.headers)[b":status"])
+            elif isinstance(ev, h2.events.DataReceived):
+                if st is not None:
+                    st["body"] += ev.data
+                try:
+                    self.c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                except h2.exceptions.StreamClosedError:
+                    pass
+            elif isinstance(ev, h2.events.StreamEnded) and st is not None:
+                st["done"] = True
+            elif isinstance(ev, h2.events.StreamReset) and st is not None:
+                st["reset"] = ev.error_code
+        try:
+            self.flush()
+        except Failed:
+            pass  # what was read still counts; the next send finds it gone
+        return True
+
+    def strip_goaway(self, data):
+        """The whole frames read but a GOAWAY, which is noted (the streams
+        it took are still finished: split_goaway)."""
+        frames, self.rbuf, goaways = split_goaway(self.rbuf + data)
+        if goaways:
+            self.last_id = goaways[-1][0]
+            self.gone = True
+        return frames
+
+    def send_body(self, sid, body):
+        off = 0
+        while off < len(body):
+            n = min(self.c.local_flow_control_window(sid), self.c.max_outbound_frame_size, len(body) - off)
+            if n <= 0:
+                self.flush()
+                # a GOAWAY does not end a stream it took: its body goes on
+                if not self.pump() or (self.last_id is not None and sid > self.last_id):
+                    return
+                continue
+            self.c.send_data(sid, body[off:off + n], end_stream=off + n == len(body))
+            off += n
+        self.flush()
+
+    def exchange(self, batch):
+        """[(request, body bytes, or None when it was not processed)]; a
+        stream that the server took and did not answer raises Failed."""
+        sent = []
+        for req in batch:
+            method, path, body, _ = req
+            if self.gone:
+                sent.append((req, None))
+                continue
+            sid = self.c.get_next_available_stream_id()
+            hdrs = [(":method", method), (":scheme", "https" if self.tls else "http"),
+                    (":authority", "localhost"), (":path", path)]
+            if body is not None:
+                hdrs.append(("content-length", str(len(body))))
+            self.streams[sid] = {"status": None, "body": b"", "done": False, "reset": None}
+            try:
+                self.c.send_headers(sid, hdrs, end_stream=body is None)
+                self.flush()
+                if body is not None:
+                    self.send_body(sid, body)
+            except h2.exceptions.StreamClosedError:
+                pass  # reset by weir meanwhile: judged below
+            sent.append((req, sid))
+        while any(sid is not None and not self.streams[sid]["done"] and self.streams[sid]["reset"] is None
+                  for _, sid in sent):
+            if not self.pump():
+                break
+        out = []
+        for req, sid in sent:
+            if sid is None:
+                out.append((req, None))
+                continue
+            st = self.streams.pop(sid)
+            if st["done"] and st["reset"] is None:
+                req[3](st["status"], st["body"])
+                out.append((req, len(st["body"])))
+            elif st["reset"] == h2.errors.ErrorCodes.REFUSED_STREAM or \
+                    (self.last_id is not None and sid > self.last_id):
+                out.append((req, None))  # RFC 9113 8.7: not processed
+            else:
+                raise Failed("h2 stream %d: %s after %d bytes (GOAWAY last id %s, %s)"
+                             % (sid, "reset %s" % st["reset"] if st["reset"] is not None else "left unanswered",
+                                len(st["body"]), self.last_id, getattr(self, "error", "closed")), len(st["body"]))
+        return out
+
+
+async def ws_session(ports, tls_ctx, rng):
+    """One WebSocket through weir to the echo origin: messages of random
+    kind and size, each echo compared, then the close handshake. Returns
+    the bytes echoed."""
+    import websockets
+
+    port = ports["tls" if tls_ctx else "plain"]
+    url = "%s://127.0.0.1:%d/ws/echo" % ("wss" if tls_ctx else "ws", port)
+    n = 0
+    try:
+        async with websockets.connect(url, ssl=tls_ctx, max_size=1 << 20, open_timeout=10,
+                                      close_timeout=10) as ws:
+            for _ in range(rng.randrange(5, 31)):
+                size = int(64000 ** rng.random())
+                msg = rng.randbytes(size) if rng.random() < 0.5 else "t" * size
+                await ws.send(msg)
+                got = await asyncio_wait(ws.recv(), 10)
+                check(got == msg, "ws echo of %d %s differs" % (size, type(msg).__name__))
+                n += size
+                await asyncio_sleep(rng.random() * 0.1)
+            await ws.close()
+            check(ws.close_code == 1000, "ws closed with %s" % ws.close_code)
+    except (OSError, ssl.SSLError, EOFError, websockets.WebSocketException, TimeoutError) as e:
+        raise Failed("ws: %s %s" % (e.__class__.__name__, e), n)
+    return n
+
+
+async def asyncio_wait(aw, timeout):
+    import asyncio
+    try:
+        return await asyncio.wait_for(aw, timeout)
+    except asyncio.TimeoutError:
+        raise TimeoutError("no echo in %d s" % timeout)
+
+
+async def asyncio_sleep(t):
+    import asyncio
+    await asyncio.sleep(t)
+
+
 class Loop:
     def __init__(self, kind, end, ports, ca, seed):
         self.kind, self.end, self.ports, self.ca = kind, end, ports, ca
@@ -265,7 +486,14 @@ class Loop:
         self.ok = 0
         self.bytes = 0
         self.failures = []  # (time, what, reused, got)
+        self.notes = {}     # what else a kind counts, for the summary
         self.ctx = tls_context(ca) if ca else None
+        self.ctx_h2 = ssl.create_default_context(cafile=ca) if ca else None
+        if self.ctx_h2:
+            self.ctx_h2.set_alpn_protocols(["h2"])
+
+    def note(self, what):
+        self.notes[what] = self.notes.get(what, 0) + 1
 
     def fail(self, e, reused):
         self.failures.append((time.time(), e.what, reused, e.got))
@@ -387,13 +615,58 @@ class Loop:
                 if conn:
                     conn.close()
 
+    def h2(self):
+        todo = []  # requests not processed by a connection that went away
+        while time.time() < self.end:
+            conn = None
+            try:
+                tls = self.rng.random() < 0.5
+                conn = H2Conn(self.ports["tls" if tls else "plain"], self.ctx_h2 if tls else None)
+                for _ in range(self.rng.randrange(1, 40)):
+                    if time.time() >= self.end:
+                        break
+                    batch = todo or [h2_request(self.rng) for _ in range(self.rng.randrange(1, 9))]
+                    todo = []
+                    for req, n in conn.exchange(batch):
+                        if n is None:
+                            todo.append(req)  # not processed: sent again
+                            self.note("streams sent again")
+                        else:
+                            self.ok += 1
+                            self.bytes += n
+                    if conn.gone:
+                        break
+                    time.sleep(self.rng.random() * 0.05)
+            except Failed as e:
+                self.fail(e, False)
+                todo = []
+            finally:
+                if conn:
+                    if conn.last_id is not None:
+                        self.note("GOAWAYs")
+                    conn.close()
+
+    def ws(self):
+        import asyncio
+        while time.time() < self.end:
+            tls = self.rng.random() < 0.3
+            try:
+                n = asyncio.run(ws_session(self.ports, self.ctx if tls else None, self.rng))
+                self.ok += 1
+                self.bytes += n
+            except Failed as e:
+                self.fail(e, False)
+            time.sleep(self.rng.random() * 0.2)
+
     def run(self):
-        {"keepalive": lambda: self.persistent(0, self.get_one, 0.01, 0.05),
+        {"h2": self.h2, "ws": self.ws,
+         "keepalive": lambda: self.persistent(0, self.get_one, 0.01, 0.05),
          "tls": lambda: self.persistent(1, self.get_one, 0.01, 0.05),
          "newconn": lambda: self.newconn(False), "tls_newconn": lambda: self.newconn(True),
          "upload": lambda: self.persistent(0.3, self.upload_one, 0.2, 0.2),
          "download": self.download, "slow": self.slow}[self.kind]()
-        return {"kind": self.kind, "ok": self.ok, "bytes": self.bytes, "failures": self.failures}
+        return {"kind": self.kind, "ok": self.ok, "bytes": self.bytes, "failures": self.failures,
+                "notes": self.notes}
 
 
 def load_main(kind, end, ports, ca, seed, q):
@@ -404,11 +677,9 @@ def load_main(kind, end, ports, ca, seed, q):
         q.put({"kind": kind, "ok": 0, "bytes": 0, "failures": [(time.time(), "soak client crashed: %r" % e, False, -1)]})
 
 
-# (kind, processes); a kind whose feature weir lacks is a hook, skipped
+# (kind, processes)
 LOADS = [("keepalive", 2), ("newconn", 1), ("tls", 1), ("tls_newconn", 1), ("upload", 1), ("download", 1),
-         ("slow", 2)]
-HOOKS = {"h2": "HTTP/2: weir has no HTTP/2 yet (issue 16 item 5 hook)",
-         "ws": "WebSocket: weir has no WebSocket yet (issue 16 item 5 hook)"}
+         ("slow", 2), ("h2", 1), ("ws", 1)]
 
 
 # ---------------------------------------------------------------------------
@@ -502,8 +773,9 @@ listeners = (
   { address = "127.0.0.1:%(plain)d"; },
   { address = "127.0.0.1:%(tls)d"; tls = { certificates = ( { cert = "%(cert)s"; key = "%(key)s"; } ); }; }
 );
-upstreams = ( { name = "o"; keepalive = 16; servers = ( { address = "127.0.0.1:%(origin)d"; } ); } );
-routes = ( { path = "/"; upstream = "o"; } );
+upstreams = ( { name = "o"; keepalive = 16; servers = ( { address = "127.0.0.1:%(origin)d"; } ); },
+              { name = "w"; servers = ( { address = "127.0.0.1:%(ws_origin)d"; } ); } );
+routes = ( { path = "/ws/"; upstream = "w"; }, { path = "/"; upstream = "o"; } );
 limits = { body_size = "64m"; };
 """ % dict(ports, d=d, cert=cert, key=key)
     path = os.path.join(d, "weir.conf")
@@ -569,7 +841,8 @@ def main():
     binary = os.path.join(d, "weir")
     shutil.copy2(a.weir, binary)
     ca, cert, key = make_cert(d)
-    ports = {"plain": free_port(), "tls": free_port(), "stats": free_port(), "origin": free_port()}
+    ports = {"plain": free_port(), "tls": free_port(), "stats": free_port(), "origin": free_port(),
+             "ws_origin": free_port()}
     conf = write_config(d, ports, cert, key)
     pid_file = os.path.join(d, "weir.pid")
     print("soak: %s for %.0f s, HUP every %.0f s, USR2 every %.0f s; files in %s"
@@ -580,6 +853,11 @@ def main():
                               stderr=open(os.path.join(d, "origin.stderr"), "wb"), start_new_session=True)
     if not origin.stdout.readline().startswith(b"ready"):
         raise SystemExit("soak: the origin did not start")
+    ws_origin = subprocess.Popen([sys.executable, WS_ORIGIN_PY, "--listen", "127.0.0.1:%d" % ports["ws_origin"]],
+                                 stdout=subprocess.PIPE, stderr=open(os.path.join(d, "ws_origin.stderr"), "wb"),
+                                 start_new_session=True)
+    if not ws_origin.stdout.readline().startswith(b"ready"):
+        raise SystemExit("soak: the WebSocket origin did not start")
     env = dict(os.environ)
     # a small quarantine: ASan keeps freed blocks poisoned, unreused, up
     # to this many MB (256 by default), and a reload frees about 400 kB in
@@ -683,8 +961,9 @@ def main():
         except ProcessLookupError:
             pass
         weir.poll()
-        origin.terminate()
-        origin.wait(10)
+        for o in (origin, ws_origin):
+            o.terminate()
+            o.wait(10)
     summarize(a, d, t0, results, events, upgrades, samples, final, gone)
 
 
@@ -732,7 +1011,9 @@ def summarize(a, d, t0, results, events, upgrades, samples, final, gone):
 
     by_kind = {}
     for r in results:
-        k = by_kind.setdefault(r["kind"], {"ok": 0, "bytes": 0, "failures": []})
+        k = by_kind.setdefault(r["kind"], {"ok": 0, "bytes": 0, "failures": [], "notes": {}})
+        for what, n in r.get("notes", {}).items():
+            k["notes"][what] = k["notes"].get(what, 0) + n
         k["ok"] += r["ok"]
         k["bytes"] += r["bytes"]
         k["failures"] += r["failures"]
@@ -746,9 +1027,11 @@ def summarize(a, d, t0, results, events, upgrades, samples, final, gone):
         unexplained += [(kind,) + f for f in un]
         tot = [tot[0] + k["ok"], tot[1] + len(ex), tot[2] + len(un)]
         print("  %-13s %10d %10d %10d %12.1f" % (kind, k["ok"], len(ex), len(un), k["bytes"] / 1e6))
-    for kind in HOOKS:
-        print("  %-13s %10s   (%s)" % (kind, "skipped", HOOKS[kind]))
     print("  %-13s %10d %10d %10d   (%.0f requests/s)" % ("total", tot[0], tot[1], tot[2], tot[0] / a.time))
+    for kind, _ in LOADS:
+        notes = by_kind.get(kind, {}).get("notes")
+        if notes:
+            print("  %s: %s" % (kind, ", ".join("%d %s" % (n, what) for what, n in sorted(notes.items()))))
     if tot[1]:
         print("  explained: a reused keep-alive connection closed with no byte of an answer "
               "within %.0f s after a HUP or USR2 (clients retry these)" % RACE_WINDOW)
