@@ -61,6 +61,7 @@ and prints a summary:
 and exits 0 when all hold, 1 otherwise.
 """
 import argparse
+import asyncio
 import hashlib
 import json
 import multiprocessing as mp
@@ -81,6 +82,7 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
+import websockets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -252,9 +254,9 @@ def request_bytes(method, target, headers=(), body=None, chunked=False):
 # counts and its failures
 # ---------------------------------------------------------------------------
 
-def tls_context(ca):
+def tls_context(ca, alpn="http/1.1"):
     ctx = ssl.create_default_context(cafile=ca)
-    ctx.set_alpn_protocols(["http/1.1"])
+    ctx.set_alpn_protocols([alpn])
     return ctx
 
 
@@ -297,19 +299,12 @@ class H2Conn:
     blocking socket): exchange() sends a batch of streams and reads until
     every one is answered or the connection says it will not be."""
 
-    def __init__(self, port, tls_ctx=None, timeout=30):
-        s = socket.socket()
-        s.settimeout(timeout)
-        try:
-            s.connect(("127.0.0.1", port))
-            if tls_ctx:
-                s = tls_ctx.wrap_socket(s, server_hostname="localhost")
-                if s.selected_alpn_protocol() != "h2":
-                    raise Failed("ALPN chose %r, not h2" % s.selected_alpn_protocol(), 0)
-        except (OSError, ssl.SSLError) as e:
-            s.close()
-            raise Failed("h2 connect: %s" % e.__class__.__name__, 0)
-        self.s, self.tls = s, tls_ctx is not None
+    def __init__(self, port, tls_ctx=None):
+        self.conn = Conn(port, tls_ctx)  # the socket, connected (Failed if not)
+        self.s, self.tls = self.conn.s, tls_ctx is not None
+        if self.tls and self.s.selected_alpn_protocol() != "h2":
+            self.close()
+            raise Failed("ALPN chose %r, not h2" % self.s.selected_alpn_protocol(), 0)
         self.c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
         self.c.initiate_connection()
         self.last_id = None  # a GOAWAY's last stream id
@@ -320,10 +315,7 @@ class H2Conn:
         self.flush()
 
     def close(self):
-        try:
-            self.s.close()
-        except OSError:
-            pass
+        self.conn.close()
 
     def flush(self):
         data = self.c.data_to_send()
@@ -435,7 +427,7 @@ class H2Conn:
             else:
                 raise Failed("h2 stream %d: %s after %d bytes (GOAWAY last id %s, %s)"
                              % (sid, "reset %s" % st["reset"] if st["reset"] is not None else "left unanswered",
-                                len(st["body"]), self.last_id, getattr(self, "error", "closed")), len(st["body"]))
+                                len(st["body"]), self.last_id, self.error), len(st["body"]))
         return out
 
 
@@ -443,8 +435,6 @@ async def ws_session(ports, tls_ctx, rng):
     """One WebSocket through weir to the echo origin: messages of random
     kind and size, each echo compared, then the close handshake. Returns
     the bytes echoed."""
-    import websockets
-
     port = ports["tls" if tls_ctx else "plain"]
     url = "%s://127.0.0.1:%d/ws/echo" % ("wss" if tls_ctx else "ws", port)
     n = 0
@@ -455,28 +445,15 @@ async def ws_session(ports, tls_ctx, rng):
                 size = int(64000 ** rng.random())
                 msg = rng.randbytes(size) if rng.random() < 0.5 else "t" * size
                 await ws.send(msg)
-                got = await asyncio_wait(ws.recv(), 10)
+                got = await asyncio.wait_for(ws.recv(), 10)
                 check(got == msg, "ws echo of %d %s differs" % (size, type(msg).__name__))
                 n += size
-                await asyncio_sleep(rng.random() * 0.1)
+                await asyncio.sleep(rng.random() * 0.1)
             await ws.close()
             check(ws.close_code == 1000, "ws closed with %s" % ws.close_code)
-    except (OSError, ssl.SSLError, EOFError, websockets.WebSocketException, TimeoutError) as e:
+    except (OSError, ssl.SSLError, EOFError, websockets.WebSocketException, asyncio.TimeoutError) as e:
         raise Failed("ws: %s %s" % (e.__class__.__name__, e), n)
     return n
-
-
-async def asyncio_wait(aw, timeout):
-    import asyncio
-    try:
-        return await asyncio.wait_for(aw, timeout)
-    except asyncio.TimeoutError:
-        raise TimeoutError("no echo in %d s" % timeout)
-
-
-async def asyncio_sleep(t):
-    import asyncio
-    await asyncio.sleep(t)
 
 
 class Loop:
@@ -488,9 +465,7 @@ class Loop:
         self.failures = []  # (time, what, reused, got)
         self.notes = {}     # what else a kind counts, for the summary
         self.ctx = tls_context(ca) if ca else None
-        self.ctx_h2 = ssl.create_default_context(cafile=ca) if ca else None
-        if self.ctx_h2:
-            self.ctx_h2.set_alpn_protocols(["h2"])
+        self.ctx_h2 = tls_context(ca, "h2") if ca else None
 
     def note(self, what):
         self.notes[what] = self.notes.get(what, 0) + 1
@@ -647,7 +622,6 @@ class Loop:
                     conn.close()
 
     def ws(self):
-        import asyncio
         while time.time() < self.end:
             tls = self.rng.random() < 0.3
             try:
